@@ -1,0 +1,59 @@
+"""Errors raised by the format layer.
+
+Every error names what is wrong and where (a path, a key, a snapshot id), because our users read
+them in the logs of a nightly batch job. The jobs layer maps them to exit codes: bad input or bad
+table state -> 2, refused by a safety check or a lost commit race -> 3.
+"""
+
+from __future__ import annotations
+
+
+class PaimonFormatError(Exception):
+    """Base class of every error the format layer raises on purpose."""
+
+
+class CorruptFileError(PaimonFormatError):
+    """A metadata or data file exists but cannot be decoded (truncated Avro, bad JSON, ...)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class MissingFileError(PaimonFormatError):
+    """A file that metadata refers to does not exist (e.g. a manifest named by a manifest list)."""
+
+    def __init__(self, path: str, referenced_by: str | None = None) -> None:
+        where = f" (referenced by {referenced_by})" if referenced_by else ""
+        super().__init__(f"{path}: file does not exist{where}")
+        self.path = path
+        self.referenced_by = referenced_by
+
+
+class TableNotFoundError(PaimonFormatError):
+    """The table directory has no schema: it is not a Paimon table (yet)."""
+
+
+class SnapshotNotFoundError(PaimonFormatError):
+    """A snapshot, tag or branch that was asked for does not exist."""
+
+
+class InvalidTableStateError(PaimonFormatError):
+    """The table's metadata is inconsistent: a DELETE without its ADD, a duplicate ADD, ..."""
+
+
+class StorageError(PaimonFormatError):
+    """A storage operation failed (listing, reading, writing, deleting)."""
+
+
+class UnsupportedOperationError(PaimonFormatError):
+    """The operation is not supported here, e.g. an atomic create on a backend that cannot do it."""
+
+
+class CommitConflictError(PaimonFormatError):
+    """A commit cannot be applied on top of the current latest snapshot (no retry helps)."""
+
+
+class CommitRetriesExhaustedError(PaimonFormatError):
+    """A commit lost the race for the next snapshot id more often than allowed."""
