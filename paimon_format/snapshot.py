@@ -1,0 +1,691 @@
+"""Snapshots, their hint files, tags, branches and consumers (spec §1, §3).
+
+A snapshot file `snapshot/snapshot-<id>` is the unit of a commit: it names the manifest lists that
+make up one version of the table. Ids start at 1 and are contiguous; `snapshot-N` is created once
+(create-if-absent) and never rewritten. `LATEST`/`EARLIEST` are only hints that spare a directory
+listing: a stale or garbage hint must never make us lose a snapshot, so we verify them the way
+Java's `HintFileUtils` does and fall back to listing. A listing that *fails* is an error, never an
+empty table. Tags (`tag/tag-<name>`) and long-lived changelogs (`changelog/changelog-<id>`) are
+snapshot JSON too; branches (`branch/branch-<name>`) repeat the layout; consumers
+(`consumer/consumer-<id>`) pin the next snapshot a streaming reader needs.
+
+The Jackson-compatible JSON writer lives here (not in schema.py) so reading snapshots does not
+import the type system; schema.py reuses it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from paimon_format.errors import (
+    CorruptFileError,
+    InvalidTableStateError,
+    MissingFileError,
+    SnapshotNotFoundError,
+    StorageError,
+)
+
+if TYPE_CHECKING:
+    from paimon_format.fileio import FileIO
+
+log = logging.getLogger(__name__)
+
+CURRENT_VERSION = 3
+BATCH_COMMIT_IDENTIFIER = 2**63 - 1
+MAIN_BRANCH = "main"
+
+SNAPSHOT_PREFIX = "snapshot-"
+CHANGELOG_PREFIX = "changelog-"
+TAG_PREFIX = "tag-"
+BRANCH_PREFIX = "branch-"
+CONSUMER_PREFIX = "consumer-"
+LATEST = "LATEST"
+EARLIEST = "EARLIEST"
+
+_SNAPSHOT_FILE_RE = re.compile(r"^snapshot-(\d+)$")
+_CHANGELOG_FILE_RE = re.compile(r"^changelog-(\d+)$")
+_HINT_READ_ATTEMPTS = 3
+_HINT_RETRY_SECONDS = 0.001
+
+# (attribute, JSON key, kind, required). Order = the order Java's Jackson writes (spec §3 table).
+_INT, _STR, _DICT = "int", "str", "dict"
+_SNAPSHOT_KEYS: tuple[tuple[str, str, str, bool], ...] = (
+    ("version", "version", _INT, False),
+    ("uuid", "uuid", _STR, False),
+    ("id", "id", _INT, True),
+    ("schema_id", "schemaId", _INT, True),
+    ("base_manifest_list", "baseManifestList", _STR, True),
+    ("base_manifest_list_size", "baseManifestListSize", _INT, False),
+    ("delta_manifest_list", "deltaManifestList", _STR, True),
+    ("delta_manifest_list_size", "deltaManifestListSize", _INT, False),
+    ("changelog_manifest_list", "changelogManifestList", _STR, False),
+    ("changelog_manifest_list_size", "changelogManifestListSize", _INT, False),
+    ("index_manifest", "indexManifest", _STR, False),
+    ("commit_user", "commitUser", _STR, True),
+    ("writer_version", "writerVersion", _STR, False),
+    ("commit_identifier", "commitIdentifier", _INT, True),
+    ("commit_kind", "commitKind", _STR, True),
+    ("time_millis", "timeMillis", _INT, True),
+    ("total_record_count", "totalRecordCount", _INT, False),
+    ("delta_record_count", "deltaRecordCount", _INT, False),
+    ("changelog_record_count", "changelogRecordCount", _INT, False),
+    ("watermark", "watermark", _INT, False),
+    ("statistics", "statistics", _STR, False),
+    ("properties", "properties", _DICT, False),
+    ("next_row_id", "nextRowId", _INT, False),
+    ("operation", "operation", _STR, False),
+)
+_KNOWN_JSON_KEYS = frozenset(key for _, key, _, _ in _SNAPSHOT_KEYS)
+# Keys we do not model but whose position Java fixes; kept in `extra` and written back in place.
+_EXTRA_KEY_POSITIONS = {"logOffsets": "timeMillis"}
+
+
+# -- Jackson-compatible JSON -----------------------------------------------------------------------
+
+_JACKSON_SHORT_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\b": "\\b",
+    "\t": "\\t",
+    "\n": "\\n",
+    "\f": "\\f",
+    "\r": "\\r",
+}
+
+
+def _jackson_string(text: str) -> str:
+    out = ['"']
+    for char in text:
+        escaped = _JACKSON_SHORT_ESCAPES.get(char)
+        if escaped is not None:
+            out.append(escaped)
+        elif char < " ":
+            out.append(f"\\u{ord(char):04X}")
+        else:
+            out.append(char)
+    out.append('"')
+    return "".join(out)
+
+
+def _jackson_value(value: Any, nesting: int) -> str:
+    if isinstance(value, Mapping):
+        if not value:
+            return "{ }"
+        inner = "  " * (nesting + 1)
+        entries = [
+            f"{inner}{_jackson_string(str(k))} : {_jackson_value(v, nesting + 1)}" for k, v in value.items()
+        ]
+        return "{\n" + ",\n".join(entries) + "\n" + "  " * nesting + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[ ]"
+        return "[ " + ", ".join(_jackson_value(item, nesting) for item in value) + " ]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return _jackson_string(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON: {value!r}")
+
+
+def jackson_json(value: Any) -> str:
+    """JSON text exactly as Java's `JsonSerdeUtil.toJson` (Jackson default pretty printer) writes it.
+
+    Why not `json.dumps(indent=2)`: byte-identical metadata makes diffs against Java-written tables
+    meaningful and keeps our files indistinguishable from Java's. Jackson's layout: 2-space object
+    indentation, `"key" : value`, arrays inline as `[ a, b ]` (objects inside them open on the same
+    line: `[ {`), empty containers as `{ }` / `[ ]`, no trailing newline. Non-ASCII is written as-is
+    (UTF-8); control characters use Jackson's escapes. Decimals (from `parse_float=Decimal`) keep
+    their original digits, so a Java `Duration` like `86400.000000000` round-trips unchanged.
+    """
+    return _jackson_value(value, 0)
+
+
+def load_json_object(data: bytes | str, path: str) -> dict[str, Any]:
+    """Parse a metadata file that must hold one JSON object; anything else is a corrupt file."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        parsed = json.loads(text, parse_float=Decimal)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CorruptFileError(path, f"not valid JSON: {error}") from None
+    if not isinstance(parsed, dict):
+        raise CorruptFileError(path, f"expected a JSON object, found {type(parsed).__name__}")
+    return parsed
+
+
+def _basename(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclass
+class Snapshot:
+    """One snapshot (also the payload of a tag or a long-lived changelog file).
+
+    Optional attributes that are None are left out of the JSON, as Java does. Keys this class does
+    not model (`logOffsets` of Paimon <= 1.3, `tagCreateTime`/`tagTimeRetained` of tags, keys of
+    future versions) are kept in `extra` and written back, so rewriting a file loses nothing.
+    """
+
+    id: int
+    schema_id: int
+    base_manifest_list: str
+    delta_manifest_list: str
+    commit_user: str
+    commit_identifier: int
+    commit_kind: str
+    time_millis: int
+    total_record_count: int
+    delta_record_count: int
+    version: int = CURRENT_VERSION
+    uuid: str | None = None
+    base_manifest_list_size: int | None = None
+    delta_manifest_list_size: int | None = None
+    changelog_manifest_list: str | None = None
+    changelog_manifest_list_size: int | None = None
+    index_manifest: str | None = None
+    writer_version: str | None = None
+    changelog_record_count: int | None = None
+    watermark: int | None = None
+    statistics: str | None = None
+    properties: dict[str, str] | None = None
+    next_row_id: int | None = None
+    operation: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- JSON --------------------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object in Java's key order; None values (and empty `properties`) omitted."""
+        result: dict[str, Any] = {}
+        extras_after: dict[str, list[str]] = {}
+        trailing: list[str] = []
+        for key in self.extra:
+            anchor = _EXTRA_KEY_POSITIONS.get(key)
+            if anchor is not None:
+                extras_after.setdefault(anchor, []).append(key)
+            else:
+                trailing.append(key)
+        for attribute, key, _, _ in _SNAPSHOT_KEYS:
+            value = getattr(self, attribute)
+            if value is not None and not (attribute == "properties" and not value):
+                result[key] = dict(value) if attribute == "properties" else value
+            for extra_key in extras_after.get(key, ()):
+                result[extra_key] = self.extra[extra_key]
+        for extra_key in trailing:
+            result[extra_key] = self.extra[extra_key]
+        return result
+
+    def to_json(self) -> str:
+        """Pretty-printed like Java's Jackson writer (see `jackson_json`)."""
+        return jackson_json(self.to_dict())
+
+    @staticmethod
+    def from_json(text: str | bytes, path: str = "?") -> Snapshot:
+        """Parse a snapshot, tag or changelog file.
+
+        Required: id, schemaId, baseManifestList, deltaManifestList, commitUser, commitIdentifier,
+        commitKind, timeMillis (what every reader needs). As in Java, a missing `version` means 1
+        and missing record counts mean 0. When `path` names a `snapshot-N` or `changelog-N` file,
+        `id` must equal N (paimon-rust rejects a mismatch too; it means a mis-copied file).
+        Anything else wrong -> `CorruptFileError(path, ...)`.
+        """
+        return Snapshot.from_dict(load_json_object(text, path), path)
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any], path: str = "?") -> Snapshot:
+        values: dict[str, Any] = {}
+        for attribute, key, kind, required in _SNAPSHOT_KEYS:
+            value = data.get(key)
+            if value is None:
+                if required:
+                    raise CorruptFileError(path, f"missing required key '{key}'")
+                continue
+            if kind == _INT and (not isinstance(value, int) or isinstance(value, bool)):
+                raise CorruptFileError(path, f"'{key}' must be an integer, found {value!r}")
+            if kind == _STR and not isinstance(value, str):
+                raise CorruptFileError(path, f"'{key}' must be a string, found {value!r}")
+            if kind == _DICT:
+                if not isinstance(value, dict):
+                    raise CorruptFileError(path, f"'{key}' must be a JSON object, found {value!r}")
+                value = dict(value)
+            values[attribute] = value
+        values.setdefault("version", 1)
+        values.setdefault("total_record_count", 0)
+        values.setdefault("delta_record_count", 0)
+        extra = {key: value for key, value in data.items() if key not in _KNOWN_JSON_KEYS}
+        snapshot = Snapshot(**values, extra=extra)
+        name = _basename(path)
+        match = _SNAPSHOT_FILE_RE.match(name) or _CHANGELOG_FILE_RE.match(name)
+        if match and int(match.group(1)) != snapshot.id:
+            raise CorruptFileError(path, f"snapshot id {snapshot.id} does not match the file name")
+        return snapshot
+
+    # -- tag extras --------------------------------------------------------------------------------
+
+    @property
+    def tag_create_time(self) -> dt.datetime | None:
+        """A tag's creation time (Java LocalDateTime array `[y, mo, d, h, mi, s, ns]`), if recorded."""
+        raw = self.extra.get("tagCreateTime")
+        if not isinstance(raw, list) or len(raw) < 3:
+            return None
+        parts = [int(p) for p in raw] + [0] * (7 - len(raw))
+        year, month, day, hour, minute, second, nanos = parts[:7]
+        return dt.datetime(year, month, day, hour, minute, second, nanos // 1000)
+
+    @property
+    def tag_time_retained_ms(self) -> int | None:
+        """A tag's retention (Java Duration written as decimal seconds), if recorded."""
+        raw = self.extra.get("tagTimeRetained")
+        if raw is None or isinstance(raw, bool) or not isinstance(raw, (int, float, Decimal)):
+            return None
+        return int(Decimal(str(raw)) * 1000)
+
+
+# -- shared listing helpers ------------------------------------------------------------------------
+
+
+def _branch_root(file_io: FileIO, table_path: str, branch: str) -> str:
+    if not branch or branch == MAIN_BRANCH:
+        return table_path
+    return file_io.join(table_path, "branch", f"{BRANCH_PREFIX}{branch}")
+
+
+def _list_or_empty(file_io: FileIO, directory: str) -> list:
+    """Entries of `directory`; [] only when it does not exist (a table without tags, snapshots...).
+
+    Every other failure propagates: treating an unreadable directory as empty would make a table
+    look empty and its files look unreferenced.
+    """
+    try:
+        return file_io.list_dir(directory)
+    except MissingFileError:
+        return []
+
+
+def _numbered_ids(file_io: FileIO, directory: str, pattern: re.Pattern[str]) -> list[int]:
+    ids = []
+    for status in _list_or_empty(file_io, directory):
+        match = pattern.match(_basename(status.path))
+        if match and not status.is_dir:
+            ids.append(int(match.group(1)))
+    return sorted(ids)
+
+
+# -- SnapshotManager -------------------------------------------------------------------------------
+
+
+class SnapshotManager:
+    """Snapshots of one branch of one table: reading, hints, and the atomic creation of new ones."""
+
+    def __init__(self, file_io: FileIO, table_path: str, branch: str = MAIN_BRANCH) -> None:
+        self.file_io = file_io
+        self.table_path = table_path.rstrip("/")
+        self.branch = branch or MAIN_BRANCH
+        self.branch_root = _branch_root(file_io, self.table_path, self.branch)
+
+    def __repr__(self) -> str:
+        return f"SnapshotManager({self.table_path!r}, branch={self.branch!r})"
+
+    # -- paths -------------------------------------------------------------------------------------
+
+    def snapshot_dir(self) -> str:
+        return self.file_io.join(self.branch_root, "snapshot")
+
+    def snapshot_path(self, snapshot_id: int) -> str:
+        return self.file_io.join(self.snapshot_dir(), f"{SNAPSHOT_PREFIX}{snapshot_id}")
+
+    def changelog_dir(self) -> str:
+        return self.file_io.join(self.branch_root, "changelog")
+
+    def changelog_path(self, changelog_id: int) -> str:
+        return self.file_io.join(self.changelog_dir(), f"{CHANGELOG_PREFIX}{changelog_id}")
+
+    def latest_hint_path(self) -> str:
+        return self.file_io.join(self.snapshot_dir(), LATEST)
+
+    def earliest_hint_path(self) -> str:
+        return self.file_io.join(self.snapshot_dir(), EARLIEST)
+
+    # -- ids ---------------------------------------------------------------------------------------
+
+    def snapshot_ids(self) -> list[int]:
+        """Ids of all `snapshot-N` files, sorted; [] for a table without a snapshot directory."""
+        return _numbered_ids(self.file_io, self.snapshot_dir(), _SNAPSHOT_FILE_RE)
+
+    def snapshot_exists(self, snapshot_id: int) -> bool:
+        return self.file_io.exists(self.snapshot_path(snapshot_id))
+
+    def latest_id(self) -> int | None:
+        """Id of the newest snapshot, None for a table without snapshots.
+
+        Java's `HintFileUtils.findLatest`: trust `LATEST` = N when N > 0 and `snapshot-(N+1)` does
+        not exist (the committer writes the hint after the snapshot, so it may lag but not lead).
+        We additionally require `snapshot-N` to exist, so a hint from a rolled-back or hand-edited
+        table cannot send readers to a snapshot that is gone. Otherwise: max id by listing.
+        """
+        hint = self._read_hint(self.latest_hint_path())
+        if hint is not None and hint > 0:
+            if not self.snapshot_exists(hint + 1) and self.snapshot_exists(hint):
+                return hint
+            log.debug("%s: LATEST hint %d is stale, listing snapshots", self.snapshot_dir(), hint)
+        ids = self.snapshot_ids()
+        return ids[-1] if ids else None
+
+    def earliest_id(self) -> int | None:
+        """Id of the oldest snapshot present: `EARLIEST` if that snapshot exists, else min by listing."""
+        hint = self._read_hint(self.earliest_hint_path())
+        if hint is not None and self.snapshot_exists(hint):
+            return hint
+        ids = self.snapshot_ids()
+        return ids[0] if ids else None
+
+    def _read_hint(self, path: str) -> int | None:
+        """The id in a hint file, or None when it is absent or unusable (then callers list).
+
+        Retried briefly like Java (a concurrent overwrite may be caught half-written); a hint that
+        stays garbage or unreadable is logged and ignored, never trusted.
+        """
+        problem = ""
+        for attempt in range(_HINT_READ_ATTEMPTS):
+            try:
+                raw = self.file_io.read_bytes(path)
+            except MissingFileError:
+                return None
+            except (StorageError, OSError) as error:
+                problem = f"unreadable ({error})"
+            else:
+                text = raw.decode("utf-8", errors="replace").strip()
+                if text.isascii() and text.isdigit():
+                    return int(text)
+                problem = f"not a snapshot id: {raw[:40]!r}"
+            if attempt + 1 < _HINT_READ_ATTEMPTS:
+                time.sleep(_HINT_RETRY_SECONDS)
+        log.warning("%s: ignoring hint file, %s; falling back to listing", path, problem)
+        return None
+
+    def write_latest_hint(self, snapshot_id: int) -> None:
+        """Overwrite `LATEST` with the bare decimal id (no newline: Java parses it with Long.parseLong)."""
+        self.file_io.write_bytes(self.latest_hint_path(), str(int(snapshot_id)).encode("ascii"))
+
+    def write_earliest_hint(self, snapshot_id: int) -> None:
+        self.file_io.write_bytes(self.earliest_hint_path(), str(int(snapshot_id)).encode("ascii"))
+
+    # -- snapshots ---------------------------------------------------------------------------------
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        """Snapshot `snapshot_id`; `SnapshotNotFoundError` (naming the path) or `CorruptFileError`."""
+        path = self.snapshot_path(snapshot_id)
+        try:
+            data = self.file_io.read_bytes(path)
+        except MissingFileError:
+            raise SnapshotNotFoundError(f"{path}: snapshot {snapshot_id} does not exist") from None
+        return Snapshot.from_json(data, path)
+
+    def latest(self) -> Snapshot | None:
+        snapshot_id = self.latest_id()
+        return None if snapshot_id is None else self.snapshot(snapshot_id)
+
+    def earliest(self) -> Snapshot | None:
+        snapshot_id = self.earliest_id()
+        return None if snapshot_id is None else self.snapshot(snapshot_id)
+
+    def snapshots_in_range(self, first: int, last: int) -> list[Snapshot]:
+        """Snapshots with first <= id <= last that exist, ascending.
+
+        Ids come from a listing; a snapshot expired between listing and reading is skipped (it is
+        legitimately gone), any other read failure propagates.
+        """
+        result = []
+        for snapshot_id in self.snapshot_ids():
+            if first <= snapshot_id <= last:
+                try:
+                    result.append(self.snapshot(snapshot_id))
+                except SnapshotNotFoundError:
+                    log.info("%s: snapshot %d expired while reading", self.snapshot_dir(), snapshot_id)
+        return result
+
+    def try_commit(self, snapshot: Snapshot) -> bool:
+        """Create `snapshot-<id>` atomically; False if it already exists (another writer won the id).
+
+        Does not touch `LATEST`: the committer writes the hint after a win, best-effort.
+        """
+        return self.file_io.create_if_absent(
+            self.snapshot_path(snapshot.id), snapshot.to_json().encode("utf-8")
+        )
+
+    # -- long-lived changelogs ---------------------------------------------------------------------
+
+    def changelog_ids(self) -> list[int]:
+        """Ids of `changelog/changelog-N` files (changelogs outliving their snapshots), sorted."""
+        return _numbered_ids(self.file_io, self.changelog_dir(), _CHANGELOG_FILE_RE)
+
+    def changelog(self, changelog_id: int) -> Snapshot:
+        path = self.changelog_path(changelog_id)
+        try:
+            data = self.file_io.read_bytes(path)
+        except MissingFileError:
+            raise SnapshotNotFoundError(f"{path}: changelog {changelog_id} does not exist") from None
+        return Snapshot.from_json(data, path)
+
+
+# -- TagManager ------------------------------------------------------------------------------------
+
+
+def _validate_tag_name(name: str) -> None:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"tag name must not be blank, got {name!r}")
+    if name.isdigit():
+        # Java refuses numeric tag names: they would be ambiguous with snapshot ids in time travel.
+        raise ValueError(f"tag name must not be a number, got {name!r}")
+    if "/" in name:
+        raise ValueError(f"tag name must not contain '/', got {name!r}")
+
+
+class TagManager:
+    """Tags of one branch: `tag/tag-<name>`, each a snapshot JSON (plus optional retention fields).
+
+    Java writes tags pretty-printed, pypaimon compact on one line; both read the same.
+    """
+
+    def __init__(self, file_io: FileIO, table_path: str, branch: str = MAIN_BRANCH) -> None:
+        self.file_io = file_io
+        self.table_path = table_path.rstrip("/")
+        self.branch = branch or MAIN_BRANCH
+        self.branch_root = _branch_root(file_io, self.table_path, self.branch)
+
+    def __repr__(self) -> str:
+        return f"TagManager({self.table_path!r}, branch={self.branch!r})"
+
+    def tag_dir(self) -> str:
+        return self.file_io.join(self.branch_root, "tag")
+
+    def tag_path(self, name: str) -> str:
+        return self.file_io.join(self.tag_dir(), f"{TAG_PREFIX}{name}")
+
+    def tag_names(self) -> list[str]:
+        """Names of all tags, sorted; [] when the tag directory does not exist."""
+        names = []
+        for status in _list_or_empty(self.file_io, self.tag_dir()):
+            base = _basename(status.path)
+            if base.startswith(TAG_PREFIX) and len(base) > len(TAG_PREFIX) and not status.is_dir:
+                names.append(base[len(TAG_PREFIX) :])
+        return sorted(names)
+
+    def tag_exists(self, name: str) -> bool:
+        return self.file_io.exists(self.tag_path(name))
+
+    def tag(self, name: str) -> Snapshot:
+        """The tagged snapshot; `SnapshotNotFoundError` naming the path if there is no such tag."""
+        path = self.tag_path(name)
+        try:
+            data = self.file_io.read_bytes(path)
+        except MissingFileError:
+            raise SnapshotNotFoundError(f"{path}: tag {name!r} does not exist") from None
+        return Snapshot.from_json(data, path)
+
+    def tags(self) -> dict[str, Snapshot]:
+        """Every tag, ordered by snapshot id then name (Java's order); a tag deleted meanwhile is skipped."""
+        found: list[tuple[str, Snapshot]] = []
+        for name in self.tag_names():
+            try:
+                found.append((name, self.tag(name)))
+            except SnapshotNotFoundError:
+                log.info("%s: tag %r deleted while reading", self.tag_dir(), name)
+        found.sort(key=lambda item: (item[1].id, item[0]))
+        return dict(found)
+
+    def create_tag(
+        self,
+        name: str,
+        snapshot: Snapshot,
+        time_retained_ms: int | None = None,
+        ignore_if_exists: bool = False,
+    ) -> bool:
+        """Tag `snapshot` as `name`; True if created, False if it existed and `ignore_if_exists`.
+
+        Without a retention the file is the plain snapshot JSON (as Java writes it, readable by old
+        readers); with one, `tagCreateTime` (LocalDateTime array) and `tagTimeRetained` (seconds)
+        are added. An existing tag is never overwritten: `InvalidTableStateError` unless
+        `ignore_if_exists`.
+        """
+        _validate_tag_name(name)
+        extra = {k: v for k, v in snapshot.extra.items() if k not in ("tagCreateTime", "tagTimeRetained")}
+        tagged = dataclasses.replace(snapshot, extra=extra)
+        if time_retained_ms is not None:
+            now = dt.datetime.now()
+            tagged.extra["tagCreateTime"] = [
+                now.year,
+                now.month,
+                now.day,
+                now.hour,
+                now.minute,
+                now.second,
+                now.microsecond * 1000,
+            ]
+            tagged.extra["tagTimeRetained"] = (
+                Decimal(int(time_retained_ms)).scaleb(-3).quantize(Decimal("1E-9"))
+            )
+        if self.file_io.create_if_absent(self.tag_path(name), tagged.to_json().encode("utf-8")):
+            return True
+        if ignore_if_exists:
+            return False
+        raise InvalidTableStateError(f"{self.tag_path(name)}: tag {name!r} already exists")
+
+    def delete_tag(self, name: str) -> bool:
+        """Delete the tag file only (data cleanup is the expiry/orphan jobs' business); False if absent."""
+        return self.file_io.delete(self.tag_path(name))
+
+
+# -- BranchManager ---------------------------------------------------------------------------------
+
+
+class BranchManager:
+    """Branches of a table: `<table>/branch/branch-<name>`, each with its own schema/snapshot/tag dirs."""
+
+    def __init__(self, file_io: FileIO, table_path: str) -> None:
+        self.file_io = file_io
+        self.table_path = table_path.rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"BranchManager({self.table_path!r})"
+
+    def branch_dir(self) -> str:
+        return self.file_io.join(self.table_path, "branch")
+
+    def branch_path(self, name: str) -> str:
+        """Metadata root of branch `name` ("main" is the table root itself)."""
+        return _branch_root(self.file_io, self.table_path, name)
+
+    def branch_names(self) -> list[str]:
+        """Names of the branches other than main, sorted; [] when the table has none."""
+        names = []
+        for status in _list_or_empty(self.file_io, self.branch_dir()):
+            base = _basename(status.path)
+            if base.startswith(BRANCH_PREFIX) and len(base) > len(BRANCH_PREFIX) and status.is_dir:
+                names.append(base[len(BRANCH_PREFIX) :])
+        return sorted(names)
+
+    def branch_exists(self, name: str) -> bool:
+        return name == MAIN_BRANCH or name in self.branch_names()
+
+
+# -- ConsumerManager -------------------------------------------------------------------------------
+
+
+class ConsumerManager:
+    """Streaming consumers: `consumer/consumer-<id>` = {"nextSnapshot": N}.
+
+    Snapshot expiration must keep every snapshot >= the smallest `nextSnapshot`, or a paused
+    streaming job would find its next snapshot gone.
+    """
+
+    def __init__(self, file_io: FileIO, table_path: str, branch: str = MAIN_BRANCH) -> None:
+        self.file_io = file_io
+        self.table_path = table_path.rstrip("/")
+        self.branch = branch or MAIN_BRANCH
+        self.branch_root = _branch_root(file_io, self.table_path, self.branch)
+
+    def consumer_dir(self) -> str:
+        return self.file_io.join(self.branch_root, "consumer")
+
+    def consumer_path(self, consumer_id: str) -> str:
+        return self.file_io.join(self.consumer_dir(), f"{CONSUMER_PREFIX}{consumer_id}")
+
+    def consumer_ids(self) -> list[str]:
+        ids = []
+        for status in _list_or_empty(self.file_io, self.consumer_dir()):
+            base = _basename(status.path)
+            if base.startswith(CONSUMER_PREFIX) and len(base) > len(CONSUMER_PREFIX) and not status.is_dir:
+                ids.append(base[len(CONSUMER_PREFIX) :])
+        return sorted(ids)
+
+    def consumer(self, consumer_id: str) -> int | None:
+        """The consumer's next snapshot id, None if there is no such consumer."""
+        path = self.consumer_path(consumer_id)
+        try:
+            data = self.file_io.read_bytes(path)
+        except MissingFileError:
+            return None
+        parsed = load_json_object(data, path)
+        value = parsed.get("nextSnapshot")
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise CorruptFileError(path, f"'nextSnapshot' must be an integer, found {value!r}")
+        return value
+
+    def consumers(self) -> dict[str, int]:
+        """Consumer id -> next snapshot; a consumer removed while reading is skipped."""
+        result = {}
+        for consumer_id in self.consumer_ids():
+            next_snapshot = self.consumer(consumer_id)
+            if next_snapshot is not None:
+                result[consumer_id] = next_snapshot
+        return result
+
+    def min_next_snapshot(self) -> int | None:
+        values = self.consumers().values()
+        return min(values) if values else None
+
+    def reset_consumer(self, consumer_id: str, next_snapshot: int) -> None:
+        self.file_io.write_bytes(
+            self.consumer_path(consumer_id),
+            jackson_json({"nextSnapshot": int(next_snapshot)}).encode("utf-8"),
+        )
+
+    def delete_consumer(self, consumer_id: str) -> bool:
+        return self.file_io.delete(self.consumer_path(consumer_id))
