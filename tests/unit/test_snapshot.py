@@ -220,16 +220,28 @@ class FailingListing:
 # -- fixtures --------------------------------------------------------------------------------------
 
 
-@pytest.fixture(params=["local", "memory"])
-def table_root(request, tmp_path) -> str:
+@pytest.fixture(params=["local", "memory", "s3"])
+def storage(request, tmp_path) -> tuple[str, FileIO]:
+    """(table root, FileIO) on each backend; S3 is a moto server, where directories are only prefixes."""
     if request.param == "local":
-        return str(tmp_path / "db.db" / "t")
-    return f"memory://snapshot-tests/{uuid.uuid4().hex}/db.db/t"
+        root = str(tmp_path / "db.db" / "t")
+        return root, FileIO.for_path(root)
+    if request.param == "memory":
+        root = f"memory://snapshot-tests/{uuid.uuid4().hex}/db.db/t"
+        return root, FileIO.for_path(root)
+    _, bucket, options = request.getfixturevalue("moto_s3")
+    root = f"s3://{bucket}/snapshot-tests-{uuid.uuid4().hex}/db.db/t"
+    return root, FileIO.for_path(root, options)
 
 
 @pytest.fixture
-def file_io(table_root) -> FileIO:
-    return FileIO.for_path(table_root)
+def table_root(storage) -> str:
+    return storage[0]
+
+
+@pytest.fixture
+def file_io(storage) -> FileIO:
+    return storage[1]
 
 
 @pytest.fixture
