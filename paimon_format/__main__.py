@@ -1,0 +1,72 @@
+"""`python -m paimon_format inspect TABLE_PATH [--snapshot N | --tag T] [--json]`.
+
+A look at a table with nothing but Python. Exit codes follow the jobs: 0 done, 2 bad input (no
+such table, snapshot or tag; corrupt metadata), 1 unexpected.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from paimon_format.errors import PaimonFormatError
+from paimon_format.fileio import FileIO
+from paimon_format.inspect import describe_table, render_text
+from paimon_format.table import Table
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m paimon_format", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    inspect = commands.add_parser("inspect", help="schema, snapshots and live files of a table")
+    inspect.add_argument(
+        "table_path", help="table directory, e.g. /data/warehouse/db.db/events or s3://b/w/db.db/t"
+    )
+    chosen = inspect.add_mutually_exclusive_group()
+    chosen.add_argument("--snapshot", type=int, help="snapshot id whose files to list (default: latest)")
+    chosen.add_argument("--tag", help="tag whose files to list")
+    inspect.add_argument("--json", action="store_true", help="print one JSON document")
+    inspect.add_argument(
+        "--storage-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="fsspec storage option (repeatable), e.g. client_kwargs.endpoint_url=http://127.0.0.1:5000",
+    )
+    return parser
+
+
+def _storage_options(pairs: Sequence[str]) -> dict:
+    options: dict = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--storage-option expects KEY=VALUE, got {pair!r}")
+        target = options
+        *parents, leaf = key.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return options
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        path = args.table_path.rstrip("/")
+        table = Table(FileIO.for_path(path, _storage_options(args.storage_option)), path)
+        description = describe_table(table, args.snapshot, args.tag)
+    except PaimonFormatError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(description, indent=2, default=str))
+    else:
+        print(render_text(description))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

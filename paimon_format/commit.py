@@ -1,0 +1,476 @@
+"""SnapshotCommit: the one place that creates snapshots (seed 003, spec §9).
+
+Every job that changes a table ends here, on the driver: writers hand over commit messages (files
+added and deleted per partition and bucket), and this module turns them into manifests, manifest
+lists and one new `snapshot-N`, created with create-if-absent so two writers can never both win
+the same id. A lost race is retried on top of the new latest snapshot, after checking that our
+commit did not land already; a conflict (deleting a file that is no longer live) is final.
+
+Cleanup rule: files this attempt wrote are removed only when the attempt definitely failed (lost
+race, conflict). After an uncertain failure (the snapshot write raised) they stay: they may be
+referenced by a snapshot that did land, and orphan-file removal clears them otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from paimon_format import __version__
+from paimon_format.errors import (
+    CommitConflictError,
+    CommitRetriesExhaustedError,
+    PaimonFormatError,
+    SnapshotNotFoundError,
+)
+from paimon_format.manifest import (
+    ADD,
+    DELETE,
+    DataFileMeta,
+    ManifestEntry,
+    ManifestFileMeta,
+    read_manifest,
+    rolling_write_manifests,
+    write_manifest_list,
+)
+from paimon_format.manifest_merge import merge_manifests
+from paimon_format.options import CoreOptions
+from paimon_format.scan import EntryMerger, data_manifests
+from paimon_format.schema import TableSchema
+from paimon_format.snapshot import Snapshot
+from paimon_format.table import Table
+
+log = logging.getLogger(__name__)
+
+BATCH_COMMIT_IDENTIFIER = 2**63 - 1
+WRITER_VERSION = f"paimon-jobs-{__version__}"
+
+APPEND = "APPEND"
+COMPACT = "COMPACT"
+OVERWRITE = "OVERWRITE"
+
+
+@dataclass
+class CommitMessage:
+    """Files one writer task added or removed in one partition and bucket."""
+
+    partition: bytes
+    bucket: int
+    total_buckets: int
+    new_files: list[DataFileMeta] = field(default_factory=list)
+    deleted_files: list[DataFileMeta] = field(default_factory=list)
+    changelog_files: list[DataFileMeta] = field(default_factory=list)
+
+    def entries(self) -> list[ManifestEntry]:
+        adds = [
+            ManifestEntry(ADD, self.partition, self.bucket, self.total_buckets, f) for f in self.new_files
+        ]
+        deletes = [
+            ManifestEntry(DELETE, self.partition, self.bucket, self.total_buckets, f)
+            for f in self.deleted_files
+        ]
+        return deletes + adds
+
+    def changelog_entries(self) -> list[ManifestEntry]:
+        return [
+            ManifestEntry(ADD, self.partition, self.bucket, self.total_buckets, f)
+            for f in self.changelog_files
+        ]
+
+
+PartitionFilter = Callable[[bytes], bool]
+
+
+@dataclass
+class AttemptContext:
+    """What one commit attempt knows about the table it commits on top of."""
+
+    table: Table
+    latest: Snapshot | None
+    schema: TableSchema
+
+    def live_entries(self, partition_filter: PartitionFilter | None = None) -> list[ManifestEntry]:
+        """Live data files of the latest snapshot, optionally only those of some partitions.
+
+        The filter is applied while streaming the manifests, so memory holds only the accepted
+        partitions (an ADD and the DELETE that cancels it always share their partition).
+        """
+        if self.latest is None:
+            return []
+        merger = EntryMerger(f"{self.table.path} snapshot {self.latest.id}")
+        for meta in data_manifests(self.table, self.latest):
+            for entry in read_manifest(self.table.file_io, self.table.manifest_path(meta.file_name)):
+                if partition_filter is None or partition_filter(entry.partition):
+                    merger.add(entry)
+        return merger.live()
+
+
+# Builds the delta entries of an attempt from the snapshot it commits on top of.
+DeltaBuilder = Callable[[AttemptContext], list[ManifestEntry]]
+# Replaces the base manifests of an attempt (manifest compaction); gets the latest's data manifests.
+BaseRewriter = Callable[[AttemptContext, list[ManifestFileMeta]], list[ManifestFileMeta]]
+
+
+@dataclass
+class _Written:
+    """Files one attempt created, removed again if the attempt definitely fails."""
+
+    names: list[str] = field(default_factory=list)
+
+    def add(self, name: str) -> None:
+        self.names.append(name)
+
+
+class _LostRace(Exception):
+    pass
+
+
+class SnapshotCommit:
+    """Commits changes to one table (one branch) as new snapshots."""
+
+    def __init__(
+        self,
+        table: Table,
+        commit_user: str | None = None,
+        options: dict[str, str] | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.table = table
+        self.commit_user = commit_user or str(uuid.uuid4())
+        self._option_overrides = dict(options or {})
+        self._sleep = sleep
+        self._file_prefix = str(uuid.uuid4())
+        self._manifest_counter = 0
+        self._list_counter = 0
+
+    # -- public entry points -----------------------------------------------------------------
+
+    def append(
+        self,
+        messages: Sequence[CommitMessage],
+        identifier: int = BATCH_COMMIT_IDENTIFIER,
+        properties: dict[str, str] | None = None,
+    ) -> Snapshot | None:
+        """Commit new files (an APPEND); deletions in the messages turn it into a checked commit."""
+        delta = [entry for message in messages for entry in message.entries()]
+        changelog = [entry for message in messages for entry in message.changelog_entries()]
+        has_deletes = any(entry.kind == DELETE for entry in delta)
+        return self.commit(
+            lambda _ctx: delta,
+            kind=OVERWRITE if has_deletes else APPEND,
+            identifier=identifier,
+            changelog=changelog,
+            check_conflicts=has_deletes,
+            properties=properties,
+        )
+
+    def overwrite(
+        self,
+        messages: Sequence[CommitMessage],
+        partition_filter: PartitionFilter | None = None,
+        identifier: int = BATCH_COMMIT_IDENTIFIER,
+        properties: dict[str, str] | None = None,
+    ) -> Snapshot | None:
+        """Replace every live file accepted by `partition_filter` (None: the whole table) with the new files.
+
+        The files to delete are recomputed on each attempt from the snapshot it commits on top
+        of, so a concurrent append to another partition is kept and one to a replaced partition
+        is replaced too.
+        """
+        new_entries = [entry for message in messages for entry in message.entries()]
+
+        def build(ctx: AttemptContext) -> list[ManifestEntry]:
+            deletes = [entry.as_delete() for entry in ctx.live_entries(partition_filter)]
+            return deletes + new_entries
+
+        return self.commit(build, kind=OVERWRITE, identifier=identifier, properties=properties)
+
+    def commit(
+        self,
+        build_delta: DeltaBuilder,
+        kind: str,
+        identifier: int = BATCH_COMMIT_IDENTIFIER,
+        changelog: Sequence[ManifestEntry] = (),
+        check_conflicts: bool | None = None,
+        allow_empty: bool = False,
+        rewrite_base: BaseRewriter | None = None,
+        properties: dict[str, str] | None = None,
+    ) -> Snapshot | None:
+        """Run commit attempts until one lands, the changes conflict, or the retry budget is spent.
+
+        Returns the new snapshot, or None when there was nothing to commit (an empty batch commit
+        creates no snapshot, as in Paimon's `snapshot.ignore-empty-commit`).
+        """
+        check = kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts
+        options = self._options()
+        started = time.monotonic()
+        last_seen_latest: int | None = None
+        attempt = 0
+        while True:
+            latest = self.table.snapshot_manager.latest()
+            if attempt > 0:
+                landed = self._find_landed(last_seen_latest, latest, identifier, kind)
+                if landed is not None:
+                    log.info("%s: commit already landed as snapshot %d", self.table.path, landed.id)
+                    return landed
+            last_seen_latest = latest.id if latest else None
+            try:
+                return self._attempt(
+                    latest,
+                    build_delta,
+                    kind,
+                    identifier,
+                    changelog,
+                    check,
+                    allow_empty,
+                    rewrite_base,
+                    properties,
+                )
+            except _LostRace:
+                attempt += 1
+                elapsed_ms = (time.monotonic() - started) * 1000
+                timeout_ms = options.commit_timeout_ms
+                if attempt > options.commit_max_retries or (
+                    timeout_ms is not None and elapsed_ms > timeout_ms
+                ):
+                    raise CommitRetriesExhaustedError(
+                        f"{self.table.path}: commit failed after {attempt} attempts "
+                        f"({elapsed_ms:.0f} ms); other writers kept winning the next snapshot id"
+                    ) from None
+                self._sleep(self._backoff_seconds(attempt, options))
+
+    # -- one attempt ---------------------------------------------------------------------------
+
+    def _attempt(
+        self,
+        latest: Snapshot | None,
+        build_delta: DeltaBuilder,
+        kind: str,
+        identifier: int,
+        changelog: Sequence[ManifestEntry],
+        check: bool,
+        allow_empty: bool,
+        rewrite_base: BaseRewriter | None,
+        properties: dict[str, str] | None,
+    ) -> Snapshot | None:
+        schema = self.table.schema_manager.latest() or self.table.schema
+        ctx = AttemptContext(self.table, latest, schema)
+        delta = list(build_delta(ctx))
+        if not delta and not changelog and not allow_empty:
+            return None
+        if check:
+            self._check_conflicts(ctx, delta)
+
+        written = _Written()
+        try:
+            snapshot = self._write_snapshot_files(
+                ctx, delta, changelog, kind, identifier, rewrite_base, properties, written
+            )
+        except BaseException:
+            self._remove(written)
+            raise
+        try:
+            won = self.table.snapshot_manager.try_commit(snapshot)
+        except PaimonFormatError as error:
+            return self._resolve_uncertain(snapshot, error)
+        if not won:
+            log.info("%s: lost the race for snapshot %d, retrying", self.table.path, snapshot.id)
+            self._remove(written)
+            raise _LostRace()
+        self._write_latest_hint(snapshot.id)
+        return snapshot
+
+    def _write_snapshot_files(
+        self,
+        ctx: AttemptContext,
+        delta: list[ManifestEntry],
+        changelog: Sequence[ManifestEntry],
+        kind: str,
+        identifier: int,
+        rewrite_base: BaseRewriter | None,
+        properties: dict[str, str] | None,
+        written: _Written,
+    ) -> Snapshot:
+        options = CoreOptions({**ctx.schema.options, **self._option_overrides})
+        latest = ctx.latest
+        previous = data_manifests(self.table, latest) if latest else []
+        if rewrite_base is not None:
+            base = rewrite_base(ctx, previous)
+        else:
+            base = self._merge_base(ctx, previous, options, written)
+
+        base_list = self._new_list_name()
+        base_size = self._write_list(base_list, base, options, written)
+        delta_metas = self._write_manifests(ctx, delta, options, written)
+        delta_list = self._new_list_name()
+        delta_size = self._write_list(delta_list, delta_metas, options, written)
+        changelog_list = changelog_size = None
+        if changelog:
+            changelog_metas = self._write_manifests(ctx, list(changelog), options, written)
+            changelog_list = self._new_list_name()
+            changelog_size = self._write_list(changelog_list, changelog_metas, options, written)
+
+        delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
+        previous_total = latest.total_record_count if latest else 0
+        return Snapshot(
+            id=(latest.id + 1) if latest else 1,
+            schema_id=ctx.schema.id,
+            base_manifest_list=base_list,
+            base_manifest_list_size=base_size,
+            delta_manifest_list=delta_list,
+            delta_manifest_list_size=delta_size,
+            changelog_manifest_list=changelog_list,
+            changelog_manifest_list_size=changelog_size,
+            index_manifest=latest.index_manifest if latest else None,
+            commit_user=self.commit_user,
+            commit_identifier=identifier,
+            commit_kind=kind,
+            time_millis=int(time.time() * 1000),
+            total_record_count=previous_total + delta_rows,
+            delta_record_count=delta_rows,
+            changelog_record_count=sum(e.file.row_count for e in changelog) if changelog else None,
+            watermark=latest.watermark if latest else None,
+            statistics=latest.statistics if latest and latest.schema_id == ctx.schema.id else None,
+            next_row_id=latest.next_row_id if latest else None,
+            properties=properties or None,
+            uuid=str(uuid.uuid4()),
+            writer_version=WRITER_VERSION,
+        )
+
+    def _merge_base(
+        self, ctx: AttemptContext, previous: list[ManifestFileMeta], options: CoreOptions, written: _Written
+    ) -> list[ManifestFileMeta]:
+        """The previous snapshot's manifests, merged by Paimon's automatic rules when they qualify."""
+        if not previous:
+            return []
+        result = merge_manifests(
+            previous,
+            read=lambda meta: read_manifest(self.table.file_io, self.table.manifest_path(meta.file_name)),
+            write=lambda entries: self._write_manifests(ctx, entries, options, written),
+            partition_types=ctx.schema.partition_types(),
+            target_size=options.manifest_target_file_size,
+            merge_min_count=options.manifest_merge_min_count,
+            full_compaction_threshold=options.manifest_full_compaction_threshold_size,
+        )
+        if result.differs_from(previous):
+            log.info("%s: merged %d manifests into %d", self.table.path, len(previous), len(result.manifests))
+        return result.manifests
+
+    def _check_conflicts(self, ctx: AttemptContext, delta: list[ManifestEntry]) -> None:
+        """Refuse a delta that no longer applies: deleting a file that is not live, or adding one twice."""
+        changed = {entry.partition for entry in delta}
+        merger = EntryMerger(f"{self.table.path} commit on snapshot {ctx.latest.id if ctx.latest else 0}")
+        merger.add_all(ctx.live_entries(lambda partition: partition in changed))
+        try:
+            merger.add_all(delta)
+            after = merger.live()
+        except PaimonFormatError as error:
+            raise CommitConflictError(f"{error}; the table changed underneath this commit") from None
+        buckets_by_partition: dict[bytes, set[int]] = {}
+        for entry in after:
+            buckets_by_partition.setdefault(entry.partition, set()).add(entry.total_buckets)
+        for partition, totals in buckets_by_partition.items():
+            if len(totals) > 1:
+                spec = self.table.partition_spec(partition) if ctx.schema.partition_keys else {}
+                raise CommitConflictError(
+                    f"{self.table.path}: partition {spec} would mix files written with "
+                    f"different bucket counts {sorted(totals)}"
+                )
+
+    # -- writing files -------------------------------------------------------------------------
+
+    def _write_manifests(
+        self, ctx: AttemptContext, entries: list[ManifestEntry], options: CoreOptions, written: _Written
+    ) -> list[ManifestFileMeta]:
+        if not entries:
+            return []
+        metas = rolling_write_manifests(
+            self.table.file_io,
+            self.table.file_io.join(self.table.path, "manifest"),
+            self._new_manifest_name,
+            entries,
+            options.manifest_target_file_size,
+            options.manifest_compression,
+            ctx.schema.partition_types(),
+            ctx.schema.id,
+        )
+        for meta in metas:
+            written.add(meta.file_name)
+        return metas
+
+    def _write_list(
+        self, name: str, metas: Iterable[ManifestFileMeta], options: CoreOptions, written: _Written
+    ) -> int:
+        written.add(name)
+        return write_manifest_list(
+            self.table.file_io, self.table.manifest_path(name), list(metas), options.manifest_compression
+        )
+
+    def _new_manifest_name(self) -> str:
+        name = f"manifest-{self._file_prefix}-{self._manifest_counter}"
+        self._manifest_counter += 1
+        return name
+
+    def _new_list_name(self) -> str:
+        name = f"manifest-list-{self._file_prefix}-{self._list_counter}"
+        self._list_counter += 1
+        return name
+
+    def _remove(self, written: _Written) -> None:
+        for name in written.names:
+            try:
+                self.table.file_io.delete(self.table.manifest_path(name))
+            except PaimonFormatError as error:  # an orphan at worst; remove-orphan-files clears it
+                log.warning("%s: could not remove %s after a failed commit: %s", self.table.path, name, error)
+
+    # -- retries and their bookkeeping ---------------------------------------------------------
+
+    def _resolve_uncertain(self, snapshot: Snapshot, error: Exception) -> Snapshot:
+        """The snapshot write raised: find out whether it landed before deciding anything."""
+        try:
+            landed = self.table.snapshot_manager.snapshot(snapshot.id)
+        except SnapshotNotFoundError:
+            log.warning("%s: snapshot %d write failed (%s); retrying", self.table.path, snapshot.id, error)
+            raise _LostRace() from error
+        if landed.uuid == snapshot.uuid:
+            self._write_latest_hint(snapshot.id)
+            return landed
+        raise _LostRace() from error
+
+    def _find_landed(
+        self, last_seen: int | None, latest: Snapshot | None, identifier: int, kind: str
+    ) -> Snapshot | None:
+        """Our commit may have landed in an attempt that looked failed: look for it before retrying."""
+        if latest is None:
+            return None
+        start = (last_seen or 0) + 1
+        for snapshot_id in range(latest.id, start - 1, -1):
+            try:
+                candidate = self.table.snapshot_manager.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                continue
+            if (
+                candidate.commit_user == self.commit_user
+                and candidate.commit_identifier == identifier
+                and candidate.commit_kind == kind
+            ):
+                return candidate
+        return None
+
+    def _backoff_seconds(self, attempt: int, options: CoreOptions) -> float:
+        wait_ms = min(options.commit_min_retry_wait_ms * 2 ** (attempt - 1), options.commit_max_retry_wait_ms)
+        return wait_ms * (1 + random.random() * 0.2) / 1000
+
+    def _write_latest_hint(self, snapshot_id: int) -> None:
+        try:
+            self.table.snapshot_manager.write_latest_hint(snapshot_id)
+        except PaimonFormatError as error:  # only a hint: readers fall back to listing
+            log.warning("%s: could not write the LATEST hint: %s", self.table.path, error)
+
+    def _options(self) -> CoreOptions:
+        schema = self.table.schema_manager.latest() or self.table.schema
+        return CoreOptions({**schema.options, **self._option_overrides})

@@ -1,0 +1,244 @@
+"""What a snapshot contains, and what a table still needs.
+
+Two questions every job asks:
+- which data files are live in a snapshot (readers see exactly these), and
+- which files does the table still reference anywhere (maintenance must never delete those).
+
+Both are answered from metadata only. The functions here read whole snapshots in one process; the
+Spark jobs use the per-manifest building blocks (`manifest_names`, `entry_relpaths`, ...) to spread
+the same work over executors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from paimon_format.errors import InvalidTableStateError, SnapshotNotFoundError
+from paimon_format.manifest import (
+    ADD,
+    DELETE,
+    IndexManifestEntry,
+    ManifestEntry,
+    ManifestFileMeta,
+    read_index_manifest,
+    read_manifest,
+    read_manifest_list,
+)
+from paimon_format.snapshot import Snapshot
+from paimon_format.table import Table
+
+
+def resolve_snapshot(table: Table, snapshot_id: int | None = None, tag: str | None = None) -> Snapshot | None:
+    """The snapshot a user asked for: an id, a tag, or (neither) the latest; None for an empty table."""
+    if snapshot_id is not None and tag is not None:
+        raise ValueError("give a snapshot id or a tag, not both")
+    if tag is not None:
+        return table.tag_manager.tag(tag)
+    if snapshot_id is not None:
+        return table.snapshot_manager.snapshot(snapshot_id)
+    return table.snapshot_manager.latest()
+
+
+# -- manifests of a snapshot ------------------------------------------------------------------
+
+
+def read_list(table: Table, list_name: str | None) -> list[ManifestFileMeta]:
+    if not list_name:
+        return []
+    return read_manifest_list(table.file_io, table.manifest_path(list_name))
+
+
+def data_manifests(table: Table, snapshot: Snapshot) -> list[ManifestFileMeta]:
+    """The data manifests of a snapshot in reading order: its base list, then its delta list."""
+    return read_list(table, snapshot.base_manifest_list) + read_list(table, snapshot.delta_manifest_list)
+
+
+def changelog_manifests(table: Table, snapshot: Snapshot) -> list[ManifestFileMeta]:
+    return read_list(table, snapshot.changelog_manifest_list)
+
+
+def index_entries(table: Table, snapshot: Snapshot) -> list[IndexManifestEntry]:
+    """The index files of a snapshot (hash index, deletion vectors, ...): its index manifest lists all."""
+    if not snapshot.index_manifest:
+        return []
+    entries = read_index_manifest(table.file_io, table.manifest_path(snapshot.index_manifest))
+    return [entry for entry in entries if entry.kind == ADD]
+
+
+def read_entries(table: Table, manifests: Iterable[ManifestFileMeta]) -> Iterator[ManifestEntry]:
+    for meta in manifests:
+        yield from read_manifest(table.file_io, table.manifest_path(meta.file_name))
+
+
+# -- merging ADD and DELETE entries -----------------------------------------------------------
+
+
+class EntryMerger:
+    """Applies entries in order: a DELETE cancels the ADD with the same identifier.
+
+    Paimon's rule: each file is added once and deleted once. An ADD whose identifier is already
+    known (live or pending delete) is an error. A DELETE with no known ADD is kept, because its ADD
+    may live in an earlier manifest that this merge does not see (partial merges during manifest
+    compaction); a full scan treats any such leftover as corruption.
+    """
+
+    def __init__(self, source: str = "") -> None:
+        self._entries: dict[tuple, ManifestEntry] = {}
+        self._source = source
+
+    def add(self, entry: ManifestEntry) -> None:
+        identifier = entry.identifier()
+        if entry.kind == ADD:
+            if identifier in self._entries:
+                raise InvalidTableStateError(
+                    f"{self._source}: trying to add file {entry.file.file_name} "
+                    f"(bucket {entry.bucket}, level {entry.file.level}) which is already added"
+                )
+            self._entries[identifier] = entry
+        elif entry.kind == DELETE:
+            if identifier in self._entries:
+                del self._entries[identifier]
+            else:
+                self._entries[identifier] = entry
+        else:
+            raise InvalidTableStateError(f"{self._source}: unknown entry kind {entry.kind}")
+
+    def add_all(self, entries: Iterable[ManifestEntry]) -> EntryMerger:
+        for entry in entries:
+            self.add(entry)
+        return self
+
+    def merged(self) -> list[ManifestEntry]:
+        """ADD entries still live and DELETE entries whose ADD was not seen, in first-seen order."""
+        return list(self._entries.values())
+
+    def live(self) -> list[ManifestEntry]:
+        """The live ADD entries; a DELETE without its ADD means the metadata is broken."""
+        dangling = [e for e in self._entries.values() if e.kind == DELETE]
+        if dangling:
+            first = dangling[0]
+            raise InvalidTableStateError(
+                f"{self._source}: trying to delete file {first.file.file_name} (bucket {first.bucket}, "
+                f"level {first.file.level}) which is not previously added"
+                + (f", and {len(dangling) - 1} more" if len(dangling) > 1 else "")
+            )
+        return list(self._entries.values())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def merge_entries(
+    entries: Iterable[ManifestEntry], keep_unmatched_deletes: bool = False
+) -> list[ManifestEntry]:
+    merger = EntryMerger().add_all(entries)
+    return merger.merged() if keep_unmatched_deletes else merger.live()
+
+
+def live_entries(table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
+    """The data files a reader of `snapshot` reads (ADD entries after cancellation)."""
+    merger = EntryMerger(f"{table.path} snapshot {snapshot.id}")
+    return merger.add_all(read_entries(table, data_manifests(table, snapshot))).live()
+
+
+def changelog_entries(table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
+    return [e for e in read_entries(table, changelog_manifests(table, snapshot)) if e.kind == ADD]
+
+
+# -- everything a table still references ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotSource:
+    """Where a snapshot-like metadata object comes from (for messages and for branch roots)."""
+
+    table: Table
+    kind: str  # "snapshot", "tag", "changelog"
+    name: str
+    snapshot: Snapshot
+
+
+def snapshot_sources(table: Table) -> list[SnapshotSource]:
+    """Every snapshot, tag and long-lived changelog of every branch: the roots of what a table needs.
+
+    Reading fails loudly: a snapshot that is listed but unreadable aborts the caller, because a
+    missing root would make its files look unreferenced.
+    """
+    sources: list[SnapshotSource] = []
+    branches = [table] + [table.for_branch(name) for name in table.branch_manager.branch_names()]
+    for branch_table in branches:
+        manager = branch_table.snapshot_manager
+        for snapshot_id in manager.snapshot_ids():
+            try:
+                snapshot = manager.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                # Expired between listing and reading by a concurrent expiry: it needs nothing anymore.
+                continue
+            sources.append(SnapshotSource(branch_table, "snapshot", str(snapshot_id), snapshot))
+        for tag_name, tag_snapshot in branch_table.tag_manager.tags().items():
+            sources.append(SnapshotSource(branch_table, "tag", tag_name, tag_snapshot))
+        for changelog_id in manager.changelog_ids():
+            sources.append(
+                SnapshotSource(branch_table, "changelog", str(changelog_id), manager.changelog(changelog_id))
+            )
+    return sources
+
+
+def snapshot_metadata_files(snapshot: Snapshot) -> list[str]:
+    """Table-relative paths of the metadata files a snapshot names directly."""
+    names = [
+        snapshot.base_manifest_list,
+        snapshot.delta_manifest_list,
+        snapshot.changelog_manifest_list,
+        snapshot.index_manifest,
+    ]
+    paths = [f"manifest/{name}" for name in names if name]
+    if snapshot.statistics:
+        paths.append(f"statistics/{snapshot.statistics}")
+    return paths
+
+
+def manifest_names(table: Table, snapshot: Snapshot) -> list[str]:
+    """The data and changelog manifest files of a snapshot (reads its manifest lists)."""
+    metas = data_manifests(table, snapshot) + changelog_manifests(table, snapshot)
+    return [meta.file_name for meta in metas]
+
+
+def index_file_relpaths(entry: IndexManifestEntry) -> list[str]:
+    if entry.external_path:
+        return []
+    return [f"index/{entry.file_name}"]
+
+
+def referenced_files(table: Table) -> set[str]:
+    """Every table-relative path any snapshot, tag, branch or changelog still needs.
+
+    Includes schemas, hints and snapshot files themselves, manifest lists, manifests, index
+    manifests, index files, statistics, data files with their extra files, and changelog files.
+    Single-process; the orphan-file job computes the same set on executors.
+    """
+    referenced: set[str] = set()
+    for branch_table in [table] + [table.for_branch(n) for n in table.branch_manager.branch_names()]:
+        prefix = "" if branch_table.branch == "main" else f"branch/branch-{branch_table.branch}/"
+        for schema_id in branch_table.schema_manager.list_ids():
+            referenced.add(f"{prefix}schema/schema-{schema_id}")
+        for snapshot_id in branch_table.snapshot_manager.snapshot_ids():
+            referenced.add(f"{prefix}snapshot/snapshot-{snapshot_id}")
+    seen_manifests: set[str] = set()
+    seen_index_manifests: set[str] = set()
+    for source in snapshot_sources(table):
+        snapshot = source.snapshot
+        referenced.update(snapshot_metadata_files(snapshot))
+        for meta in data_manifests(source.table, snapshot) + changelog_manifests(source.table, snapshot):
+            if meta.file_name in seen_manifests:
+                continue
+            seen_manifests.add(meta.file_name)
+            referenced.add(f"manifest/{meta.file_name}")
+            for entry in read_manifest(table.file_io, table.manifest_path(meta.file_name)):
+                referenced.update(table.entry_relpaths(entry))
+        if snapshot.index_manifest and snapshot.index_manifest not in seen_index_manifests:
+            seen_index_manifests.add(snapshot.index_manifest)
+            for index_entry in index_entries(source.table, snapshot):
+                referenced.update(index_file_relpaths(index_entry))
+    return referenced

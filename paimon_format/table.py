@@ -1,0 +1,178 @@
+"""A handle on one Paimon table: its storage, its schema, and where each of its files lives.
+
+Jobs pass a `Table` to the functions that ship to Spark executors, so it holds only small picklable
+state (a FileIO, a path, a branch name) and loads the schema lazily on whichever process uses it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from paimon_format.binary_row import deserialize_row
+from paimon_format.errors import TableNotFoundError
+from paimon_format.fileio import FileIO
+from paimon_format.manifest import DataFileMeta, ManifestEntry
+from paimon_format.options import CoreOptions
+from paimon_format.paths import bucket_dir, partition_dir, table_path
+from paimon_format.schema import SchemaManager, TableSchema
+from paimon_format.snapshot import BranchManager, SnapshotManager, TagManager
+from paimon_format.types import DataType
+
+MAIN_BRANCH = "main"
+
+
+@dataclass
+class Table:
+    """One table (or one branch of it) at `path`, read and written through `file_io`.
+
+    `path` is the table root (`<warehouse>/<db>.db/<name>`); for a branch other than main the
+    metadata lives under `<path>/branch/branch-<name>` while data files stay under the root.
+    """
+
+    file_io: FileIO
+    path: str
+    branch: str = MAIN_BRANCH
+    _schema_override: TableSchema | None = field(default=None, repr=False)
+
+    @staticmethod
+    def open(
+        warehouse: str,
+        identifier: str,
+        storage_options: dict[str, Any] | None = None,
+        allow_unsafe_overwrite_commit: bool = False,
+    ) -> Table:
+        """Open `db.name` under a filesystem-catalog warehouse (the table may not exist yet)."""
+        database, _, name = identifier.partition(".")
+        if not database or not name or "." in name:
+            raise ValueError(f"table identifier must look like 'db.name', got {identifier!r}")
+        root = table_path(warehouse, database, name)
+        file_io = FileIO.for_path(
+            root, storage_options, allow_unsafe_overwrite_commit=allow_unsafe_overwrite_commit
+        )
+        return Table(file_io, root)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # cached_property values (schema, managers) are re-derived on the executor.
+        return {
+            "file_io": self.file_io,
+            "path": self.path,
+            "branch": self.branch,
+            "_schema_override": self._schema_override,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    # -- metadata managers -------------------------------------------------------------------
+
+    @property
+    def metadata_root(self) -> str:
+        """Where schema/, snapshot/, tag/ live for this branch."""
+        if self.branch == MAIN_BRANCH:
+            return self.path
+        return self.file_io.join(self.path, "branch", f"branch-{self.branch}")
+
+    @cached_property
+    def schema_manager(self) -> SchemaManager:
+        return SchemaManager(self.file_io, self.path, self.branch)
+
+    @cached_property
+    def snapshot_manager(self) -> SnapshotManager:
+        return SnapshotManager(self.file_io, self.path, self.branch)
+
+    @cached_property
+    def tag_manager(self) -> TagManager:
+        return TagManager(self.file_io, self.path, self.branch)
+
+    @cached_property
+    def branch_manager(self) -> BranchManager:
+        return BranchManager(self.file_io, self.path)
+
+    def for_branch(self, branch: str) -> Table:
+        return Table(self.file_io, self.path, branch)
+
+    def exists(self) -> bool:
+        return self.schema_manager.latest() is not None
+
+    @cached_property
+    def schema(self) -> TableSchema:
+        """The latest schema; a table without one is not a table."""
+        if self._schema_override is not None:
+            return self._schema_override
+        latest = self.schema_manager.latest()
+        if latest is None:
+            raise TableNotFoundError(f"{self.path}: not a Paimon table (no schema/schema-N file)")
+        return latest
+
+    def refresh(self) -> None:
+        """Forget cached metadata (after this process created or altered the table)."""
+        for name in ("schema", "options", "partition_types"):
+            self.__dict__.pop(name, None)
+
+    @cached_property
+    def options(self) -> CoreOptions:
+        return CoreOptions(self.schema.options)
+
+    @cached_property
+    def partition_types(self) -> list[DataType]:
+        return self.schema.partition_types()
+
+    # -- where files live --------------------------------------------------------------------
+
+    def manifest_path(self, name: str) -> str:
+        return self.file_io.join(self.path, "manifest", name)
+
+    def index_path(self, name: str) -> str:
+        return self.file_io.join(self.path, "index", name)
+
+    def statistics_path(self, name: str) -> str:
+        return self.file_io.join(self.path, "statistics", name)
+
+    def partition_values(self, partition: bytes) -> list[Any]:
+        return deserialize_row(partition, self.partition_types)
+
+    def partition_spec(self, partition: bytes) -> dict[str, Any]:
+        """The partition as {key: python value}, in partition-key order."""
+        return dict(zip(self.schema.partition_keys, self.partition_values(partition), strict=True))
+
+    def partition_dir(self, partition: bytes) -> str:
+        """Relative partition directory, e.g. 'dt=2024-01-01/hr=01' ('' when unpartitioned)."""
+        if not self.schema.partition_keys:
+            return ""
+        return partition_dir(
+            self.partition_values(partition),
+            self.schema.partition_keys,
+            self.partition_types,
+            default_name=self.options.partition_default_name,
+            legacy=self.options.partition_legacy_name,
+        )
+
+    def bucket_relpath(self, partition: bytes, bucket: int) -> str:
+        """Relative bucket directory, honouring `data-file.path-directory`."""
+        relative = bucket_dir(self.partition_dir(partition), bucket)
+        prefix = self.options.data_file_path_directory
+        return posixpath.join(prefix, relative) if prefix else relative
+
+    def data_file_relpaths(self, partition: bytes, bucket: int, meta: DataFileMeta) -> list[str]:
+        """Table-relative paths of a data file and its extra files; external files are excluded."""
+        directory = self.bucket_relpath(partition, bucket)
+        paths = [] if meta.external_path else [posixpath.join(directory, meta.file_name)]
+        paths.extend(posixpath.join(directory, extra) for extra in meta.extra_files)
+        return paths
+
+    def entry_relpaths(self, entry: ManifestEntry) -> list[str]:
+        return self.data_file_relpaths(entry.partition, entry.bucket, entry.file)
+
+    def data_file_path(self, entry: ManifestEntry) -> str:
+        """Full path of an entry's data file (its external path when it has one)."""
+        if entry.file.external_path:
+            return entry.file.external_path
+        return self.file_io.join(
+            self.path, self.bucket_relpath(entry.partition, entry.bucket), entry.file.file_name
+        )
+
+    def full_path(self, relative: str) -> str:
+        return self.file_io.join(self.path, relative)
