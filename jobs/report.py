@@ -1,0 +1,92 @@
+"""The run record every job emits, and steady progress logging for long phases."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+
+SAMPLE_LIMIT = 20
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class RunRecord:
+    """One JSON document per run: what the job did (or, in a dry run, would do)."""
+
+    operation: str
+    table: str | None = None
+    dry_run: bool = False
+    started: str = field(default_factory=_now)
+    finished: str | None = None
+    duration_s: float | None = None
+    status: str = "running"
+    snapshot_ids: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    bytes: dict[str, int] = field(default_factory=dict)
+    samples: dict[str, list[str]] = field(default_factory=dict)
+    details: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    _clock: float = field(default_factory=time.monotonic, repr=False)
+
+    def count(self, key: str, value: int) -> None:
+        self.counts[key] = self.counts.get(key, 0) + int(value)
+
+    def add_bytes(self, key: str, value: int) -> None:
+        self.bytes[key] = self.bytes.get(key, 0) + int(value)
+
+    def sample(self, key: str, paths: list[str]) -> None:
+        bucket = self.samples.setdefault(key, [])
+        bucket.extend(paths[: max(SAMPLE_LIMIT - len(bucket), 0)])
+
+    def finish(self, status: str, error: str | None = None) -> None:
+        self.status = status
+        self.error = error
+        self.finished = _now()
+        self.duration_s = round(time.monotonic() - self._clock, 3)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, default=str)
+
+    def emit(self, output: str | None) -> None:
+        """Print the record to stdout, or write it to `output` (any fsspec URL)."""
+        text = self.to_json() + "\n"
+        if output:
+            with fsspec.open(output, "w", encoding="utf-8") as handle:
+                handle.write(text)
+        else:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+
+
+class ProgressLogger:
+    """Logs a running count at most every `interval_s` seconds, and always at the end."""
+
+    def __init__(self, logger: logging.Logger | logging.LoggerAdapter, what: str, interval_s: float = 10.0):
+        self._logger = logger
+        self._what = what
+        self._interval = interval_s
+        self._last = time.monotonic()
+        self.total = 0
+
+    def add(self, count: int) -> None:
+        self.total += count
+        now = time.monotonic()
+        if now - self._last >= self._interval:
+            self._last = now
+            self._logger.info("%s: %d so far", self._what, self.total)
+
+    def done(self) -> None:
+        self._logger.info("%s: %d in total", self._what, self.total)

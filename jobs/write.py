@@ -1,0 +1,395 @@
+"""The write job: a DataFrame (files or a query) into a Paimon table, committed as one snapshot.
+
+Plan on the driver (create or check the table, find where sequence numbers continue), write data
+files on the executors with pyarrow inside mapInArrow, collect only the new files' metadata, and
+commit once through `SnapshotCommit`. A failed commit removes the data files this run wrote.
+
+Spark-submit entry: `spark-submit jobs/write.py --config conf/write.yaml`.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterator
+from typing import Any, Literal
+
+import pyarrow as pa
+from pydantic import Field, model_validator
+
+from jobs.config import StrictModel, TableJobConfig
+from jobs.errors import BadInputError
+from jobs.registry import JobContext
+from jobs.report import RunRecord
+from paimon_format.commit import CommitMessage, SnapshotCommit
+from paimon_format.errors import PaimonFormatError
+from paimon_format.manifest import ADD, read_manifest
+from paimon_format.partition_spec import partition_bytes
+from paimon_format.scan import data_manifests
+from paimon_format.schema import TableSchema, new_table_schema
+from paimon_format.table import Table
+from paimon_format.types import DataType, from_arrow
+from paimon_format.writer import write_table_files
+
+ORDER_COLUMN = "__paimon_order"
+BUCKET_COLUMN = "__paimon_bucket"
+_RESULT_SCHEMA = "partition binary, bucket int, meta binary, rows long, size long, path string"
+
+
+class SourceConfig(StrictModel):
+    """Where the rows come from: files Spark can read, or a SQL query."""
+
+    format: str = "parquet"
+    path: str | None = None
+    query: str | None = None
+    options: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> SourceConfig:
+        if (self.path is None) == (self.query is None):
+            raise ValueError("give exactly one of source.path or source.query")
+        return self
+
+
+class CreateConfig(StrictModel):
+    """How to create the table when it does not exist yet (ignored otherwise)."""
+
+    partition_keys: list[str] = Field(default_factory=list)
+    primary_keys: list[str] = Field(default_factory=list)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class WriteConfig(TableJobConfig):
+    mode: Literal["append", "overwrite"] = "append"
+    source: SourceConfig
+    create: CreateConfig | None = None
+    overwrite_scope: Literal["touched", "table", "partitions"] = Field(
+        default="touched",
+        description="overwrite: the partitions the input touches, the whole table, or `partitions`",
+    )
+    partitions: list[dict[str, Any]] = Field(
+        default_factory=list, description="for overwrite_scope: partitions"
+    )
+
+
+CONFIG_MODEL = WriteConfig
+
+
+def run(context: JobContext, config: WriteConfig) -> None:
+    df = load_source(context.spark, config.source)
+    create = config.create or CreateConfig()
+    write_dataframe(
+        df,
+        config.warehouse,
+        config.table,
+        mode=config.mode,
+        partition_keys=create.partition_keys,
+        primary_keys=create.primary_keys,
+        options=create.options,
+        overwrite_scope=config.overwrite_scope,
+        overwrite_partitions=config.partitions,
+        storage_options=config.storage_options,
+        allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
+
+
+def load_source(spark: Any, source: SourceConfig) -> Any:
+    """The source DataFrame; a missing path or a bad query is the user's input, not a crash."""
+    from pyspark.errors import AnalysisException, ParseException
+
+    try:
+        if source.query is not None:
+            return spark.sql(source.query)
+        return spark.read.format(source.format).options(**source.options).load(source.path)
+    except (AnalysisException, ParseException) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        where = f"source.path {source.path}" if source.path is not None else "source.query"
+        raise BadInputError(f"{where}: {first_line}") from None
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+def dataframe_arrow_schema(df: Any) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema)
+
+
+_WIDENING = {
+    "TINYINT": ("SMALLINT", "INT", "BIGINT"),
+    "SMALLINT": ("INT", "BIGINT"),
+    "INT": ("BIGINT",),
+    "FLOAT": ("DOUBLE",),
+    "CHAR": ("VARCHAR",),
+}
+
+
+def _fits(source: DataType, target: DataType) -> bool:
+    """Whether values of `source` can be stored as `target` without loss (same type or a safe widening)."""
+    if source.root == target.root:
+        if source.root == "DECIMAL":
+            return (source.scale == target.scale) and (source.precision or 0) <= (target.precision or 0)
+        if source.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME"):
+            return (source.precision or 0) <= (target.precision or 0)
+        return True  # nested types: element types are checked by the cast when the files are written
+    return target.root in _WIDENING.get(source.root, ())
+
+
+def check_compatible(arrow_schema: pa.Schema, schema: TableSchema, table: str) -> None:
+    """An existing table takes the DataFrame only if every column matches or widens safely."""
+    table_columns = {f.name: f.type for f in schema.fields}
+    missing = [name for name in table_columns if name not in arrow_schema.names]
+    extra = [name for name in arrow_schema.names if name not in table_columns]
+    mismatched = []
+    for arrow_field in arrow_schema:
+        if arrow_field.name in table_columns:
+            source = from_arrow(arrow_field.type, arrow_field.nullable)
+            target = table_columns[arrow_field.name]
+            if not _fits(source, target):
+                mismatched.append(f"{arrow_field.name} ({source.to_json()} -> table {target.to_json()})")
+    problems = []
+    if missing:
+        problems.append(f"missing columns: {', '.join(missing)}")
+    if extra:
+        problems.append(f"columns not in the table: {', '.join(extra)}")
+    if mismatched:
+        problems.append(f"incompatible types: {', '.join(mismatched)}")
+    if problems:
+        raise BadInputError(f"input does not match table {table}: {'; '.join(problems)}")
+
+
+def next_sequence_number(spark: Any, table: Table) -> int:
+    """One more than the largest sequence number of any live file, read from manifests on executors."""
+    latest = table.snapshot_manager.latest()
+    if latest is None:
+        return 0
+    names = [meta.file_name for meta in data_manifests(table, latest)]
+    if not names:
+        return 0
+
+    def max_in_manifest(name: str) -> int:
+        entries = read_manifest(table.file_io, table.manifest_path(name))
+        return max((e.file.max_sequence_number for e in entries if e.kind == ADD), default=-1)
+
+    slices = min(len(names), max(spark.sparkContext.defaultParallelism, 1) * 4)
+    return spark.sparkContext.parallelize(names, slices).map(max_in_manifest).fold(-1, max) + 1
+
+
+# -- the distributed write ---------------------------------------------------------------------
+
+
+def _writer_task(table: Table, schema: TableSchema, first_sequence: int):
+    """The function each Spark task runs: its rows -> data files -> one result row per file."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        collected = [b for b in batches if b.num_rows]
+        if not collected:
+            return
+        data = pa.Table.from_batches(collected)
+        if ORDER_COLUMN in data.column_names:  # keep the input order for "last write wins"
+            data = data.sort_by(ORDER_COLUMN)
+        results = write_table_files(table.file_io, table.path, schema, data, first_sequence)
+        rows = []
+        for partition, bucket, files in results:
+            for meta in files:
+                relative = f"{table.bucket_relpath(partition, bucket)}/{meta.file_name}"
+                rows.append(
+                    {
+                        "partition": partition,
+                        "bucket": bucket,
+                        "meta": pickle.dumps(meta),
+                        "rows": meta.row_count,
+                        "size": meta.file_size,
+                        "path": relative,
+                    }
+                )
+        yield pa.RecordBatch.from_pylist(
+            rows,
+            schema=pa.schema(
+                [
+                    ("partition", pa.binary()),
+                    ("bucket", pa.int32()),
+                    ("meta", pa.binary()),
+                    ("rows", pa.int64()),
+                    ("size", pa.int64()),
+                    ("path", pa.string()),
+                ]
+            ),
+        )
+
+    return write
+
+
+def _bucket_task(schema: TableSchema):
+    """Adds each row's Paimon bucket, so the shuffle can send a whole bucket to one task."""
+    from paimon_format.bucket import bucket_array, bucket_key_columns
+
+    keys = bucket_key_columns(schema)
+    key_types = [schema.field(k).type for k in keys]
+    num_buckets = int(schema.options["bucket"])
+
+    def add_bucket(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            buckets = bucket_array([batch.column(k) for k in keys], key_types, num_buckets)
+            yield batch.append_column(BUCKET_COLUMN, pa.array(buckets, pa.int32()))
+
+    return add_bucket
+
+
+def write_dataframe(
+    df: Any,
+    warehouse: str,
+    table: str,
+    mode: str = "append",
+    partition_keys: list[str] | None = None,
+    primary_keys: list[str] | None = None,
+    options: dict[str, Any] | None = None,
+    overwrite_scope: str = "touched",
+    overwrite_partitions: list[dict[str, Any]] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    allow_unsafe_overwrite_commit: bool = False,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+) -> RunRecord:
+    """Write `df` into `warehouse`/`table` (`db.name`); creates the table from the DataFrame if missing."""
+    import logging
+
+    from pyspark.sql import functions as F
+
+    log = log or logging.getLogger("jobs.write")
+    record = record or RunRecord(operation="write", table=table, dry_run=dry_run)
+    if mode not in ("append", "overwrite"):
+        raise BadInputError(f"mode must be append or overwrite, got {mode!r}")
+    try:
+        target = Table.open(warehouse, table, storage_options, allow_unsafe_overwrite_commit)
+    except ValueError as error:
+        raise BadInputError(str(error)) from None
+    arrow_schema = dataframe_arrow_schema(df)
+
+    existing = target.schema_manager.latest()
+    if existing is None:
+        try:
+            schema = new_table_schema(
+                [(f.name, from_arrow(f.type, f.nullable)) for f in arrow_schema],
+                partition_keys=partition_keys or [],
+                primary_keys=primary_keys or [],
+                options={k: str(v) for k, v in (options or {}).items()},
+            )
+        except (ValueError, PaimonFormatError) as error:
+            raise BadInputError(f"cannot create table {table}: {error}") from None
+        record.details["created_table"] = True
+        if not dry_run:
+            target.schema_manager.create_table(schema)
+            target.refresh()
+            log.info("created table %s at %s", table, target.path)
+    else:
+        schema = existing
+        check_compatible(arrow_schema, schema, table)
+    num_buckets = int(schema.options.get("bucket", "-1"))
+    if schema.primary_keys and num_buckets <= 0:
+        raise BadInputError(
+            f"table {table}: primary-key tables with bucket={num_buckets} (dynamic or postpone buckets) are not "
+            "supported by the write job yet; create the table with a fixed bucket count, e.g. options: {bucket: '4'}"
+        )
+    overwrite_filter = _overwrite_filter(mode, overwrite_scope, overwrite_partitions or [], schema, table)
+    previous = target.snapshot_manager.latest_id() if existing is not None else None
+    record.snapshot_ids["previous"] = previous
+
+    if dry_run:
+        record.count("input_rows", df.count())
+        log.info("dry run: would write %d rows", record.counts["input_rows"])
+        return record
+
+    first_sequence = next_sequence_number(df.sparkSession, target) if existing is not None else 0
+    frame = df.select(*[F.col(f.name) for f in schema.fields])
+    if schema.primary_keys:
+        frame = frame.withColumn(ORDER_COLUMN, F.monotonically_increasing_id())
+    if num_buckets > 0:
+        bucket_schema = frame.schema.add(BUCKET_COLUMN, "int", False)
+        frame = frame.mapInArrow(_bucket_task(schema), bucket_schema)
+        frame = frame.repartition(*[F.col(k) for k in schema.partition_keys], F.col(BUCKET_COLUMN))
+    elif schema.partition_keys:
+        frame = frame.sortWithinPartitions(*schema.partition_keys)
+    written = frame.mapInArrow(_writer_task(target, schema, first_sequence), _RESULT_SCHEMA).collect()
+
+    messages: dict[tuple[bytes, int], CommitMessage] = {}
+    for row in written:
+        key = (bytes(row["partition"]), row["bucket"])
+        message = messages.setdefault(
+            key, CommitMessage(key[0], key[1], num_buckets if num_buckets > 0 else -1)
+        )
+        message.new_files.append(pickle.loads(row["meta"]))
+        record.count("rows_written", row["rows"])
+        record.add_bytes("written", row["size"])
+    record.count("files_written", len(written))
+    record.count("partitions_written", len({key[0] for key in messages}))
+    record.sample("files_written", [row["path"] for row in written])
+    if not written:
+        log.info("the input is empty: nothing to commit, no snapshot created")
+        return record
+
+    committer = SnapshotCommit(target)
+    try:
+        if mode == "append":
+            snapshot = committer.append(list(messages.values()))
+        else:
+            touched = {key[0] for key in messages}
+            partition_filter = overwrite_filter if overwrite_scope != "touched" else (lambda p: p in touched)
+            snapshot = committer.overwrite(list(messages.values()), partition_filter=partition_filter)
+    except BaseException:
+        _remove_unless_landed(target, committer, previous, [row["path"] for row in written], log)
+        raise
+    record.snapshot_ids["committed"] = snapshot.id if snapshot else None
+    log.info(
+        "committed snapshot %s: %d files, %d rows",
+        record.snapshot_ids["committed"],
+        len(written),
+        record.counts.get("rows_written", 0),
+    )
+    return record
+
+
+def _overwrite_filter(
+    mode: str, scope: str, partitions: list[dict[str, Any]], schema: TableSchema, table: str
+):
+    """The partitions an overwrite replaces (None = the whole table)."""
+    if mode != "overwrite" or scope == "table":
+        return None
+    if scope == "partitions":
+        if not partitions:
+            raise BadInputError("overwrite_scope: partitions needs a non-empty `partitions` list")
+        if not schema.partition_keys:
+            raise BadInputError(f"table {table} is not partitioned: use overwrite_scope: table")
+        try:
+            chosen = {partition_bytes(spec, schema) for spec in partitions}
+        except ValueError as error:
+            raise BadInputError(f"partitions: {error}") from None
+        return lambda p: p in chosen
+    return None  # "touched": decided after the write, from the partitions written
+
+
+def _remove_unless_landed(
+    target: Table, committer: SnapshotCommit, previous: int | None, paths: list[str], log
+) -> None:
+    """After a failed commit, delete our data files, unless a snapshot of ours landed after all."""
+    manager = target.snapshot_manager
+    latest = manager.latest_id() or 0
+    for snapshot_id in range((previous or 0) + 1, latest + 1):
+        if (
+            manager.snapshot_exists(snapshot_id)
+            and manager.snapshot(snapshot_id).commit_user == committer.commit_user
+        ):
+            log.warning("commit raised but snapshot %d of this run exists: keeping its files", snapshot_id)
+            return
+    target.file_io.delete_many([target.full_path(p) for p in paths])
+    log.info("commit failed: removed the %d data files this run wrote", len(paths))
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry("write")
