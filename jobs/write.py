@@ -281,6 +281,7 @@ def write_dataframe(
             )
         except (ValueError, PaimonFormatError) as error:
             raise BadInputError(f"cannot create table {table}: {error}") from None
+        _refuse_dynamic_buckets(schema, table)
         record.details["created_table"] = True
         if not dry_run:
             target.schema_manager.create_table(schema)
@@ -288,13 +289,9 @@ def write_dataframe(
             log.info("created table %s at %s", table, target.path)
     else:
         schema = existing
+        _refuse_dynamic_buckets(schema, table)
         check_compatible(arrow_schema, schema, table)
     num_buckets = int(schema.options.get("bucket", "-1"))
-    if schema.primary_keys and num_buckets <= 0:
-        raise BadInputError(
-            f"table {table}: primary-key tables with bucket={num_buckets} (dynamic or postpone buckets) are not "
-            "supported by the write job yet; create the table with a fixed bucket count, e.g. options: {bucket: '4'}"
-        )
     overwrite_filter = _overwrite_filter(mode, overwrite_scope, overwrite_partitions or [], schema, table)
     previous = target.snapshot_manager.latest_id() if existing is not None else None
     record.snapshot_ids["previous"] = previous
@@ -351,6 +348,15 @@ def write_dataframe(
         record.counts.get("rows_written", 0),
     )
     return record
+
+
+def _refuse_dynamic_buckets(schema: TableSchema, table: str) -> None:
+    num_buckets = int(schema.options.get("bucket", "-1"))
+    if schema.primary_keys and num_buckets <= 0:
+        raise BadInputError(
+            f"table {table}: primary-key tables with bucket={num_buckets} (dynamic or postpone buckets) "
+            "are not supported by the write job yet; use a fixed bucket count, e.g. options: {bucket: '4'}"
+        )
 
 
 def _overwrite_filter(
