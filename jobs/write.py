@@ -149,7 +149,7 @@ def check_compatible(arrow_schema: pa.Schema, schema: TableSchema, table: str) -
             source = from_arrow(arrow_field.type, arrow_field.nullable)
             target = table_columns[arrow_field.name]
             if not _fits(source, target):
-                mismatched.append(f"{arrow_field.name} ({source.to_json()} -> table {target.to_json()})")
+                mismatched.append(f"{arrow_field.name} ({source.sql()} -> table {target.sql()})")
     problems = []
     if missing:
         problems.append(f"missing columns: {', '.join(missing)}")
@@ -306,7 +306,10 @@ def write_dataframe(
     if schema.primary_keys:
         frame = frame.withColumn(ORDER_COLUMN, F.monotonically_increasing_id())
     if num_buckets > 0:
-        bucket_schema = frame.schema.add(BUCKET_COLUMN, "int", False)
+        from pyspark.sql.types import IntegerType, StructField, StructType
+
+        # a new StructType: `schema.add` would mutate the DataFrame's cached schema
+        bucket_schema = StructType([*frame.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
         frame = frame.mapInArrow(_bucket_task(schema), bucket_schema)
         frame = frame.repartition(*[F.col(k) for k in schema.partition_keys], F.col(BUCKET_COLUMN))
     elif schema.partition_keys:

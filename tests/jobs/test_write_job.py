@@ -1,0 +1,172 @@
+"""The write job on local Spark: appends, PK updates, overwrites, bad input; read back by pypaimon."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.__main__ import main
+from jobs.write import write_dataframe
+from paimon_format.fileio import FileIO
+from paimon_format.table import Table
+from tests.pypaimon_reads import pypaimon_rows
+
+pytest.importorskip("pypaimon")
+
+
+def rows_df(spark, rows):
+    return spark.createDataFrame(rows, "id long, dt string, v string")
+
+
+def latest_id(warehouse: str, identifier: str) -> int | None:
+    return Table.open(warehouse, identifier).snapshot_manager.latest_id()
+
+
+def test_appends_to_a_partitioned_table_are_read_back_at_every_snapshot(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    first = [(1, "2024-01-01", "a"), (2, "2024-01-02", "b")]
+    second = [(3, "2024-01-01", "c")]
+    write_dataframe(rows_df(spark_session, first), warehouse, "db.events", partition_keys=["dt"])
+    write_dataframe(rows_df(spark_session, second), warehouse, "db.events")
+
+    as_dicts = [{"id": i, "dt": d, "v": v} for i, d, v in first + second]
+    assert pypaimon_rows(warehouse, "db.events", 1) == sorted(as_dicts[:2], key=lambda r: r["id"])
+    assert sorted(pypaimon_rows(warehouse, "db.events"), key=lambda r: r["id"]) == as_dicts
+    table = Table.open(warehouse, "db.events")
+    assert table.schema.partition_keys == ("dt",)
+    assert (tmp_path / "wh" / "db.db" / "events" / "dt=2024-01-01" / "bucket-0").is_dir()
+
+
+def test_primary_key_updates_over_several_commits_keep_one_row_per_key(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    options = {"bucket": "4"}
+    write_dataframe(
+        rows_df(spark_session, [(k, "d", f"v0-{k}") for k in range(20)]),
+        warehouse,
+        "db.pk",
+        primary_keys=["id"],
+        options=options,
+    )
+    write_dataframe(
+        rows_df(spark_session, [(k, "d", f"v1-{k}") for k in range(0, 20, 2)]), warehouse, "db.pk"
+    )
+    write_dataframe(
+        rows_df(spark_session, [(3, "d", "first"), (3, "d", "last"), (25, "d", "new")]), warehouse, "db.pk"
+    )
+
+    expected = {k: f"v0-{k}" for k in range(20)}
+    expected.update({k: f"v1-{k}" for k in range(0, 20, 2)})
+    expected.update({3: "last", 25: "new"})
+    rows = pypaimon_rows(warehouse, "db.pk")
+    assert {r["id"]: r["v"] for r in rows} == expected
+    assert len(rows) == len(expected)  # a key hashed to two buckets would come back twice
+    assert {r["id"]: r["v"] for r in pypaimon_rows(warehouse, "db.pk", 1)} == {
+        k: f"v0-{k}" for k in range(20)
+    }
+
+
+def test_overwrite_replaces_only_the_partitions_the_input_touches(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x"), (2, "b", "y")]), warehouse, "db.t", partition_keys=["dt"]
+    )
+    write_dataframe(rows_df(spark_session, [(3, "a", "z")]), warehouse, "db.t", mode="overwrite")
+    assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(3, "a"), (2, "b")}
+
+    write_dataframe(
+        rows_df(spark_session, [(4, "c", "w")]), warehouse, "db.t", mode="overwrite", overwrite_scope="table"
+    )
+    assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(4, "c")}
+    assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t", 2)} == {(3, "a"), (2, "b")}
+
+
+def test_empty_input_creates_no_snapshot(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    record = write_dataframe(rows_df(spark_session, []), warehouse, "db.t")
+    assert record.counts["files_written"] == 0
+    assert latest_id(warehouse, "db.t") == 1
+
+
+def write_yaml(tmp_path, text: str) -> str:
+    path = tmp_path / "job.yaml"
+    path.write_text(text)
+    return str(path)
+
+
+def test_cli_writes_from_parquet_files_and_reports(spark_session, tmp_path, capsys):
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(
+        pa.table({"id": [1, 2, 3], "dt": ["x", "y", "x"], "v": ["a", "b", "c"]}), source / "p.parquet"
+    )
+    config = write_yaml(
+        tmp_path,
+        f"""
+warehouse: {tmp_path}/wh
+table: db.events
+source: {{format: parquet, path: {source}}}
+create: {{partition_keys: [dt]}}
+""",
+    )
+    assert main(["write", "--config", config]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "done" and record["counts"]["rows_written"] == 3
+    assert record["snapshot_ids"]["committed"] == 1
+    assert len(pypaimon_rows(f"{tmp_path}/wh", "db.events")) == 3
+
+
+def test_cli_dry_run_writes_nothing(spark_session, tmp_path, capsys):
+    config = write_yaml(
+        tmp_path,
+        f"""
+warehouse: {tmp_path}/wh
+table: db.events
+source: {{query: "SELECT CAST(id AS BIGINT) AS id FROM range(5)"}}
+""",
+    )
+    assert main(["write", "--config", config, "--dry-run"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["dry_run"] is True and record["counts"]["input_rows"] == 5
+    assert not (tmp_path / "wh").exists()
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        (
+            "warehouse: {wh}\ntable: db.t\nsource: {{path: /nope, format: parquet}}\nbogus: 1\n",
+            "bogus: unknown key",
+        ),
+        ("warehouse: {wh}\ntable: nodot\nsource: {{query: 'SELECT 1'}}\n", "table: Value error"),
+        ("warehouse: {wh}\ntable: db.t\nsource: {{path: {wh}/missing, format: parquet}}\n", "source.path"),
+        ("warehouse: {wh}\ntable: db.t\nsource: [unclosed\n", "invalid YAML"),
+    ],
+)
+def test_cli_bad_input_exits_2_with_a_one_line_cause(spark_session, tmp_path, capsys, body, message):
+    config = write_yaml(tmp_path, body.format(wh=tmp_path / "wh"))
+    assert main(["write", "--config", config]) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err
+    assert json.loads(captured.out)["status"] == "failed"
+
+
+def test_cli_schema_mismatch_exits_2_naming_the_columns(spark_session, tmp_path, capsys):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    config = write_yaml(
+        tmp_path,
+        f"""
+warehouse: {warehouse}
+table: db.t
+source: {{query: "SELECT 'text' AS id, 'a' AS dt, 1.5 AS other"}}
+""",
+    )
+    assert main(["write", "--config", config]) == 2
+    error = capsys.readouterr().err
+    assert "id (STRING -> table BIGINT)" in error and "missing columns: v" in error and "other" in error
+    assert latest_id(warehouse, "db.t") == 1
+    assert FileIO.for_path(warehouse).exists(f"{warehouse}/db.db/t/snapshot/snapshot-2") is False
