@@ -214,8 +214,9 @@ def index_file_relpaths(entry: IndexManifestEntry) -> list[str]:
 def referenced_files(table: Table) -> set[str]:
     """Every table-relative path any snapshot, tag, branch or changelog still needs.
 
-    Includes schemas, hints and snapshot files themselves, manifest lists, manifests, index
-    manifests, index files, statistics, data files with their extra files, and changelog files.
+    Includes schemas, snapshot, tag and changelog files themselves (not the LATEST/EARLIEST hints),
+    manifest lists, manifests, index manifests, index files, statistics, data files with their
+    extra files, and changelog files.
     Single-process; the orphan-file job computes the same set on executors.
     """
     referenced: set[str] = set()
@@ -225,6 +226,10 @@ def referenced_files(table: Table) -> set[str]:
             referenced.add(f"{prefix}schema/schema-{schema_id}")
         for snapshot_id in branch_table.snapshot_manager.snapshot_ids():
             referenced.add(f"{prefix}snapshot/snapshot-{snapshot_id}")
+        for tag_name in branch_table.tag_manager.tag_names():
+            referenced.add(f"{prefix}tag/tag-{tag_name}")
+        for changelog_id in branch_table.snapshot_manager.changelog_ids():
+            referenced.add(f"{prefix}changelog/changelog-{changelog_id}")
     seen_manifests: set[str] = set()
     seen_index_manifests: set[str] = set()
     for source in snapshot_sources(table):
