@@ -170,3 +170,61 @@ source: {{query: "SELECT 'text' AS id, 'a' AS dt, 1.5 AS other"}}
     assert "id (STRING -> table BIGINT)" in error and "missing columns: v" in error and "other" in error
     assert latest_id(warehouse, "db.t") == 1
     assert FileIO.for_path(warehouse).exists(f"{warehouse}/db.db/t/snapshot/snapshot-2") is False
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"file.format": "orc"},
+        {"file.format": "avro"},
+        {"bucket": "3", "bucket-key": "id", "file.compression": "snappy"},
+    ],
+)
+def test_formats_and_fixed_bucket_append_tables_read_back(spark_session, tmp_path, options):
+    warehouse = str(tmp_path / "wh")
+    rows = [(i, f"d{i % 2}", f"v{i}") for i in range(12)]
+    write_dataframe(rows_df(spark_session, rows), warehouse, "db.t", partition_keys=["dt"], options=options)
+    write_dataframe(rows_df(spark_session, [(99, "d0", "late")]), warehouse, "db.t")
+    expected = sorted(
+        ({"id": i, "dt": d, "v": v} for i, d, v in rows + [(99, "d0", "late")]), key=lambda r: r["id"]
+    )
+    assert sorted(pypaimon_rows(warehouse, "db.t"), key=lambda r: r["id"]) == expected
+    files = [p.name for p in (tmp_path / "wh" / "db.db" / "t").rglob("data-*")]
+    assert files and all(name.endswith("." + options.get("file.format", "parquet")) for name in files)
+
+
+def test_overwrite_of_named_partitions(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x"), (2, "b", "y"), (3, "c", "z")]),
+        warehouse,
+        "db.t",
+        partition_keys=["dt"],
+    )
+    write_dataframe(
+        rows_df(spark_session, [(4, "a", "new")]),
+        warehouse,
+        "db.t",
+        mode="overwrite",
+        overwrite_scope="partitions",
+        overwrite_partitions=[{"dt": "a"}, {"dt": "b"}],
+    )
+    assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(4, "a"), (3, "c")}
+
+
+def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session, tmp_path, monkeypatch):
+    from paimon_format.commit import SnapshotCommit
+    from paimon_format.errors import CommitConflictError
+
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    before = {p.name for p in (tmp_path / "wh").rglob("data-*")}
+
+    def refuse(self, messages, **kwargs):
+        raise CommitConflictError("simulated conflict")
+
+    monkeypatch.setattr(SnapshotCommit, "append", refuse)
+    with pytest.raises(CommitConflictError):
+        write_dataframe(rows_df(spark_session, [(2, "b", "y")]), warehouse, "db.t")
+    assert latest_id(warehouse, "db.t") == 1
+    assert {p.name for p in (tmp_path / "wh").rglob("data-*")} == before
