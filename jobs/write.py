@@ -312,8 +312,6 @@ def write_dataframe(
         bucket_schema = StructType([*frame.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
         frame = frame.mapInArrow(_bucket_task(schema), bucket_schema)
         frame = frame.repartition(*[F.col(k) for k in schema.partition_keys], F.col(BUCKET_COLUMN))
-    elif schema.partition_keys:
-        frame = frame.sortWithinPartitions(*schema.partition_keys)
     written = frame.mapInArrow(_writer_task(target, schema, first_sequence), _RESULT_SCHEMA).collect()
 
     messages: dict[tuple[bytes, int], CommitMessage] = {}
