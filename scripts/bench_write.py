@@ -40,6 +40,7 @@ def main() -> None:
     parser.add_argument("--days", type=int, default=30)
     parser.add_argument("--files", type=int, default=8)
     parser.add_argument("--skip-pypaimon", action="store_true")
+    parser.add_argument("--batch-rows", default="10000", help="spark.sql.execution.arrow.maxRecordsPerBatch")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -55,14 +56,24 @@ def main() -> None:
     rows = per_file * args.files
     print(f"{rows:,} rows, {args.days} partitions, source {source}", flush=True)
 
-    spark = get_or_create_spark("bench-write", {"spark.sql.shuffle.partitions": "8"})
+    spark = get_or_create_spark(
+        "bench-write",
+        {
+            "spark.sql.shuffle.partitions": "8",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": args.batch_rows,
+        },
+    )
     df = spark.read.parquet(str(source)).cache()
     df.count()
 
-    ours = timed("(a) write job (paimon-jobs)", lambda: write_dataframe(
-        df, str(work / "wh"), "bench.events", partition_keys=["dt"]))
-    floor = timed("(b) df.write.parquet (Spark floor)", lambda: df.write.partitionBy("dt").mode("overwrite").parquet(
-        str(work / "spark-parquet")))
+    ours = timed(
+        "(a) write job (paimon-jobs)",
+        lambda: write_dataframe(df, str(work / "wh"), "bench.events", partition_keys=["dt"]),
+    )
+    spark_writer = df.write.partitionBy("dt").mode("overwrite")
+    floor = timed(
+        "(b) df.write.parquet (Spark floor)", lambda: spark_writer.parquet(str(work / "spark-parquet"))
+    )
     pypaimon_s = None
     if not args.skip_pypaimon:
         import pypaimon
@@ -71,8 +82,9 @@ def main() -> None:
             catalog = pypaimon.CatalogFactory.create({"warehouse": str(work / "pp-wh")})
             catalog.create_database("bench", True)
             data = ds.dataset(str(source)).to_table()
-            catalog.create_table("bench.events", pypaimon.Schema.from_pyarrow_schema(
-                data.schema, partition_keys=["dt"]), False)
+            catalog.create_table(
+                "bench.events", pypaimon.Schema.from_pyarrow_schema(data.schema, partition_keys=["dt"]), False
+            )
             table = catalog.get_table("bench.events")
             builder = table.new_batch_write_builder()
             write, commit = builder.new_write(), builder.new_commit()
@@ -84,8 +96,10 @@ def main() -> None:
         pypaimon_s = timed("(c) pypaimon, one process", with_pypaimon)
 
     print()
-    print(f"rows/s  (a) {rows / ours:12,.0f}   (b) {rows / floor:12,.0f}"
-          + (f"   (c) {rows / pypaimon_s:12,.0f}" if pypaimon_s else ""))
+    print(
+        f"rows/s  (a) {rows / ours:12,.0f}   (b) {rows / floor:12,.0f}"
+        + (f"   (c) {rows / pypaimon_s:12,.0f}" if pypaimon_s else "")
+    )
     print(f"ratio a/b = {floor / ours:.2f}  (goal >= 0.7)")
     if pypaimon_s:
         print(f"ratio a/c = {pypaimon_s / ours:.2f}  (goal > 1: faster than pypaimon)")

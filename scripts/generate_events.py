@@ -1,6 +1,6 @@
 """Generate sample event data as Parquet files (for the demo, tests and benchmarks).
 
-    python scripts/generate_events.py --out /tmp/events --rows 100000 --days 7 --files 4
+python scripts/generate_events.py --out /tmp/events --rows 100000 --days 7 --files 4
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def events(rows: int, days: int, seed: int, first_id: int = 0) -> pa.Table:
     dates = np.array([(start + dt.timedelta(days=int(d))).isoformat() for d in range(days)])
     kinds = np.array(["view", "click", "purchase", "refund"])
     seconds = rng.integers(0, 86_400, rows)
-    ts = (np.datetime64("2024-01-01") + day.astype("timedelta64[D]") + seconds.astype("timedelta64[s]"))
+    ts = np.datetime64("2024-01-01") + day.astype("timedelta64[D]") + seconds.astype("timedelta64[s]")
     return pa.table(
         {
             "id": pa.array(np.arange(first_id, first_id + rows, dtype=np.int64)),
@@ -51,7 +51,8 @@ def main() -> None:
         first = args.first_id + index * per_file
         count = min(per_file, args.rows - index * per_file)
         if count > 0:
-            pq.write_table(events(count, args.days, args.seed + index, first), out / f"part-{index:05d}.parquet")
+            table = events(count, args.days, args.seed + index, first)
+            pq.write_table(table, out / f"part-{index:05d}.parquet")
     print(f"wrote {args.rows} rows in {args.files} files to {out}")
 
 
