@@ -26,7 +26,7 @@ from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
-from paimon_format.errors import CommitConflictError, PaimonFormatError
+from paimon_format.errors import CommitConflictError, InvalidTableStateError
 from paimon_format.manifest import ADD, DELETE, ManifestFileMeta, read_manifest, rolling_write_manifests
 from paimon_format.options import CoreOptions, parse_memory_size
 from paimon_format.scan import data_manifests
@@ -220,46 +220,66 @@ def _merged_entries(spark: Any, table: Table, plan: Plan) -> Any:
 
     work = [(g, i, plan.manifests[i].file_name) for g, group in enumerate(plan.groups) for i in group]
     full = plan.full
+    entry_schema = pa.schema(
+        [
+            ("grp", pa.int32()),
+            ("id_key", pa.binary()),
+            ("ord", pa.int64()),
+            ("kind", pa.int32()),
+            ("partition", pa.binary()),
+            ("payload", pa.binary()),
+        ]
+    )
 
-    def read(items: Iterator[tuple[int, int, str]]) -> Iterator[tuple]:
-        for group, index, name in items:
-            entries = read_manifest(table.file_io, table.manifest_path(name))
-            for position, entry in enumerate(entries):
-                yield (
-                    group,
-                    pickle.dumps(entry.identifier()),
-                    (index << 32) | position,
-                    entry.kind,
-                    entry.partition,
-                    pickle.dumps(entry),
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for group, index, name in zip(
+                *(batch.column(c).to_pylist() for c in ("grp", "idx", "name")), strict=True
+            ):
+                entries = read_manifest(table.file_io, table.manifest_path(name))
+                yield pa.RecordBatch.from_arrays(
+                    [
+                        pa.array([group] * len(entries), pa.int32()),
+                        pa.array([pickle.dumps(e.identifier()) for e in entries], pa.binary()),
+                        pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
+                        pa.array([e.kind for e in entries], pa.int32()),
+                        pa.array([e.partition for e in entries], pa.binary()),
+                        pa.array([pickle.dumps(e) for e in entries], pa.binary()),
+                    ],
+                    schema=entry_schema,
                 )
 
     slices = max(1, min(len(work), spark.sparkContext.defaultParallelism * 4))
-    entries = spark.createDataFrame(
-        spark.sparkContext.parallelize(work, slices).mapPartitions(read), ENTRY_COLUMNS
-    )
+    names = spark.createDataFrame(work, "grp int, idx long, name string").repartition(slices)
+    entries = names.mapInArrow(read, ENTRY_COLUMNS)
     resolved = entries.groupBy("grp", "id_key").agg(
         F.sum(F.when(F.col("kind") == ADD, 1).otherwise(0)).alias("adds"),
         F.sum(F.when(F.col("kind") == DELETE, 1).otherwise(0)).alias("deletes"),
         F.max_by(F.struct("ord", "partition", "payload", "kind"), "ord").alias("last"),
     )
+    # the consistency check, the count or the range sort's sampling and the write all read this:
+    # keep it rather than reading every manifest again for each of them
+    from pyspark import StorageLevel
+
+    resolved = resolved.persist(StorageLevel.MEMORY_AND_DISK)
     bad = resolved.where((F.col("adds") - F.col("deletes") > 1) | (F.col("deletes") - F.col("adds") > 1))
     if full:
         bad = bad.union(resolved.where(F.col("deletes") > F.col("adds")))
     problem = bad.select("last.payload", "adds", "deletes").limit(1).collect()
     if problem:
         entry = pickle.loads(problem[0]["payload"])
-        raise PaimonFormatError(
+        raise InvalidTableStateError(
             f"{table.path}: file {entry.file.file_name} (bucket {entry.bucket}, level {entry.file.level}) is "
             f"added {problem[0]['adds']} and deleted {problem[0]['deletes']} times in the manifests; "
             "the metadata is inconsistent, nothing was changed"
         )
-    return resolved.where(F.col("adds") != F.col("deletes")).select(
+    survivors = resolved.where(F.col("adds") != F.col("deletes")).select(
         "grp",
         F.col("last.partition").alias("partition"),
         F.col("last.ord").alias("ord"),
         F.col("last.payload").alias("payload"),
     )
+    return survivors
 
 
 def _write_sorted_manifests(
