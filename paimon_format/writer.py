@@ -1,23 +1,35 @@
-"""Arrow data -> Paimon data files and their DataFileMeta (spec §4.5, §7).
+"""Arrow data -> Paimon data files and their DataFileMeta (spec §1, §4.5, §7).
 
-Runs inside Spark executors (the write job feeds it Arrow batches) and in plain Python. Every
-per-row step is vectorised with pyarrow compute; Python loops run over columns, files and
-partitions only.
+Runs inside Spark executors (the write job feeds it Arrow batches through mapInArrow) and in plain
+Python. This is the hot path of bulk writes, so every per-row step is vectorised with pyarrow
+compute / numpy; Python loops run over columns, row groups, files and buckets only (and over rows
+only for Avro, whose encoder is per-record anyway).
 
-Primary-key files follow the LSM writer's invariants that readers rely on: rows sorted by key,
-each key once per file (the last write wins), `_SEQUENCE_NUMBER` increasing from the bucket's
-previous maximum, and exact `_MIN_KEY`/`_MAX_KEY`/`_DELETE_ROW_COUNT`.
+What readers rely on, and therefore what this module guarantees:
+
+* file columns and Parquet field ids as Java's `ParquetSchemaConverter` writes them, so readers
+  that match by name and readers that match by id both find every column;
+* `_FILE_SIZE` is the exact byte size (files are encoded in memory, then stored in one write);
+* primary-key files follow the LSM writer's invariants: rows sorted by the trimmed primary key,
+  each key once per file (the last write wins), `_SEQUENCE_NUMBER` assigned in input order and
+  continuing from the caller's first number, exact `_MIN_KEY`/`_MAX_KEY`/`_DELETE_ROW_COUNT` --
+  Java reads a single level-0 file without deletes *raw*, so a duplicate key would surface as a
+  duplicate row;
+* value stats as Java's `metadata.stats-mode` collectors produce them (default `truncate(16)`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import io
+import re
 import uuid
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
 
+import fastavro
+import fastavro.write
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -26,11 +38,11 @@ import pyarrow.parquet as pq
 
 from paimon_format.binary_row import EMPTY_ROW, serialize_row
 from paimon_format.bucket import bucket_array, bucket_key_columns
-from paimon_format.errors import PaimonFormatError
+from paimon_format.errors import PaimonFormatError, UnsupportedOperationError
 from paimon_format.fileio import FileIO
-from paimon_format.manifest import DataFileMeta, SimpleStats
+from paimon_format.manifest import DataFileMeta, SimpleStats, avro_codec
 from paimon_format.options import CoreOptions
-from paimon_format.paths import bucket_dir, partition_dir
+from paimon_format.paths import bucket_dir, new_data_file_name, partition_dir
 from paimon_format.schema import TableSchema
 from paimon_format.types import DataField, DataType, to_arrow
 
@@ -40,30 +52,125 @@ VALUE_KIND = "_VALUE_KIND"
 KEY_FIELD_ID_OFFSET = 1073741823
 SEQUENCE_NUMBER_ID = 2147483646
 VALUE_KIND_ID = 2147483645
-ROW_KIND_COLUMN = "_VALUE_KIND"  # optional input column: 0 +I, 1 -U, 2 +U, 3 -D
-_STATS_TRUNCATE_DEFAULT = 16
-_COMPRESSION_EXTENSIONS = {"zstd": "zst", "gzip": "gz", "snappy": "snappy", "lz4": "lz4", "none": ""}
+
+ROW_KIND_COLUMN = "_VALUE_KIND"
+"""Optional input column with each row's kind (0 +I, 1 -U, 2 +U, 3 -D, or those strings)."""
+ROW_KIND_INPUT_COLUMNS = (ROW_KIND_COLUMN, "__row_kind")
+ROW_KINDS = ("+I", "-U", "+U", "-D")
+RETRACT_KINDS = (1, 3)
+
+FIELD_ID_KEY = b"PARQUET:field_id"
+_STRUCTURED_ID_BASE = 2147483647 // 4  # Java SpecialFields.STRUCTURED_TYPE_FIELD_ID_BASE
+_STRUCTURED_DEPTH_LIMIT = 1 << 10
+_MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024  # Java's parquet.block.size
+_MAX_ROW_GROUP_ROWS = 1024 * 1024
+_AVRO_RECORD = "org.apache.paimon.avro.generated.record"
+# Java HadoopCompressionType.fileExtension; other names are used as they are, "none" adds nothing.
+_COMPRESSION_EXTENSIONS = {
+    "zstd": "zst",
+    "gzip": "gz",
+    "bzip2": "bz2",
+    "deflate": "deflate",
+    "snappy": "snappy",
+    "lz4": "lz4",
+    "none": None,
+    "": None,
+}
+_PARQUET_CODECS = {
+    "none": "none",
+    "uncompressed": "none",
+    "zstd": "zstd",
+    "snappy": "snappy",
+    "gzip": "gzip",
+    "lz4": "lz4",
+    "brotli": "brotli",
+}
+_ORC_CODECS = {
+    "none": "uncompressed",
+    "uncompressed": "uncompressed",
+    "zstd": "zstd",
+    "snappy": "snappy",
+    "lz4": "lz4",
+    "zlib": "zlib",
+    "gzip": "zlib",
+    "deflate": "zlib",
+}
+_NESTED_ROOTS = ("ARRAY", "MAP", "MULTISET", "ROW", "VARIANT", "BLOB", "VECTOR")
 
 
 class DataWriteError(PaimonFormatError, ValueError):
     """Input data that cannot become a data file of this table (wrong types, null keys, ...)."""
 
 
-# -- schema of the files ------------------------------------------------------------------------
+# -- file schema: Arrow types with Paimon field ids ---------------------------------------------------
 
 
-def _arrow_field(name: str, data_type: DataType, field_id: int) -> pa.Field:
+def _java_int(value: int) -> int:
+    """Java int arithmetic wraps around; the structured-type ids are computed that way."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
+def _element_id(field_id: int, depth: int) -> int:
+    return _java_int(_STRUCTURED_ID_BASE + field_id * _STRUCTURED_DEPTH_LIMIT + depth)
+
+
+def _map_key_id(field_id: int, depth: int) -> int:
+    return _java_int(_STRUCTURED_ID_BASE - field_id * _STRUCTURED_DEPTH_LIMIT - depth)
+
+
+def _map_value_id(field_id: int, depth: int) -> int:
+    return _java_int(_STRUCTURED_ID_BASE + field_id * _STRUCTURED_DEPTH_LIMIT + depth)
+
+
+def _id_metadata(field_id: int) -> dict[bytes, bytes]:
+    return {FIELD_ID_KEY: str(field_id).encode()}
+
+
+def file_arrow_type(data_type: DataType, field_id: int, depth: int = 0) -> pa.DataType:
+    """The Arrow type a column is stored as; nested children carry Java's structured-type ids.
+
+    Differs from `types.to_arrow` only where Java's file layout does: TIME is stored as
+    millisecond INT32 (Java reads nothing else), map keys are NOT NULL.
+    """
+    root = data_type.root
+    if root == "TIME":
+        return pa.time32("ms")
+    if root in ("ARRAY", "VECTOR") and data_type.element is not None:
+        element = data_type.element
+        child = pa.field(
+            "element",
+            file_arrow_type(element, field_id, depth + 1),
+            nullable=element.nullable,
+            metadata=_id_metadata(_element_id(field_id, depth + 1)),
+        )
+        return pa.list_(child)
+    if root == "MAP" and data_type.key is not None and data_type.value is not None:
+        key = pa.field(
+            "key",
+            file_arrow_type(data_type.key, field_id, depth + 1),
+            nullable=False,
+            metadata=_id_metadata(_map_key_id(field_id, depth + 1)),
+        )
+        value = pa.field(
+            "value",
+            file_arrow_type(data_type.value, field_id, depth + 1),
+            nullable=data_type.value.nullable,
+            metadata=_id_metadata(_map_value_id(field_id, depth + 1)),
+        )
+        return pa.map_(key, value)
+    if root == "ROW":
+        return pa.struct([arrow_field(f.name, f.type, f.id) for f in data_type.fields or ()])
+    return to_arrow(data_type)
+
+
+def arrow_field(name: str, data_type: DataType, field_id: int) -> pa.Field:
+    """One file column: its Arrow type, nullability and Parquet field id."""
     return pa.field(
         name,
-        to_arrow(data_type),
+        file_arrow_type(data_type, field_id),
         nullable=data_type.nullable,
-        metadata={b"PARQUET:field_id": str(field_id).encode()},
+        metadata=_id_metadata(field_id),
     )
-
-
-def table_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """The Arrow schema of the table's columns, carrying Paimon field ids for Parquet."""
-    return pa.schema([_arrow_field(f.name, f.type, f.id) for f in schema.fields])
 
 
 def key_fields(schema: TableSchema) -> list[DataField]:
@@ -71,72 +178,112 @@ def key_fields(schema: TableSchema) -> list[DataField]:
     return [schema.field(name) for name in schema.trimmed_primary_keys()]
 
 
-def file_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """Columns of a data file: the table's, preceded by the key/system columns for primary-key tables."""
-    columns = table_arrow_schema(schema)
+def table_arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The table's columns as stored in data files (what `conform` casts input to)."""
+    return pa.schema([arrow_field(f.name, f.type, f.id) for f in schema.fields])
+
+
+def file_fields(schema: TableSchema, options: CoreOptions | None = None) -> list[tuple[str, DataType, int]]:
+    """(name, type, field id) of every column of a data file, in file order (spec §7)."""
+    columns = [(f.name, f.type, f.id) for f in schema.fields]
     if not schema.primary_keys:
         return columns
-    system = [
-        _arrow_field(KEY_PREFIX + f.name, f.type.with_nullable(False), f.id + KEY_FIELD_ID_OFFSET)
-        for f in key_fields(schema)
-    ]
-    system.append(_arrow_field(SEQUENCE_NUMBER, DataType("BIGINT", False), SEQUENCE_NUMBER_ID))
-    system.append(_arrow_field(VALUE_KIND, DataType("TINYINT", False), VALUE_KIND_ID))
-    return pa.schema(system + list(columns))
+    options = options or CoreOptions(schema.options)
+    system: list[tuple[str, DataType, int]] = []
+    if not options.data_file_thin_mode:
+        system = [
+            (KEY_PREFIX + f.name, f.type.with_nullable(False), f.id + KEY_FIELD_ID_OFFSET)
+            for f in key_fields(schema)
+        ]
+    system.append((SEQUENCE_NUMBER, DataType("BIGINT", False), SEQUENCE_NUMBER_ID))
+    system.append((VALUE_KIND, DataType("TINYINT", False), VALUE_KIND_ID))
+    return system + columns
 
 
-def conform(data: pa.Table, schema: TableSchema) -> pa.Table:
-    """Select and cast the table's columns; name the column that does not fit."""
+def file_arrow_schema(schema: TableSchema, options: CoreOptions | None = None) -> pa.Schema:
+    """The Arrow schema of a data file, system columns first for primary-key tables."""
+    return pa.schema([arrow_field(name, t, i) for name, t, i in file_fields(schema, options)])
+
+
+# -- input -> the table's column types ---------------------------------------------------------------
+
+
+def _cast_column(column: pa.ChunkedArray, target: pa.Field) -> pa.ChunkedArray:
+    """Cast to the stored type; sub-unit time parts are dropped like Java's writers drop them."""
+    if column.type.equals(target.type):
+        return column
+    try:
+        options = pc.CastOptions(target.type, allow_time_truncate=True)
+        return pc.cast(column, options=options)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
+        raise DataWriteError(
+            f"column {target.name}: cannot store {column.type} values as {target.type}: {error}"
+        ) from None
+
+
+def _row_kinds(data: pa.Table, schema: TableSchema) -> pa.Array | None:
+    """The optional row-kind input column as int8 codes; None when absent (all rows are +I)."""
+    table_columns = set(schema.field_names())
+    name = next(
+        (c for c in ROW_KIND_INPUT_COLUMNS if c in data.column_names and c not in table_columns), None
+    )
+    if name is None:
+        return None
+    column = data.column(name)
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        codes = pc.index_in(column.cast(pa.string()), value_set=pa.array(ROW_KINDS))
+        if codes.null_count > column.null_count:
+            raise DataWriteError(f"column {name}: row kinds must be one of {', '.join(ROW_KINDS)}")
+        column = codes
+    try:
+        kinds = column.cast(pa.int8())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
+        raise DataWriteError(f"column {name}: not a row kind column ({error})") from None
+    if kinds.null_count:
+        raise DataWriteError(f"column {name}: row kind is null in {kinds.null_count} row(s)")
+    extremes = pc.min_max(kinds)
+    low, high = extremes["min"].as_py(), extremes["max"].as_py()
+    if low is not None and (low < 0 or high > 3):
+        raise DataWriteError(f"column {name}: row kinds are 0..3 (+I, -U, +U, -D), got {low}..{high}")
+    if not schema.primary_keys:
+        if high:
+            raise DataWriteError(f"column {name}: an append table (no primary key) takes only +I rows")
+        return None
+    return kinds.combine_chunks() if isinstance(kinds, pa.ChunkedArray) else kinds
+
+
+def conform(data: pa.Table | pa.RecordBatch, schema: TableSchema) -> pa.Table:
+    """The table's columns in table order and stored types, plus the row-kind column if given.
+
+    Extra input columns are ignored. A value that does not fit its column raises
+    `DataWriteError` naming the column, as does a null in a NOT NULL column.
+    """
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
     target = table_arrow_schema(schema)
     missing = [name for name in target.names if name not in data.column_names]
     if missing:
         raise DataWriteError(f"input has no column(s) {', '.join(missing)} of the table")
     arrays = []
     for target_field in target:
-        column = data.column(target_field.name)
-        if not column.type.equals(target_field.type):
-            try:
-                column = column.cast(target_field.type, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-                raise DataWriteError(
-                    f"column {target_field.name}: cannot store {column.type} values "
-                    f"as {target_field.type}: {error}"
-                ) from None
+        column = _cast_column(data.column(target_field.name), target_field)
         if not target_field.nullable and column.null_count:
             raise DataWriteError(
                 f"column {target_field.name} is NOT NULL but has {column.null_count} null value(s)"
             )
         arrays.append(column)
-    extra = [c for c in data.column_names if c == ROW_KIND_COLUMN]
     result = pa.Table.from_arrays(arrays, schema=target)
-    if extra:
-        result = result.append_column(ROW_KIND_COLUMN, data.column(ROW_KIND_COLUMN).cast(pa.int8()))
+    kinds = _row_kinds(data, schema)
+    if kinds is not None:
+        result = result.append_column(pa.field(ROW_KIND_COLUMN, pa.int8(), nullable=False), kinds)
     return result
 
 
-# -- splitting input by partition and bucket ------------------------------------------------------
+# -- splitting input by partition and bucket ----------------------------------------------------------
 
 
-def _run_boundaries(data: pa.Table, columns: Sequence[str]) -> list[int]:
-    """Start offsets of runs of equal values in `columns` (data must be sorted by them)."""
-    n = data.num_rows
-    if n == 0:
-        return []
-    if not columns or n == 1:
-        return [0]
-    change = np.zeros(n - 1, dtype=bool)
-    for name in columns:
-        column = data.column(name)
-        left, right = column.slice(0, n - 1), column.slice(1)
-        differs = pc.fill_null(pc.not_equal(left, right), False)
-        nulls_differ = pc.xor(pc.is_null(left), pc.is_null(right))
-        change |= pc.or_(differs, nulls_differ).to_numpy(zero_copy_only=False)
-    return [0] + (np.nonzero(change)[0] + 1).tolist()
-
-
-@dataclass(frozen=True)
-class BucketSlice:
-    """The rows of one partition and bucket."""
+class BucketSlice(NamedTuple):
+    """The rows of one partition and bucket (unpacks as the tuple the write path passes around)."""
 
     partition_values: list[Any]
     partition: bytes
@@ -144,101 +291,196 @@ class BucketSlice:
     data: pa.Table
 
 
-def split_by_partition_and_bucket(data: pa.Table, schema: TableSchema) -> Iterator[BucketSlice]:
-    """Group rows by partition and bucket (stable: input order is kept inside a group)."""
-    options = CoreOptions(schema.options)
-    num_buckets = options.bucket
-    partition_keys = list(schema.partition_keys)
-    partition_types = schema.partition_types()
-    if num_buckets > 0:
-        keys = bucket_key_columns(schema)
-        key_types = [schema.field(k).type for k in keys]
-        buckets = bucket_array([data.column(k).combine_chunks() for k in keys], key_types, num_buckets)
-    elif num_buckets == -1 and not schema.primary_keys:
-        buckets = np.zeros(data.num_rows, dtype=np.int32)
-    else:
-        raise DataWriteError(
-            f"bucket={num_buckets} is not supported by this writer yet: use a fixed bucket count for "
-            "primary-key tables, or bucket=-1 for append tables"
-        )
-    data = data.append_column("__bucket", pa.array(buckets, pa.int32()))
-    data = data.append_column("__order", pa.array(np.arange(data.num_rows, dtype=np.int64)))
-    group_columns = partition_keys + ["__bucket"]
-    order = pc.sort_indices(
-        data, [(c, "ascending") for c in group_columns + ["__order"]], null_placement="at_end"
+def _dense_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
+    """Per row, the index of its value among the column's distinct values (nulls are a value)."""
+    distinct = pc.unique(column)
+    codes = pc.index_in(column, value_set=distinct, skip_nulls=False)
+    return codes.to_numpy(zero_copy_only=False).astype(np.int64, copy=False), len(distinct)
+
+
+def _group_codes(
+    data: pa.Table, columns: Sequence[str], extra: np.ndarray | None, extra_size: int
+) -> tuple[np.ndarray, int]:
+    """Per row an int64 that is equal exactly for rows with equal values in `columns` (+ `extra`),
+    and the bound all codes are below."""
+    codes = np.zeros(data.num_rows, dtype=np.int64)
+    parts: list[tuple[np.ndarray, int]] = [_dense_codes(data.column(name)) for name in columns]
+    if extra is not None:
+        parts.append((extra.astype(np.int64, copy=False), max(extra_size, 1)))
+    span = 1
+    for part, size in parts:
+        if span * size >= 2**62:  # keep the mixed-radix number in int64: renumber densely first
+            _, codes = np.unique(codes, return_inverse=True)
+            codes = codes.astype(np.int64, copy=False)
+            span = int(codes.max()) + 1 if len(codes) else 1
+        codes = codes * size + part
+        span *= size
+    return codes, span
+
+
+def _stable_order(codes: np.ndarray, span: int) -> np.ndarray:
+    """Stable argsort; numpy radix-sorts 16-bit keys, ten times faster than sorting int64."""
+    if span <= 2**16:
+        return np.argsort(codes.astype(np.uint16), kind="stable")
+    return np.argsort(codes, kind="stable")
+
+
+def check_bucket_mode(schema: TableSchema, num_buckets: int) -> None:
+    """Fixed buckets, or bucket-unaware append tables: the layouts this writer can produce.
+
+    Dynamic-bucket (-1) primary-key tables need a hash index, postpone (-2) tables a later
+    compaction; writing them like fixed-bucket tables would put one key in several buckets.
+    """
+    if num_buckets > 0 or (num_buckets == -1 and not schema.primary_keys):
+        return
+    raise UnsupportedOperationError(
+        f"bucket={num_buckets} is not supported by this writer: use a fixed bucket count for "
+        "primary-key tables, or bucket=-1 for append tables"
     )
-    data = data.take(order)
-    starts = _run_boundaries(data, group_columns)
-    for index, start in enumerate(starts):
-        end = starts[index + 1] if index + 1 < len(starts) else data.num_rows
+
+
+def _buckets_of(data: pa.Table, schema: TableSchema, num_buckets: int) -> np.ndarray:
+    if num_buckets <= 0:
+        return np.zeros(data.num_rows, dtype=np.int32)
+    keys = bucket_key_columns(schema)
+    if not keys:
+        raise DataWriteError(f"bucket={num_buckets} needs a primary key or the bucket-key option")
+    key_types = [schema.field(k).type for k in keys]
+    return bucket_array([data.column(k) for k in keys], key_types, num_buckets)
+
+
+def split_by_partition_and_bucket(
+    data: pa.Table,
+    schema: TableSchema,
+    num_buckets: int | None = None,
+    buckets: np.ndarray | pa.Array | pa.ChunkedArray | None = None,
+) -> Iterator[BucketSlice]:
+    """Group rows by partition and bucket, keeping input order inside each group.
+
+    `num_buckets` defaults to the table's `bucket` option; `buckets` may carry precomputed bucket
+    numbers (the write job computes them before its shuffle). Input that is already grouped --
+    the write job sorts by partition -- is sliced without copying.
+    """
+    if num_buckets is None:
+        num_buckets = CoreOptions(schema.options).bucket
+    check_bucket_mode(schema, num_buckets)
+    if data.num_rows == 0:
+        return
+    if buckets is None:
+        bucket_numbers = _buckets_of(data, schema, num_buckets)
+    elif isinstance(buckets, np.ndarray):
+        bucket_numbers = buckets
+    else:
+        bucket_numbers = buckets.to_numpy(zero_copy_only=False)
+    bucket_numbers = np.asarray(bucket_numbers, dtype=np.int64)
+    if len(bucket_numbers) != data.num_rows:
+        raise DataWriteError(f"{len(bucket_numbers)} bucket numbers for {data.num_rows} rows")
+    partition_keys = list(schema.partition_keys)
+    bucket_span = int(bucket_numbers.max()) + 1 if bucket_numbers.min() >= 0 else 0
+    if bucket_span == 0:
+        raise DataWriteError("bucket numbers must not be negative")
+    codes, span = _group_codes(data, partition_keys, bucket_numbers, bucket_span)
+    if len(codes) > 1 and not bool(np.all(codes[1:] >= codes[:-1])):
+        # one gather of the whole table: ~2x faster than a gather per group (memory: one copy)
+        order = _stable_order(codes, span)
+        data, codes, bucket_numbers = data.take(pa.array(order)), codes[order], bucket_numbers[order]
+    starts = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [data.num_rows]))
+    partition_types = schema.partition_types()
+    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
         part = data.slice(start, end - start)
         values = [part.column(k)[0].as_py() for k in partition_keys]
-        bucket = part.column("__bucket")[0].as_py()
-        yield BucketSlice(
-            values, serialize_row(values, partition_types), bucket, part.drop_columns(["__bucket", "__order"])
-        )
+        yield BucketSlice(values, serialize_row(values, partition_types), int(bucket_numbers[start]), part)
 
 
-# -- statistics -----------------------------------------------------------------------------------
+# -- statistics ---------------------------------------------------------------------------------------
+
+_TRUNCATE_RE = re.compile(r"TRUNCATE\((\d+)\)")
 
 
-def _stats_mode(options: CoreOptions, name: str) -> tuple[str, int | None]:
-    text = options.get(f"fields.{name}.stats-mode") or options.get("metadata.stats-mode") or "truncate(16)"
-    text = text.strip().lower()
-    if text.startswith("truncate(") and text.endswith(")"):
-        return "truncate", int(text[len("truncate(") : -1])
-    if text in ("none", "counts", "full"):
-        return text, None
-    raise DataWriteError(f"unsupported metadata.stats-mode {text!r}")
+@dataclass(frozen=True)
+class StatsMode:
+    """One column's `metadata.stats-mode`: none, counts, full or truncate(length)."""
+
+    kind: str
+    length: int | None = None
 
 
-def _truncate_min(value: Any, length: int) -> Any:
-    return value[:length] if isinstance(value, (str, bytes)) else value
+FULL_STATS = StatsMode("full")
 
 
-def _truncate_max(value: Any, length: int) -> Any:
-    """A value >= every value with this prefix, or None when none fits in `length`."""
-    if not isinstance(value, (str, bytes)) or len(value) <= length:
-        return value
-    prefix = value[:length]
-    if isinstance(prefix, str):
-        for i in range(len(prefix) - 1, -1, -1):
-            code = ord(prefix[i])
-            if code < 0x10FFFF and not (0xD7FF <= code < 0xDFFF):
-                return prefix[:i] + chr(code + 1)
-        return None
-    for i in range(len(prefix) - 1, -1, -1):
-        if prefix[i] < 0xFF:
-            return prefix[:i] + bytes([prefix[i] + 1])
-    return None
+def parse_stats_mode(text: str) -> StatsMode:
+    normalized = text.strip().upper()
+    if normalized in ("NONE", "COUNTS", "FULL"):
+        return StatsMode(normalized.lower())
+    match = _TRUNCATE_RE.fullmatch(normalized)
+    if match and int(match.group(1)) > 0:
+        return StatsMode("truncate", int(match.group(1)))
+    raise DataWriteError(f"unsupported stats mode {text!r}: none, counts, full or truncate(<n>)")
+
+
+def stats_modes(options: CoreOptions, names: Sequence[str]) -> list[StatsMode]:
+    """Per column: `fields.<name>.stats-mode`, else `metadata.stats-mode` (default truncate(16))."""
+    default = parse_stats_mode(options.metadata_stats_mode)
+    modes = []
+    for name in names:
+        own = options.get(f"fields.{name}.stats-mode")
+        modes.append(parse_stats_mode(own) if own else default)
+    return modes
 
 
 def _has_min_max(data_type: DataType) -> bool:
-    if data_type.root in ("ARRAY", "MAP", "MULTISET", "ROW", "VARIANT", "BLOB", "VECTOR"):
+    """Types Java records bounds for: not nested, not binary, timestamps only up to micros."""
+    root = data_type.root
+    if root in _NESTED_ROOTS or root in ("BINARY", "VARBINARY"):
         return False
-    # Python datetimes hold microseconds: a nanosecond max would be rounded below the real max.
-    return not (data_type.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME") and (data_type.precision or 0) > 6)
+    return not (root in ("TIMESTAMP", "TIMESTAMP_LTZ") and (data_type.precision or 0) > 6)
 
 
-def column_stats(
-    data: pa.Table, fields: Sequence[DataField], options: CoreOptions, truncate: bool = True
-) -> SimpleStats:
-    """Min, max and null count of each field's column, as Paimon's SimpleStats."""
+def truncate_min(value: str, length: int) -> str:
+    """The first `length` code points: a lower bound of every string with that prefix."""
+    return value[:length]
+
+
+def truncate_max(value: str, length: int) -> str | None:
+    """A string of at most `length` code points >= `value`, or None when none exists.
+
+    Like Java: keep the value when it is short enough, else increment the last code point of
+    the prefix that can be incremented and cut after it.
+    """
+    if len(value) <= length:
+        return value
+    prefix = value[:length]
+    for index in range(length - 1, -1, -1):
+        code = ord(prefix[index]) + 1
+        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded; the next scalar value is larger
+            code = 0xE000
+        if code <= 0x10FFFF:
+            return prefix[:index] + chr(code)
+    return None
+
+
+def _min_max(column: pa.ChunkedArray, data_type: DataType) -> tuple[Any, Any]:
+    if not _has_min_max(data_type) or column.null_count == len(column):
+        return None, None
+    if data_type.root in ("FLOAT", "DOUBLE") and pc.any(pc.is_nan(column)).as_py():
+        return None, None  # NaN has no place in an ordered range: give no bounds rather than wrong ones
+    extremes = pc.min_max(column)
+    return extremes["min"].as_py(), extremes["max"].as_py()
+
+
+def column_stats(data: pa.Table, fields: Sequence[DataField], modes: Sequence[StatsMode]) -> SimpleStats:
+    """Min, max and null count of each field's column (by name in `data`), as SimpleStats."""
     minimums: list[Any] = []
     maximums: list[Any] = []
     nulls: list[int | None] = []
-    for f in fields:
+    for f, mode in zip(fields, modes, strict=True):
         column = data.column(f.name)
-        mode, length = _stats_mode(options, f.name) if truncate else ("full", None)
-        nulls.append(None if mode == "none" else column.null_count)
+        nulls.append(None if mode.kind == "none" else column.null_count)
         low = high = None
-        if mode in ("full", "truncate") and _has_min_max(f.type) and column.null_count < len(column):
-            extremes = pc.min_max(column)
-            low, high = extremes["min"].as_py(), extremes["max"].as_py()
-            if isinstance(low, float) and (low != low or high != high):  # NaN: no usable bounds
-                low = high = None
-            if mode == "truncate" and length is not None:
-                low, high = _truncate_min(low, length), _truncate_max(high, length)
+        if mode.kind in ("full", "truncate"):
+            low, high = _min_max(column, f.type)
+            if mode.kind == "truncate" and mode.length is not None and isinstance(high, str):
+                low, high = truncate_min(low, mode.length), truncate_max(high, mode.length)
                 if high is None:
                     low = None
         minimums.append(low)
@@ -247,218 +489,659 @@ def column_stats(
     return SimpleStats(serialize_row(minimums, types), serialize_row(maximums, types), nulls)
 
 
-# -- primary-key rows -------------------------------------------------------------------------------
+def value_stats(
+    data: pa.Table, schema: TableSchema, options: CoreOptions
+) -> tuple[SimpleStats, list[str] | None]:
+    """`_VALUE_STATS` and `_VALUE_STATS_COLS` over the table columns.
+
+    With `metadata.stats-dense-store` (default true) columns in mode `none` are left out and the
+    kept columns are listed; null means "all columns".
+    """
+    fields = list(schema.fields)
+    modes = stats_modes(options, [f.name for f in fields])
+    if options.metadata_stats_dense_store and any(m.kind == "none" for m in modes):
+        kept = [(f, m) for f, m in zip(fields, modes, strict=True) if m.kind != "none"]
+        stats = column_stats(data, [f for f, _ in kept], [m for _, m in kept])
+        return stats, [f.name for f, _ in kept]
+    return column_stats(data, fields, modes), None
 
 
-def prepare_primary_key_rows(data: pa.Table, schema: TableSchema, first_sequence_number: int) -> pa.Table:
-    """Assign sequence numbers in input order, keep the last row per key, sort by key, add system columns."""
+# -- primary-key rows ---------------------------------------------------------------------------------
+
+
+def _run_starts(data: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """Start offsets of runs of equal values in `columns` (`data` sorted by them, no nulls)."""
+    n = data.num_rows
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    change = np.zeros(n - 1, dtype=bool)
+    for name in columns:
+        column = data.column(name)
+        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
+        change |= pc.fill_null(differs, True).to_numpy(zero_copy_only=False)
+    return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
+
+
+def _sequence_order(options: CoreOptions) -> str:
+    text = (options.get("sequence.field.sort-order") or "ascending").strip().lower()
+    return "descending" if text == "descending" else "ascending"
+
+
+def prepare_primary_key_rows(
+    data: pa.Table, schema: TableSchema, first_sequence_number: int, options: CoreOptions | None = None
+) -> pa.Table:
+    """One bucket's rows as a primary-key data file: deduplicated, key-sorted, with system columns.
+
+    Sequence numbers are given in input order (as Java's writer does on arrival); per key the
+    row that wins the merge is kept: the highest `sequence.field`, ties broken by the sequence
+    number, i.e. the last write. `first-row` keeps the first write instead.
+    """
+    options = options or CoreOptions(schema.options)
+    layout = file_arrow_schema(schema, options)
+    if data.num_rows == 0:
+        return layout.empty_table()
     keys = [f.name for f in key_fields(schema)]
     n = data.num_rows
-    sequence = pa.array(np.arange(first_sequence_number, first_sequence_number + n, dtype=np.int64))
-    data = data.append_column(SEQUENCE_NUMBER, sequence)
-    sequence_field = CoreOptions(schema.options).get("sequence.field")
-    order_columns = (
-        keys + ([c.strip() for c in sequence_field.split(",")] if sequence_field else []) + [SEQUENCE_NUMBER]
-    )
-    data = data.take(pc.sort_indices(data, [(c, "ascending") for c in order_columns]))
-    if n > 1:
-        starts = _run_boundaries(data, keys)
-        last_of_key = np.array(starts[1:] + [n], dtype=np.int64) - 1
-        data = data.take(pa.array(last_of_key))
-    if ROW_KIND_COLUMN in data.column_names:
-        kinds = data.column(ROW_KIND_COLUMN)
-        data = data.drop_columns([ROW_KIND_COLUMN])
+    engine = options.merge_engine
+    sequence = np.arange(first_sequence_number, first_sequence_number + n, dtype=np.int64)
+    order_table = data.select(keys + [c for c in options.sequence_field if c not in keys])
+    order_table = order_table.append_column(SEQUENCE_NUMBER, pa.array(sequence))
+    sort_keys = [(k, "ascending") for k in keys]
+    if engine != "first-row":
+        sort_keys += [(c, _sequence_order(options)) for c in options.sequence_field]
+    sort_keys.append((SEQUENCE_NUMBER, "ascending"))
+    order = pc.sort_indices(order_table, sort_keys=sort_keys, null_placement="at_start")
+    starts = _run_starts(order_table.select(keys).take(order), keys)
+    if len(starts) < n and engine in ("partial-update", "aggregation"):
+        raise UnsupportedOperationError(
+            f"merge-engine={engine}: a primary key occurs more than once in one write; this writer "
+            "can only deduplicate (merge the rows before writing)"
+        )
+    picks = starts if engine == "first-row" else np.append(starts[1:], n) - 1
+    kept = order.to_numpy()[picks]
+    rows = data.take(pa.array(kept))
+    if ROW_KIND_COLUMN in rows.column_names:
+        kinds = rows.column(ROW_KIND_COLUMN)
     else:
-        kinds = pa.array(np.zeros(data.num_rows, dtype=np.int8))
-    file_schema = file_arrow_schema(schema)
-    columns = [data.column(k) for k in keys] + [data.column(SEQUENCE_NUMBER), kinds]
-    columns += [data.column(f.name) for f in schema.fields]
-    return pa.Table.from_arrays(columns, schema=file_schema)
+        kinds = pa.array(np.zeros(len(kept), dtype=np.int8))
+    columns = []
+    for name in layout.names[: len(layout) - len(schema.fields)]:
+        if name == SEQUENCE_NUMBER:
+            columns.append(pa.array(sequence[kept]))
+        elif name == VALUE_KIND:
+            columns.append(kinds)
+        else:
+            columns.append(rows.column(name[len(KEY_PREFIX) :]))
+    columns += [rows.column(f.name) for f in schema.fields]
+    return pa.Table.from_arrays(columns, schema=layout)
 
 
-# -- writing files ----------------------------------------------------------------------------------
+# -- encoding one file --------------------------------------------------------------------------------
 
 
-def _extension(options: CoreOptions) -> str:
+class FileEncoder(Protocol):
+    """Builds one data file in memory: row groups in, exact bytes out."""
+
+    def write(self, chunk: pa.Table) -> None: ...
+
+    def size(self) -> int:
+        """Bytes so far (encoded, or estimated where the format buffers internally)."""
+        ...
+
+    def finish(self) -> bytes: ...
+
+
+def _has_nanos(arrow_type: pa.DataType) -> bool:
+    if pa.types.is_timestamp(arrow_type):
+        return arrow_type.unit == "ns"
+    return any(_has_nanos(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
+class ParquetEncoder:
+    """pyarrow's Parquet writer, configured for Java's layout (spec §7 "Parquet specifics").
+
+    TIMESTAMP p>6 is INT96 in Java's files; pyarrow can only switch INT96 on for a whole file,
+    so a file with such a column stores all its timestamps as INT96 (Java reads INT96 at any
+    precision). Decimals are INT32/INT64 up to precision 18, as Java writes them.
+    """
+
+    def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
+        codec = _PARQUET_CODECS.get(options.file_compression)
+        if codec is None:
+            raise UnsupportedOperationError(
+                f"file.compression={options.file_compression!r} is not supported for parquet "
+                f"({', '.join(sorted(_PARQUET_CODECS))})"
+            )
+        self._sink = pa.BufferOutputStream()
+        self._writer = pq.ParquetWriter(
+            self._sink,
+            schema,
+            compression=codec,
+            compression_level=options.file_compression_zstd_level if codec == "zstd" else None,
+            use_deprecated_int96_timestamps=any(_has_nanos(f.type) for f in schema),
+            store_schema=False,
+            store_decimal_as_integer=True,
+            write_statistics=True,
+        )
+
+    def write(self, chunk: pa.Table) -> None:
+        self._writer.write_table(chunk, row_group_size=max(chunk.num_rows, 1))
+
+    def size(self) -> int:
+        return self._sink.tell()
+
+    def finish(self) -> bytes:
+        self._writer.close()
+        return self._sink.getvalue().to_pybytes()
+
+
+def _orc_type(arrow_type: pa.DataType) -> pa.DataType:
+    """ORC has no TIME type: Java stores millis of day as INT."""
+    return pa.int32() if pa.types.is_time(arrow_type) else arrow_type
+
+
+class OrcEncoder:
+    """pyarrow's ORC writer.
+
+    It buffers whole stripes, so rolling uses the uncompressed Arrow size as the estimate (files
+    come out smaller than the target); pyarrow's ORC writer takes no zstd level.
+    """
+
+    def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
+        codec = _ORC_CODECS.get(options.file_compression)
+        if codec is None:
+            raise UnsupportedOperationError(
+                f"file.compression={options.file_compression!r} is not supported for orc "
+                f"({', '.join(sorted(_ORC_CODECS))})"
+            )
+        self._sink = pa.BufferOutputStream()
+        self._writer = orc.ORCWriter(self._sink, compression=codec)
+        self._schema = pa.schema([f.with_type(_orc_type(f.type)) for f in schema])
+        self._estimate = 0
+
+    def write(self, chunk: pa.Table) -> None:
+        if not chunk.schema.equals(self._schema):
+            chunk = chunk.cast(self._schema)
+        self._writer.write(chunk)
+        self._estimate += chunk.nbytes
+
+    def size(self) -> int:
+        return max(self._sink.tell(), self._estimate)
+
+    def finish(self) -> bytes:
+        self._writer.close()
+        return self._sink.getvalue().to_pybytes()
+
+
+def _avro_type(data_type: DataType, row_name: str) -> Any:
+    """Java's `AvroSchemaConverter` mapping (facts: nullable = ["null", T], logical types)."""
+    root = data_type.root
+    precision = data_type.precision or 0
+    simple = {
+        "BOOLEAN": "boolean",
+        "TINYINT": "int",
+        "SMALLINT": "int",
+        "INT": "int",
+        "BIGINT": "long",
+        "FLOAT": "float",
+        "DOUBLE": "double",
+        "CHAR": "string",
+        "VARCHAR": "string",
+        "BINARY": "bytes",
+        "VARBINARY": "bytes",
+        "BLOB": "bytes",
+    }
+    result: Any
+    if root in simple:
+        result = simple[root]
+    elif root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
+        if precision > 6:
+            raise UnsupportedOperationError(f"Avro data files cannot hold {data_type} (precision > 6)")
+        unit = "millis" if precision <= 3 else "micros"
+        prefix = "local-timestamp" if root == "TIMESTAMP_LTZ" else "timestamp"
+        result = {"type": "long", "logicalType": f"{prefix}-{unit}"}
+    elif root == "DATE":
+        result = {"type": "int", "logicalType": "date"}
+    elif root == "TIME":
+        if precision > 3:
+            raise UnsupportedOperationError(f"Avro data files cannot hold {data_type} (precision > 3)")
+        result = {"type": "int", "logicalType": "time-millis"}
+    elif root == "DECIMAL":
+        result = {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": data_type.precision,
+            "scale": data_type.scale or 0,
+        }
+    elif root == "ROW":
+        result = _avro_record(row_name, [(f.name, f.type) for f in data_type.fields or ()])
+    elif root == "ARRAY" and data_type.element is not None:
+        result = {"type": "array", "items": _avro_type(data_type.element, row_name)}
+    elif root == "MAP" and data_type.key is not None and data_type.value is not None:
+        if data_type.key.root in ("CHAR", "VARCHAR"):
+            result = {"type": "map", "values": _avro_type(data_type.value, row_name)}
+        else:  # Avro maps have string keys only: an array of key/value records
+            entry = _avro_record(
+                row_name, [("key", data_type.key.with_nullable(False)), ("value", data_type.value)]
+            )
+            result = {"type": "array", "items": entry, "logicalType": "map"}
+    else:
+        raise UnsupportedOperationError(f"Avro data files cannot hold {data_type} yet")
+    return ["null", result] if data_type.nullable else result
+
+
+def _avro_record(name: str, fields: Sequence[tuple[str, DataType]]) -> dict[str, Any]:
+    avro_fields = []
+    for field_name, field_type in fields:
+        entry: dict[str, Any] = {"name": field_name, "type": _avro_type(field_type, f"{name}_{field_name}")}
+        if field_type.nullable:
+            entry["default"] = None
+        avro_fields.append(entry)
+    return {"type": "record", "name": name, "fields": avro_fields}
+
+
+def avro_schema(fields: Sequence[tuple[str, DataType]]) -> dict[str, Any]:
+    """The Avro schema of a data file with these columns (top-level record, as pypaimon writes)."""
+    return _avro_record(_AVRO_RECORD, fields)
+
+
+def _avro_arrow_type(arrow_type: pa.DataType, data_type: DataType) -> pa.DataType:
+    """Arrow type whose Python values fastavro encodes without guessing time zones.
+
+    fastavro reads naive datetimes as local time; epoch numbers are unambiguous.
+    """
+    t = pa.types
+    if t.is_timestamp(arrow_type):
+        return pa.int64()
+    if t.is_date(arrow_type) or t.is_time(arrow_type):
+        return pa.int32()
+    if t.is_list(arrow_type) and data_type.element is not None:
+        child = arrow_type.value_field
+        return pa.list_(child.with_type(_avro_arrow_type(child.type, data_type.element)))
+    if t.is_map(arrow_type) and data_type.key is not None and data_type.value is not None:
+        key, item = arrow_type.key_field, arrow_type.item_field
+        return pa.map_(
+            key.with_type(_avro_arrow_type(key.type, data_type.key)),
+            item.with_type(_avro_arrow_type(item.type, data_type.value)),
+        )
+    if t.is_struct(arrow_type) and data_type.fields:
+        return pa.struct(
+            [
+                arrow_type.field(i).with_type(_avro_arrow_type(arrow_type.field(i).type, f.type))
+                for i, f in enumerate(data_type.fields)
+            ]
+        )
+    return arrow_type
+
+
+def _to_avro_epoch(column: pa.ChunkedArray, data_type: DataType) -> pa.ChunkedArray:
+    """Timestamps as epoch millis/micros (their Avro logical unit), dates/times as plain ints."""
+    if pa.types.is_timestamp(column.type):
+        unit = "ms" if (data_type.precision or 0) <= 3 else "us"
+        column = pc.cast(column, pa.timestamp(unit, column.type.tz))
+    target = _avro_arrow_type(column.type, data_type)
+    return column if target.equals(column.type) else column.cast(target)
+
+
+def _has_map(data_type: DataType) -> bool:
+    children = [data_type.element, data_type.key, data_type.value] + [f.type for f in data_type.fields or ()]
+    return data_type.root == "MAP" or any(c is not None and _has_map(c) for c in children)
+
+
+def _avro_value(value: Any, data_type: DataType) -> Any:
+    """Python value -> fastavro datum where Arrow's form differs (maps come as (key, value) pairs)."""
+    if value is None:
+        return None
+    root = data_type.root
+    if root == "MAP" and data_type.key is not None and data_type.value is not None:
+        pairs = [(k, _avro_value(v, data_type.value)) for k, v in value]
+        if data_type.key.root in ("CHAR", "VARCHAR"):
+            return dict(pairs)
+        return [{"key": _avro_value(k, data_type.key), "value": v} for k, v in pairs]
+    if root == "ARRAY" and data_type.element is not None:
+        return [_avro_value(v, data_type.element) for v in value]
+    if root == "ROW":
+        return {f.name: _avro_value(value.get(f.name), f.type) for f in data_type.fields or ()}
+    return value
+
+
+class AvroEncoder:
+    """fastavro container file with Java's Avro data-file schema; one block flush per row group."""
+
+    def __init__(self, fields: Sequence[tuple[str, DataType]], options: CoreOptions) -> None:
+        try:
+            codec = avro_codec(options.file_compression)
+        except ValueError as error:
+            raise UnsupportedOperationError(f"file.compression for avro: {error}") from None
+        self._fields = list(fields)
+        self._buffer = io.BytesIO()
+        level = options.file_compression_zstd_level if codec == "zstandard" else None
+        self._writer = fastavro.write.Writer(
+            self._buffer,
+            fastavro.parse_schema(avro_schema(self._fields)),
+            codec=codec,
+            compression_level=level,
+        )
+
+    def write(self, chunk: pa.Table) -> None:
+        columns = [_to_avro_epoch(chunk.column(name), t) for name, t in self._fields]
+        values = [column.to_pylist() for column in columns]
+        for index, (_, data_type) in enumerate(self._fields):
+            if _has_map(data_type):
+                values[index] = [_avro_value(v, data_type) for v in values[index]]
+        names = [name for name, _ in self._fields]
+        for row in zip(*values, strict=True):
+            self._writer.write(dict(zip(names, row, strict=True)))
+        self._writer.flush()
+
+    def size(self) -> int:
+        return self._buffer.tell()
+
+    def finish(self) -> bytes:
+        self._writer.flush()
+        return self._buffer.getvalue()
+
+
+def new_encoder(schema: TableSchema, options: CoreOptions) -> FileEncoder:
+    """An encoder for the table's `file.format`."""
     file_format = options.file_format
-    if options.get("file.suffix.include.compression", "false").lower() == "true":
-        suffix = _COMPRESSION_EXTENSIONS.get(options.file_compression.lower(), options.file_compression)
+    if file_format == "parquet":
+        return ParquetEncoder(file_arrow_schema(schema, options), options)
+    if file_format == "orc":
+        return OrcEncoder(file_arrow_schema(schema, options), options)
+    if file_format == "avro":
+        return AvroEncoder([(name, t) for name, t, _ in file_fields(schema, options)], options)
+    raise UnsupportedOperationError(f"file.format={file_format!r} is not supported (parquet, orc or avro)")
+
+
+def data_file_extension(options: CoreOptions) -> str:
+    """`.<format>`, or `.<compression ext>.<format>` with `file.suffix.include.compression`."""
+    file_format = options.file_format
+    if options.file_suffix_include_compression:
+        compression = options.file_compression
+        suffix = _COMPRESSION_EXTENSIONS.get(compression, compression)
         if suffix:
             return f".{suffix}.{file_format}"
     return f".{file_format}"
 
 
-def encode_file(data: pa.Table, options: CoreOptions) -> bytes:
-    """One data file's bytes in the table's `file.format` and `file.compression`."""
-    file_format = options.file_format
-    compression = options.file_compression.lower()
-    buffer = io.BytesIO()
-    if file_format == "parquet":
-        int96 = any(pa.types.is_timestamp(f.type) and f.type.unit == "ns" for f in data.schema)
-        level = options.get("file.compression.zstd-level")
-        pq.write_table(
-            data,
-            buffer,
-            compression="none" if compression == "none" else compression,
-            compression_level=int(level) if level and compression == "zstd" else None,
-            use_deprecated_int96_timestamps=int96,
-            store_schema=False,
-        )
-    elif file_format == "orc":
-        orc.write_table(data, buffer, compression="uncompressed" if compression == "none" else compression)
-    elif file_format == "avro":
-        from paimon_format.avro_data import write_avro_data_file
-
-        write_avro_data_file(buffer, data, compression)
-    else:
-        raise DataWriteError(f"unsupported file.format {file_format!r} (parquet, orc or avro)")
-    return buffer.getvalue()
+def encode_file(data: pa.Table, schema: TableSchema, options: CoreOptions | None = None) -> bytes:
+    """One data file's bytes (rows already in file layout), in the table's format and compression."""
+    encoder = new_encoder(schema, options or CoreOptions(schema.options))
+    if data.num_rows:
+        encoder.write(data)
+    return encoder.finish()
 
 
-@dataclass
+# -- writing the files of one bucket ------------------------------------------------------------------
+
+
+def _creation_time() -> dt.datetime:
+    """Local wall-clock time at millisecond precision, as Java's `LocalDateTime.now()` is stored."""
+    now = dt.datetime.now()
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+
+
+def _row_group_rows(data: pa.Table, target_bytes: int) -> int:
+    """Rows per row group: about min(target file size, 128 MB) of Arrow memory, at most 1 Mi rows."""
+    per_row = max(data.nbytes / max(data.num_rows, 1), 1.0)
+    budget = min(target_bytes, _MAX_ROW_GROUP_BYTES)
+    return int(min(max(budget / per_row, 1), _MAX_ROW_GROUP_ROWS))
+
+
+class _OpenFile:
+    """A data file being encoded; its row groups are kept (zero-copy) for the stats at the end."""
+
+    def __init__(self, name: str, encoder: FileEncoder) -> None:
+        self.name = name
+        self.encoder = encoder
+        self.chunks: list[pa.Table] = []
+        self.rows = 0
+
+    def write(self, chunk: pa.Table) -> None:
+        self.encoder.write(chunk)
+        self.chunks.append(chunk)
+        self.rows += chunk.num_rows
+
+
 class BucketWriter:
-    """Writes the files of one partition and bucket, rolling at `target-file-size`.
+    """Writes the data files of one partition and bucket, rolling at `target-file-size`.
 
-    Feed it tables with `write`; `close` flushes and returns the DataFileMeta of every file.
-    Append rows are written as they come; primary-key rows are buffered per bucket because
-    deduplication needs them together.
+    Feed it conformed tables (`conform`) with `write`; `close` flushes and returns the
+    DataFileMeta of every file written. Append rows are encoded as they come; primary-key rows
+    are buffered for the bucket because deduplication needs them together. `abort` deletes the
+    files written so far.
     """
 
-    file_io: FileIO
-    table_root: str
-    schema: TableSchema
-    partition_values: list[Any]
-    bucket: int
-    first_sequence_number: int
-    options: CoreOptions = field(init=False)
-    _pending: list[pa.Table] = field(default_factory=list, init=False)
-    _pending_bytes: int = field(default=0, init=False)
-    _next_sequence: int = field(init=False)
-    _files: list[DataFileMeta] = field(default_factory=list, init=False)
-    _uuid: str = field(default_factory=lambda: str(uuid.uuid4()), init=False)
-    _counter: int = field(default=0, init=False)
-
-    def __post_init__(self) -> None:
-        self.options = CoreOptions(self.schema.options)
-        self._next_sequence = self.first_sequence_number
-        self._has_pk = bool(self.schema.primary_keys)
+    def __init__(
+        self,
+        file_io: FileIO,
+        table_root: str,
+        schema: TableSchema,
+        partition_values: Sequence[Any],
+        bucket: int,
+        first_sequence_number: int,
+        options: CoreOptions | None = None,
+    ) -> None:
+        self.file_io = file_io
+        self.table_root = table_root
+        self.schema = schema
+        self.options = options or CoreOptions(schema.options)
+        self.partition_values = list(partition_values)
+        self.bucket = bucket
+        self.next_sequence_number = first_sequence_number
+        self._has_pk = bool(schema.primary_keys)
         self._target = self.options.target_file_size(self._has_pk)
-        relative = bucket_dir(
-            partition_dir(
+        self._uuid = str(uuid.uuid4())
+        self._counter = 0
+        self._extension = data_file_extension(self.options)
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._group_rows: int | None = None
+        self._file: _OpenFile | None = None
+        self._files: list[DataFileMeta] = []
+        self._paths: list[str] = []
+        self.relative_dir = self._relative_dir()
+
+    def _relative_dir(self) -> str:
+        directory = ""
+        if self.schema.partition_keys:
+            directory = partition_dir(
                 self.partition_values,
                 self.schema.partition_keys,
                 self.schema.partition_types(),
                 self.options.partition_default_name,
                 self.options.partition_legacy_name,
             )
-            if self.schema.partition_keys
-            else "",
-            self.bucket,
-        )
+        relative = bucket_dir(directory, self.bucket)
         prefix = self.options.data_file_path_directory
-        self.relative_dir = f"{prefix}/{relative}" if prefix else relative
+        return f"{prefix.rstrip('/')}/{relative}" if prefix else relative
 
     def write(self, data: pa.Table) -> None:
+        """Add conformed rows (table columns in stored types, optionally the row-kind column)."""
         if data.num_rows == 0:
             return
+        if not self._has_pk and ROW_KIND_COLUMN in data.column_names:
+            data = data.drop_columns([ROW_KIND_COLUMN])
         self._pending.append(data)
-        self._pending_bytes += data.nbytes
-        if not self._has_pk and self._pending_bytes >= self._target:
-            self._flush_append()
+        self._pending_rows += data.num_rows
+        if not self._has_pk:
+            if self._group_rows is None:
+                self._group_rows = _row_group_rows(data, self._target)
+            while self._pending_rows >= self._group_rows:
+                self._write_group(self._take_pending(self._group_rows))
 
     def close(self) -> list[DataFileMeta]:
+        """Write what is buffered, finish the open file, and return every file's metadata."""
         if self._has_pk:
             self._flush_primary_key()
-        else:
-            self._flush_append()
-        return self._files
+        elif self._pending_rows:
+            self._write_group(self._take_pending(self._pending_rows))
+        self._finish_file()
+        return list(self._files)
 
-    def _flush_append(self) -> None:
-        if not self._pending:
-            return
-        data = pa.concat_tables(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        for chunk in _chunks(data, self._target):
-            self._write_file(
-                chunk, chunk, self._next_sequence, self._next_sequence + chunk.num_rows - 1, None
-            )
-            self._next_sequence += chunk.num_rows
+    def abort(self) -> None:
+        """Delete the files this writer stored (after a failure, before anything commits them)."""
+        self._file = None
+        if self._paths:
+            self.file_io.delete_many(self._paths)
+        self._paths.clear()
+        self._files.clear()
+
+    def _take_pending(self, rows: int) -> pa.Table:
+        data = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        head, rest = data.slice(0, rows), data.slice(rows)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        return head
 
     def _flush_primary_key(self) -> None:
         if not self._pending:
             return
         data = pa.concat_tables(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        rows = prepare_primary_key_rows(data, self.schema, self._next_sequence)
-        self._next_sequence += data.num_rows
-        for chunk in _chunks(rows, self._target):
-            sequences = chunk.column(SEQUENCE_NUMBER)
-            extremes = pc.min_max(sequences)
-            self._write_file(chunk, chunk, extremes["min"].as_py(), extremes["max"].as_py(), chunk)
+        self._pending, self._pending_rows = [], 0
+        rows = prepare_primary_key_rows(data, self.schema, self.next_sequence_number, self.options)
+        self.next_sequence_number += data.num_rows
+        group_rows = _row_group_rows(rows, self._target)
+        for start in range(0, rows.num_rows, group_rows):
+            self._write_group(rows.slice(start, group_rows))
 
-    def _write_file(
-        self, file_data: pa.Table, values: pa.Table, min_seq: int, max_seq: int, keyed: pa.Table | None
-    ) -> None:
-        payload = encode_file(file_data, self.options)
-        name = f"{self.options.data_file_prefix}{self._uuid}-{self._counter}{_extension(self.options)}"
-        self._counter += 1
-        self.file_io.write_bytes(self.file_io.join(self.table_root, self.relative_dir, name), payload)
+    def _write_group(self, chunk: pa.Table) -> None:
+        """Encode one row group into the open file (opening one if needed); roll at the target size."""
+        if self._file is None:
+            name = new_data_file_name(
+                self.options.data_file_prefix, self._uuid, self._counter, self._extension
+            )
+            self._counter += 1
+            self._file = _OpenFile(name, new_encoder(self.schema, self.options))
+        self._file.write(chunk)
+        if self._file.encoder.size() >= self._target:
+            self._finish_file()
+
+    def _finish_file(self) -> None:
+        current, self._file = self._file, None
+        if current is None or current.rows == 0:
+            return
+        payload = current.encoder.finish()
+        path = self.file_io.join(self.table_root, self.relative_dir, current.name)
+        self._paths.append(path)
+        self.file_io.write_bytes(path, payload)
+        data = pa.concat_tables(current.chunks)
+        self._files.append(self._file_meta(current.name, len(payload), data))
+
+    def _file_meta(self, name: str, size: int, data: pa.Table) -> DataFileMeta:
+        stats, stats_cols = value_stats(data, self.schema, self.options)
         min_key = max_key = EMPTY_ROW
         key_stats = SimpleStats.empty()
-        delete_rows = 0
-        if keyed is not None:
+        deletes = 0
+        if self._has_pk:
             keys = key_fields(self.schema)
             key_types = [f.type for f in keys]
-            first = [keyed.column(f.name)[0].as_py() for f in keys]
-            last = [keyed.column(f.name)[keyed.num_rows - 1].as_py() for f in keys]
-            min_key, max_key = serialize_row(first, key_types), serialize_row(last, key_types)
-            key_stats = column_stats(keyed, keys, self.options, truncate=False)
-            kinds = keyed.column(VALUE_KIND)
-            delete_rows = int(pc.sum(pc.is_in(kinds, pa.array([1, 3], pa.int8()))).as_py() or 0)
-        self._files.append(
-            DataFileMeta(
-                file_name=name,
-                file_size=len(payload),
-                row_count=file_data.num_rows,
-                min_key=min_key,
-                max_key=max_key,
-                key_stats=key_stats,
-                value_stats=column_stats(values, self.schema.fields, self.options),
-                min_sequence_number=min_seq,
-                max_sequence_number=max_seq,
-                schema_id=self.schema.id,
-                level=0,
-                extra_files=[],
-                creation_time=dt.datetime.now().replace(
-                    microsecond=dt.datetime.now().microsecond // 1000 * 1000
-                ),
-                delete_row_count=delete_rows,
-                file_source=0,
-                value_stats_cols=None,
-            )
+            first, last = data.slice(0, 1), data.slice(data.num_rows - 1, 1)
+            min_key = serialize_row([first.column(f.name)[0].as_py() for f in keys], key_types)
+            max_key = serialize_row([last.column(f.name)[0].as_py() for f in keys], key_types)
+            key_stats = column_stats(data, keys, [FULL_STATS] * len(keys))
+            kinds = data.column(VALUE_KIND).to_numpy()
+            deletes = int(np.count_nonzero(np.isin(kinds, RETRACT_KINDS)))
+            extremes = pc.min_max(data.column(SEQUENCE_NUMBER))
+            min_sequence, max_sequence = extremes["min"].as_py(), extremes["max"].as_py()
+        else:
+            min_sequence = self.next_sequence_number
+            max_sequence = min_sequence + data.num_rows - 1
+            self.next_sequence_number = max_sequence + 1
+        return DataFileMeta(
+            file_name=name,
+            file_size=size,
+            row_count=data.num_rows,
+            min_key=min_key,
+            max_key=max_key,
+            key_stats=key_stats,
+            value_stats=stats,
+            min_sequence_number=min_sequence,
+            max_sequence_number=max_sequence,
+            schema_id=self.schema.id,
+            level=0,
+            extra_files=[],
+            creation_time=_creation_time(),
+            delete_row_count=deletes,
+            file_source=0,
+            value_stats_cols=stats_cols,
         )
 
 
-def _chunks(data: pa.Table, target_bytes: int) -> Iterator[pa.Table]:
-    """Row slices of about `target_bytes` of in-memory size (files come out smaller once compressed)."""
-    if data.num_rows == 0:
-        return
-    per_row = max(data.nbytes / data.num_rows, 1)
-    rows_per_file = max(int(target_bytes / per_row), 1)
-    for start in range(0, data.num_rows, rows_per_file):
-        yield data.slice(start, rows_per_file)
+def _as_tables(batches: Iterable[pa.RecordBatch] | pa.Table | pa.RecordBatch) -> Iterator[pa.Table]:
+    if isinstance(batches, pa.Table):
+        yield batches
+    elif isinstance(batches, pa.RecordBatch):
+        yield pa.Table.from_batches([batches])
+    else:
+        for batch in batches:
+            yield batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+
+
+def write_bucket_files(
+    file_io: FileIO,
+    table_root: str,
+    schema: TableSchema,
+    partition_values: Sequence[Any],
+    bucket: int,
+    batches: Iterable[pa.RecordBatch] | pa.Table | pa.RecordBatch,
+    first_sequence_number: int,
+    options: CoreOptions | dict[str, str] | None = None,
+) -> list[DataFileMeta]:
+    """Write rows that all belong to one partition and bucket; returns the new files' metadata.
+
+    The caller vouches that every row has these partition values and this bucket (use
+    `split_by_partition_and_bucket` otherwise). On failure the files written so far are deleted.
+    """
+    core = options if isinstance(options, CoreOptions) else CoreOptions(options or schema.options)
+    writer = BucketWriter(file_io, table_root, schema, partition_values, bucket, first_sequence_number, core)
+    try:
+        for table in _as_tables(batches):
+            writer.write(conform(table, schema))
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def write_table_files(
-    file_io: FileIO, table_root: str, schema: TableSchema, data: pa.Table, first_sequence_number: int
+    file_io: FileIO,
+    table_root: str,
+    schema: TableSchema,
+    data: pa.Table | pa.RecordBatch,
+    first_sequence_number: int,
+    bucket_column: str | None = None,
 ) -> list[tuple[bytes, int, list[DataFileMeta]]]:
-    """Write an Arrow table into data files; returns (partition bytes, bucket, files) per bucket written."""
+    """Write an Arrow table into data files; returns (partition bytes, bucket, files) per bucket.
+
+    Every bucket's sequence numbers start at `first_sequence_number`. `bucket_column` names an
+    input column with precomputed bucket numbers (saves hashing the keys again). On failure all
+    files written by this call are deleted.
+    """
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    options = CoreOptions(schema.options)
+    buckets = data.column(bucket_column) if bucket_column and bucket_column in data.column_names else None
     conformed = conform(data, schema)
-    results = []
-    for part in split_by_partition_and_bucket(conformed, schema):
-        writer = BucketWriter(
-            file_io, table_root, schema, part.partition_values, part.bucket, first_sequence_number
-        )
-        writer.write(part.data)
-        results.append((part.partition, part.bucket, writer.close()))
+    results: list[tuple[bytes, int, list[DataFileMeta]]] = []
+    writers: list[BucketWriter] = []
+    try:
+        for part in split_by_partition_and_bucket(conformed, schema, options.bucket, buckets):
+            writer = BucketWriter(
+                file_io,
+                table_root,
+                schema,
+                part.partition_values,
+                part.bucket,
+                first_sequence_number,
+                options,
+            )
+            writers.append(writer)
+            writer.write(part.data)
+            results.append((part.partition, part.bucket, writer.close()))
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        raise
     return results
