@@ -26,14 +26,14 @@ from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
-from paimon_format.errors import CommitConflictError, InvalidTableStateError
-from paimon_format.manifest import ADD, DELETE, ManifestFileMeta, read_manifest, rolling_write_manifests
+from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
+from paimon_format.manifest import ManifestFileMeta, read_manifest, rolling_write_manifests
 from paimon_format.options import CoreOptions, parse_memory_size
-from paimon_format.scan import data_manifests
+from paimon_format.scan import EntryMerger, data_manifests
 from paimon_format.table import Table
 
-ENTRY_COLUMNS = "grp int, id_key binary, ord long, kind int, partition binary, payload binary"
-RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary"
+ENTRY_COLUMNS = "grp int, partition binary, ord long, payload binary"
+RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary, survivors long, error string"
 
 
 class CompactManifestsConfig(TableJobConfig):
@@ -165,21 +165,17 @@ def compact_manifests(
         record.count("manifests_after", len(manifests))
         return record
 
-    survivors = _merged_entries(spark, table, plan)
+    outcome = _merge_and_write(spark, table, plan, options, write=not dry_run)
+    kept_entries = sum(manifests[i].num_added_files + manifests[i].num_deleted_files for i in _kept(plan))
     if dry_run:
-        after = survivors.count()
-        record.count(
-            "entries_after",
-            after + sum(manifests[i].num_added_files + manifests[i].num_deleted_files for i in _kept(plan)),
-        )
+        record.count("entries_after", outcome.survivors + kept_entries)
         log.info("dry run: %d manifests would be rewritten", plan.rewritten)
         return record
 
-    new_metas = _write_sorted_manifests(table, survivors, options)
-    base = _assemble(plan, new_metas)
-    written = [meta.file_name for group in new_metas.values() for meta in group]
+    base = _assemble(plan, outcome.metas)
+    written = [meta.file_name for group in outcome.metas.values() for meta in group]
     record.count("manifests_written", len(written))
-    record.add_bytes("manifests_written", sum(m.file_size for group in new_metas.values() for m in group))
+    record.add_bytes("manifests_written", sum(m.file_size for group in outcome.metas.values() for m in group))
     record.count("manifests_after", len(base))
     record.count("entries_after", sum(m.num_added_files + m.num_deleted_files for m in base))
     planned_names = [m.file_name for m in manifests]
@@ -214,21 +210,41 @@ def _kept(plan: Plan) -> list[int]:
     return [i for i in range(len(plan.manifests)) if i not in grouped]
 
 
-def _merged_entries(spark: Any, table: Table, plan: Plan) -> Any:
-    """A DataFrame of the entries that survive ADD/DELETE cancellation, per group (read on executors)."""
-    from pyspark.sql import functions as F
+@dataclass
+class MergeOutcome:
+    metas: dict[int, list[ManifestFileMeta]]  # new manifests per group, in partition order
+    survivors: int
+
+
+_RESULT_SCHEMA = pa.schema(
+    [
+        ("grp", pa.int32()),
+        ("first_partition", pa.binary()),
+        ("first_ord", pa.int64()),
+        ("meta", pa.binary()),
+        ("survivors", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions, write: bool) -> MergeOutcome:
+    """Read the planned manifests on executors, cancel ADD/DELETE pairs, write partition-sorted manifests.
+
+    An ADD and the DELETE that cancels it always share their partition, so one range shuffle by
+    (group, partition) puts both in the same task, already in partition order; each task merges its
+    runs with the same `EntryMerger` the commit path uses and writes its own rolling manifests.
+    """
+    from pyspark import StorageLevel
 
     work = [(g, i, plan.manifests[i].file_name) for g, group in enumerate(plan.groups) for i in group]
     full = plan.full
+    schema = table.schema
+    target = options.manifest_target_file_size
+    compression = options.manifest_compression
+    manifest_dir = table.file_io.join(table.path, "manifest")
     entry_schema = pa.schema(
-        [
-            ("grp", pa.int32()),
-            ("id_key", pa.binary()),
-            ("ord", pa.int64()),
-            ("kind", pa.int32()),
-            ("partition", pa.binary()),
-            ("payload", pa.binary()),
-        ]
+        [("grp", pa.int32()), ("partition", pa.binary()), ("ord", pa.int64()), ("payload", pa.binary())]
     )
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -240,60 +256,14 @@ def _merged_entries(spark: Any, table: Table, plan: Plan) -> Any:
                 yield pa.RecordBatch.from_arrays(
                     [
                         pa.array([group] * len(entries), pa.int32()),
-                        pa.array([pickle.dumps(e.identifier()) for e in entries], pa.binary()),
-                        pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
-                        pa.array([e.kind for e in entries], pa.int32()),
                         pa.array([e.partition for e in entries], pa.binary()),
+                        pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
                         pa.array([pickle.dumps(e) for e in entries], pa.binary()),
                     ],
                     schema=entry_schema,
                 )
 
-    slices = max(1, min(len(work), spark.sparkContext.defaultParallelism * 4))
-    names = spark.createDataFrame(work, "grp int, idx long, name string").repartition(slices)
-    entries = names.mapInArrow(read, ENTRY_COLUMNS)
-    resolved = entries.groupBy("grp", "id_key").agg(
-        F.sum(F.when(F.col("kind") == ADD, 1).otherwise(0)).alias("adds"),
-        F.sum(F.when(F.col("kind") == DELETE, 1).otherwise(0)).alias("deletes"),
-        F.max_by(F.struct("ord", "partition", "payload", "kind"), "ord").alias("last"),
-    )
-    # the consistency check, the count or the range sort's sampling and the write all read this:
-    # keep it rather than reading every manifest again for each of them
-    from pyspark import StorageLevel
-
-    resolved = resolved.persist(StorageLevel.MEMORY_AND_DISK)
-    bad = resolved.where((F.col("adds") - F.col("deletes") > 1) | (F.col("deletes") - F.col("adds") > 1))
-    if full:
-        bad = bad.union(resolved.where(F.col("deletes") > F.col("adds")))
-    problem = bad.select("last.payload", "adds", "deletes").limit(1).collect()
-    if problem:
-        entry = pickle.loads(problem[0]["payload"])
-        raise InvalidTableStateError(
-            f"{table.path}: file {entry.file.file_name} (bucket {entry.bucket}, level {entry.file.level}) is "
-            f"added {problem[0]['adds']} and deleted {problem[0]['deletes']} times in the manifests; "
-            "the metadata is inconsistent, nothing was changed"
-        )
-    survivors = resolved.where(F.col("adds") != F.col("deletes")).select(
-        "grp",
-        F.col("last.partition").alias("partition"),
-        F.col("last.ord").alias("ord"),
-        F.col("last.payload").alias("payload"),
-    )
-    return survivors
-
-
-def _write_sorted_manifests(
-    table: Table, survivors: Any, options: CoreOptions
-) -> dict[int, list[ManifestFileMeta]]:
-    """Range-sort survivors by (group, partition) and write rolling manifests on the executors."""
-    schema = table.schema
-    target = options.manifest_target_file_size
-    compression = options.manifest_compression
-    manifest_dir = table.file_io.join(table.path, "manifest")
-
-    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        prefix = str(uuid.uuid4())
-        counter = iter(range(1 << 30))
+    def merge_and_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         collected = [batch for batch in batches if batch.num_rows]
         if not collected:
             return
@@ -302,55 +272,105 @@ def _write_sorted_manifests(
         partitions = rows.column("partition").to_pylist()
         orders = rows.column("ord").to_pylist()
         payloads = rows.column("payload").to_pylist()
-        out = []
+        prefix = str(uuid.uuid4())
+        counter = iter(range(1 << 30))
+        out: list[dict[str, Any]] = []
         start = 0
         while start < len(groups):
             end = start
+            survivors = []
             while end < len(groups) and groups[end] == groups[start]:
-                end += 1
-            entries = [pickle.loads(p) for p in payloads[start:end]]
-            metas = rolling_write_manifests(
-                table.file_io,
-                manifest_dir,
-                lambda: f"manifest-{prefix}-{next(counter)}",
-                entries,
-                target,
-                compression,
-                schema.partition_types(),
-                schema.id,
-            )
-            out.extend(
-                {
-                    "grp": groups[start],
-                    "first_partition": partitions[start],
-                    "first_ord": orders[start],
-                    "meta": pickle.dumps(meta),
-                }
-                for meta in metas
-            )
+                run_end = end
+                while (
+                    run_end < len(groups)
+                    and groups[run_end] == groups[start]
+                    and partitions[run_end] == partitions[end]
+                ):
+                    run_end += 1
+                merger = EntryMerger(f"{table.path} manifests")
+                try:
+                    merger.add_all(pickle.loads(p) for p in payloads[end:run_end])
+                    merged = merger.live() if full else merger.merged()
+                except PaimonFormatError as error:
+                    out.append(
+                        {
+                            "grp": groups[start],
+                            "first_partition": b"",
+                            "first_ord": 0,
+                            "meta": None,
+                            "survivors": 0,
+                            "error": str(error),
+                        }
+                    )
+                    merged = []
+                survivors.extend(merged)
+                end = run_end
+            if write and survivors:
+                metas = rolling_write_manifests(
+                    table.file_io,
+                    manifest_dir,
+                    lambda: f"manifest-{prefix}-{next(counter)}",
+                    survivors,
+                    target,
+                    compression,
+                    schema.partition_types(),
+                    schema.id,
+                )
+                out.extend(
+                    {
+                        "grp": groups[start],
+                        "first_partition": partitions[start],
+                        "first_ord": orders[start],
+                        "meta": pickle.dumps(meta),
+                        "survivors": meta.num_added_files + meta.num_deleted_files,
+                        "error": None,
+                    }
+                    for meta in metas
+                )
+            elif survivors:
+                out.append(
+                    {
+                        "grp": groups[start],
+                        "first_partition": partitions[start],
+                        "first_ord": orders[start],
+                        "meta": None,
+                        "survivors": len(survivors),
+                        "error": None,
+                    }
+                )
             start = end
-        yield pa.RecordBatch.from_pylist(
-            out,
-            schema=pa.schema(
-                [
-                    ("grp", pa.int32()),
-                    ("first_partition", pa.binary()),
-                    ("first_ord", pa.int64()),
-                    ("meta", pa.binary()),
-                ]
-            ),
-        )
+        yield pa.RecordBatch.from_pylist(out, schema=_RESULT_SCHEMA)
 
-    written = survivors.orderBy("grp", "partition", "ord").mapInArrow(write, RESULT_COLUMNS).collect()
+    slices = max(1, min(len(work), spark.sparkContext.defaultParallelism * 4))
+    names = spark.createDataFrame(work, "grp int, idx long, name string").repartition(slices)
+    # one writer per target-size of input manifests: each writer's output is a run of full manifests
+    rewritten_bytes = sum(plan.manifests[i].file_size for group in plan.groups for i in group)
+    writers = max(1, min(-(-rewritten_bytes // target), spark.sparkContext.defaultParallelism * 4))
+    # the range shuffle samples its input first: keep the entries rather than reading every manifest twice
+    entries = names.mapInArrow(read, ENTRY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        arranged = entries.repartitionByRange(writers, "grp", "partition").sortWithinPartitions(
+            "grp", "partition", "ord"
+        )
+        results = arranged.mapInArrow(merge_and_write, RESULT_COLUMNS).collect()
+    finally:
+        entries.unpersist()
+    errors = [row["error"] for row in results if row["error"]]
+    new_metas = [row for row in results if row["meta"] is not None]
+    if errors:
+        table.file_io.delete_many(
+            [table.manifest_path(pickle.loads(row["meta"]).file_name) for row in new_metas]
+        )
+        raise InvalidTableStateError(f"{errors[0]}; the metadata is inconsistent, nothing was changed")
     by_group: dict[int, list[tuple]] = {}
-    for row in written:
+    for row in new_metas:
         by_group.setdefault(row["grp"], []).append(
             ((bytes(row["first_partition"]), row["first_ord"]), pickle.loads(row["meta"]))
         )
-    return {
-        group: [meta for _key, meta in sorted(items, key=lambda item: item[0])]
-        for group, items in by_group.items()
+    metas = {
+        g: [meta for _key, meta in sorted(items, key=lambda item: item[0])] for g, items in by_group.items()
     }
+    return MergeOutcome(metas, sum(row["survivors"] for row in results))
 
 
 def _assemble(plan: Plan, new_metas: dict[int, list[ManifestFileMeta]]) -> list[ManifestFileMeta]:

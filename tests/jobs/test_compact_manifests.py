@@ -147,3 +147,22 @@ def test_auto_plan_follows_the_minor_rules(sizes, expected_groups):
 def test_auto_plan_goes_full_past_the_threshold():
     plan = plan_compaction([meta(100, deleted=1), meta(100)], "auto", target=500, threshold=150, min_count=30)
     assert plan.full and plan.groups == [[0, 1]]
+
+
+def test_inconsistent_metadata_is_refused_and_nothing_is_left_behind(spark_session, tmp_path):
+    from paimon_format.errors import InvalidTableStateError
+
+    table = make_table(str(tmp_path / "db.db" / "t"), options=NO_AUTO_MERGE)
+    committer = SnapshotCommit(table)
+    twice = data_file("data-twice.parquet")
+    committer.append([message(table, ["a"], twice)])
+    committer.append(
+        [message(table, ["a"], twice)]
+    )  # a plain append does not check: the metadata is now broken
+    manifest_dir = tmp_path / "db.db" / "t" / "manifest"
+    before = sorted(p.name for p in manifest_dir.iterdir())
+
+    with pytest.raises(InvalidTableStateError, match="data-twice.parquet"):
+        compact_manifests(spark_session, table, mode="full")
+    assert table.snapshot_manager.latest_id() == 2
+    assert sorted(p.name for p in manifest_dir.iterdir()) == before
