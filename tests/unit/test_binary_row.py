@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import pickle
+import random
 import struct
 from decimal import Decimal
 from pathlib import Path
@@ -399,8 +400,6 @@ def test_random_rows_match_pypaimons_serializer() -> None:
     generic_row = pytest.importorskip("pypaimon.table.row.generic_row")
     data_types = pytest.importorskip("pypaimon.schema.data_types")
     row_kind = pytest.importorskip("pypaimon.table.row.internal_row").RowKind
-    import random
-
     rnd = random.Random(20240101)
     epoch = dt.datetime(1970, 1, 1)
 
