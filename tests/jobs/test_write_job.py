@@ -228,3 +228,13 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
         write_dataframe(rows_df(spark_session, [(2, "b", "y")]), warehouse, "db.t")
     assert latest_id(warehouse, "db.t") == 1
     assert {p.name for p in (tmp_path / "wh").rglob("data-*")} == before
+
+
+def test_dynamic_bucket_primary_key_tables_are_refused_before_anything_is_written(spark_session, tmp_path):
+    from jobs.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="bucket=-1"):
+        write_dataframe(
+            rows_df(spark_session, [(1, "a", "x")]), str(tmp_path / "wh"), "db.pk", primary_keys=["id"]
+        )
+    assert not (tmp_path / "wh").exists()
