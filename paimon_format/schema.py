@@ -31,7 +31,7 @@ from paimon_format.options import (
     options_to_strings,
 )
 from paimon_format.snapshot import jackson_json, load_json_object
-from paimon_format.types import DataField, DataType
+from paimon_format.types import DataField, DataType, assign_field_ids
 
 if TYPE_CHECKING:
     from paimon_format.fileio import FileIO
@@ -264,54 +264,13 @@ def _get_options(data: Mapping[str, Any], path: str) -> dict[str, str]:
 # -- creating schemas -------------------------------------------------------------------------------
 
 
-class _Counter:
-    def __init__(self, start: int = -1) -> None:
-        self.value = start
-
-    def next(self) -> int:
-        self.value += 1
-        return self.value
-
-
-def _reassign_nested_ids(data_type: DataType, counter: _Counter) -> DataType:
-    """Give every field nested in `data_type` a fresh id from the table's counter.
-
-    Order as Java's `ReassignFieldId` (and pypaimon): inside a ROW, each field's own nested fields
-    are numbered first, then the field itself, so ids never collide with top-level ones.
-    """
-    root = data_type.root
-    if root == "ROW" and data_type.fields is not None:
-        new_fields = []
-        for nested in data_type.fields:
-            nested_type = _reassign_nested_ids(nested.type, counter)
-            new_fields.append(dataclasses.replace(nested, id=counter.next(), type=nested_type))
-        return dataclasses.replace(data_type, fields=tuple(new_fields))
-    if root == "MAP" and data_type.key is not None and data_type.value is not None:
-        key = _reassign_nested_ids(data_type.key, counter)
-        value = _reassign_nested_ids(data_type.value, counter)
-        return dataclasses.replace(data_type, key=key, value=value)
-    if data_type.element is not None:
-        return dataclasses.replace(data_type, element=_reassign_nested_ids(data_type.element, counter))
-    return data_type
-
-
 def assign_ids(columns: Sequence[tuple[str, DataType, str | None]]) -> tuple[tuple[DataField, ...], int]:
     """Fields with Paimon's id layout and the highest id used (-1 for no columns).
 
-    Top-level columns take the next id, then their nested fields consume the following ids:
-    `a INT, b ROW<x INT, y STRING>, c INT` -> a=0, b=1, x=2, y=3, c=4.
-
-    Not `types.assign_field_ids`: for a ROW nested in a ROW that one numbers the field before its
-    children, while Java (`Schema.Builder.column` + `ReassignFieldId`) and pypaimon number the
-    children first (`b ROW<x ROW<p INT>, y INT>` -> b=1, p=2, x=3, y=4); it also drops column
-    descriptions. Ids only need to be unique, but matching Java keeps our schemas identical to theirs.
+    `a INT, b ROW<x INT, y STRING>, c INT` -> a=0, b=1, x=2, y=3, c=4; the numbering itself (Java's
+    order for rows nested in rows) lives in `types.assign_field_ids`.
     """
-    counter = _Counter()
-    fields = []
-    for name, data_type, description in columns:
-        column_id = counter.next()
-        fields.append(DataField(column_id, name, _reassign_nested_ids(data_type, counter), description))
-    return tuple(fields), counter.value
+    return assign_field_ids(list(columns))
 
 
 def _normalise_columns(
