@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import pyarrow as pa
@@ -23,12 +24,13 @@ from jobs.report import RunRecord
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.errors import PaimonFormatError
 from paimon_format.manifest import ADD, read_manifest
+from paimon_format.options import CoreOptions
 from paimon_format.partition_spec import partition_bytes
 from paimon_format.scan import data_manifests
 from paimon_format.schema import TableSchema, new_table_schema
 from paimon_format.table import Table
 from paimon_format.types import DataType, from_arrow
-from paimon_format.writer import write_table_files
+from paimon_format.writer import conform, write_table_files
 
 ORDER_COLUMN = "__paimon_order"
 BUCKET_COLUMN = "__paimon_bucket"
@@ -75,7 +77,11 @@ CONFIG_MODEL = WriteConfig
 
 
 def run(context: JobContext, config: WriteConfig) -> None:
-    df = load_source(context.spark, config.source)
+    source = config.source
+    files = None
+    if source.path is not None and source.format == "parquet" and not source.options:
+        files = parquet_files(source.path, config.storage_options)
+    df = files if files is not None else load_source(context.spark, source)
     create = config.create or CreateConfig()
     write_dataframe(
         df,
@@ -92,6 +98,7 @@ def run(context: JobContext, config: WriteConfig) -> None:
         dry_run=context.dry_run,
         record=context.record,
         log=context.log,
+        spark=context.spark,
     )
 
 
@@ -107,6 +114,48 @@ def load_source(spark: Any, source: SourceConfig) -> Any:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         where = f"source.path {source.path}" if source.path is not None else "source.query"
         raise BadInputError(f"{where}: {first_line}") from None
+
+
+@dataclass(frozen=True)
+class ParquetFiles:
+    """A Parquet file source that executors read themselves with pyarrow.
+
+    Rows then never cross the JVM: the driver lists the files, each task reads some of them and
+    writes data files directly. Used for append tables with `bucket: -1`; anything else goes
+    through a Spark DataFrame of the same files.
+    """
+
+    paths: tuple[str, ...]
+    storage_options: dict[str, Any]
+    arrow_schema: pa.Schema
+
+
+def parquet_files(path: str, storage_options: dict[str, Any]) -> ParquetFiles | None:
+    """The Parquet files under `path`, or None when Spark must read them (Hive-style dirs, no files)."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    try:
+        fs, root = fsspec.core.url_to_fs(path, **storage_options)
+        if fs.isfile(root):
+            found = [root]
+        else:
+            found = sorted(fs.find(root))
+    except (FileNotFoundError, OSError, ValueError):
+        return None
+    files = []
+    for file_path in found:
+        relative = file_path[len(root) :].strip("/").split("/") if file_path != root else [file_path]
+        if any(part.startswith(("_", ".")) for part in relative) or not file_path.endswith(".parquet"):
+            continue
+        if any("=" in part for part in relative[:-1]):
+            return None  # partition values live in directory names: Spark's reader adds those columns
+        files.append(file_path)
+    if not files:
+        return None
+    with fs.open(files[0], "rb") as handle:
+        schema = pq.read_schema(handle)
+    return ParquetFiles(tuple(fs.unstrip_protocol(f) for f in files), dict(storage_options), schema)
 
 
 # -- planning ------------------------------------------------------------------------------------
@@ -254,11 +303,13 @@ def write_dataframe(
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: Any = None,
+    spark: Any = None,
 ) -> RunRecord:
-    """Write `df` into `warehouse`/`table` (`db.name`); creates the table from the DataFrame if missing."""
-    import logging
+    """Write `df` into `warehouse`/`table` (`db.name`); creates the table from the DataFrame if missing.
 
-    from pyspark.sql import functions as F
+    `df` is a Spark DataFrame, or `ParquetFiles` (then `spark` is needed) for the direct path.
+    """
+    import logging
 
     log = log or logging.getLogger("jobs.write")
     record = record or RunRecord(operation="write", table=table, dry_run=dry_run)
@@ -268,7 +319,9 @@ def write_dataframe(
         target = Table.open(warehouse, table, storage_options, allow_unsafe_overwrite_commit)
     except ValueError as error:
         raise BadInputError(str(error)) from None
-    arrow_schema = dataframe_arrow_schema(df)
+    files = df if isinstance(df, ParquetFiles) else None
+    spark = spark if files is not None else df.sparkSession
+    arrow_schema = files.arrow_schema if files is not None else dataframe_arrow_schema(df)
 
     existing = target.schema_manager.latest()
     if existing is None:
@@ -296,12 +349,30 @@ def write_dataframe(
     previous = target.snapshot_manager.latest_id() if existing is not None else None
     record.snapshot_ids["previous"] = previous
 
+    direct = files is not None and not schema.primary_keys and num_buckets <= 0
+    if files is not None and not direct:
+        df = spark.read.parquet(*files.paths)
     if dry_run:
-        record.count("input_rows", df.count())
+        record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
         return record
 
-    first_sequence = next_sequence_number(df.sparkSession, target) if existing is not None else 0
+    first_sequence = next_sequence_number(spark, target) if existing is not None else 0
+    if direct:
+        written = _write_files_directly(spark, files, target, schema, first_sequence)
+        record.details["path"] = "direct (executors read the Parquet source with pyarrow)"
+    else:
+        written = _write_through_spark(df, target, schema, num_buckets, first_sequence)
+    return _commit_written(
+        written, target, schema, num_buckets, mode, overwrite_scope, overwrite_filter, previous, record, log
+    )
+
+
+def _write_through_spark(
+    df: Any, target: Table, schema: TableSchema, num_buckets: int, first_sequence: int
+) -> list:
+    from pyspark.sql import functions as F
+
     frame = df.select(*[F.col(f.name) for f in schema.fields])
     if schema.primary_keys:
         frame = frame.withColumn(ORDER_COLUMN, F.monotonically_increasing_id())
@@ -312,8 +383,81 @@ def write_dataframe(
         bucket_schema = StructType([*frame.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
         frame = frame.mapInArrow(_bucket_task(schema), bucket_schema)
         frame = frame.repartition(*[F.col(k) for k in schema.partition_keys], F.col(BUCKET_COLUMN))
-    written = frame.mapInArrow(_writer_task(target, schema, first_sequence), _RESULT_SCHEMA).collect()
+    return frame.mapInArrow(_writer_task(target, schema, first_sequence), _RESULT_SCHEMA).collect()
 
+
+def _count_rows(spark: Any, files: ParquetFiles) -> int:
+    def count(path: str) -> int:
+        import fsspec
+        import pyarrow.parquet as pq
+
+        with fsspec.open(path, "rb", **files.storage_options) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+
+    return (
+        spark.sparkContext.parallelize(list(files.paths), max(1, min(len(files.paths), 64))).map(count).sum()
+    )
+
+
+def _write_files_directly(
+    spark: Any, files: ParquetFiles, target: Table, schema: TableSchema, first_sequence: int
+) -> list[dict[str, Any]]:
+    """Each task reads its share of the source files with pyarrow and writes data files, flushing at
+    `target-file-size` of buffered rows so memory stays bounded."""
+    flush_bytes = CoreOptions(schema.options).target_file_size(False)
+    storage_options = files.storage_options
+
+    def write(paths: Iterator[str]) -> Iterator[dict[str, Any]]:
+        import fsspec
+        import pyarrow.parquet as pq
+
+        pending: list[pa.Table] = []
+        pending_bytes = 0
+
+        def flush() -> Iterator[dict[str, Any]]:
+            data = pa.concat_tables(pending)
+            pending.clear()
+            for partition, bucket, metas in write_table_files(
+                target.file_io, target.path, schema, data, first_sequence
+            ):
+                for meta in metas:
+                    yield {
+                        "partition": partition,
+                        "bucket": bucket,
+                        "meta": pickle.dumps(meta),
+                        "rows": meta.row_count,
+                        "size": meta.file_size,
+                        "path": f"{target.bucket_relpath(partition, bucket)}/{meta.file_name}",
+                    }
+
+        for path in paths:
+            with fsspec.open(path, "rb", **storage_options) as handle:
+                data = conform(pq.read_table(handle), schema)
+            pending.append(data)
+            pending_bytes += data.nbytes
+            if pending_bytes >= flush_bytes:
+                yield from flush()
+                pending_bytes = 0
+        if pending:
+            yield from flush()
+
+    slices = max(1, min(len(files.paths), spark.sparkContext.defaultParallelism))
+    return spark.sparkContext.parallelize(list(files.paths), slices).mapPartitions(write).collect()
+
+
+def _commit_written(
+    written: list,
+    target: Table,
+    schema: TableSchema,
+    num_buckets: int,
+    mode: str,
+    overwrite_scope: str,
+    overwrite_filter: Any,
+    previous: int | None,
+    record: RunRecord,
+    log: Any,
+) -> RunRecord:
+    """One commit of everything the executors wrote; their files are removed if it definitely fails."""
     messages: dict[tuple[bytes, int], CommitMessage] = {}
     for row in written:
         key = (bytes(row["partition"]), row["bucket"])

@@ -115,6 +115,7 @@ create: {{partition_keys: [dt]}}
     assert main(["write", "--config", config]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["status"] == "done" and record["counts"]["rows_written"] == 3
+    assert record["details"]["path"].startswith("direct")  # executors read the Parquet files themselves
     assert record["snapshot_ids"]["committed"] == 1
     assert len(pypaimon_rows(f"{tmp_path}/wh", "db.events")) == 3
 
@@ -238,3 +239,20 @@ def test_dynamic_bucket_primary_key_tables_are_refused_before_anything_is_writte
             rows_df(spark_session, [(1, "a", "x")]), str(tmp_path / "wh"), "db.pk", primary_keys=["id"]
         )
     assert not (tmp_path / "wh").exists()
+
+
+def test_hive_style_source_directories_go_through_spark(spark_session, tmp_path):
+    from jobs.write import parquet_files
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    pq.write_table(pa.table({"id": [1]}), flat / "a.parquet")
+    (flat / "_SUCCESS").write_text("")
+    hive = tmp_path / "hive" / "dt=x"
+    hive.mkdir(parents=True)
+    pq.write_table(pa.table({"id": [1]}), hive / "a.parquet")
+
+    found = parquet_files(str(flat), {})
+    assert found is not None and [p.rsplit("/", 1)[1] for p in found.paths] == ["a.parquet"]
+    assert parquet_files(str(tmp_path / "hive"), {}) is None  # Spark adds `dt` from the directory names
+    assert parquet_files(str(tmp_path / "missing"), {}) is None
