@@ -1,23 +1,33 @@
 """Avro manifests: manifest lists, manifests and index manifests (spec §4).
 
-We write Java's exact shape (field order, types, `["null", T]` unions, record names), because the
-newest Java reader validates the ManifestEntry top level and can copy Avro blocks raw when the
-layout matches. We read every shape that Java, pypaimon and paimon-rust write: plain or
-`["null", record]` top level, older field sets (missing fields become None), unknown fields skipped.
+We write Java's exact shape (field order, types, `["null", T]` unions, record names as Java's
+`AvroSchemaConverter` derives them), because the newest Java reader validates the ManifestEntry top
+level and copies Avro blocks raw when the layout matches its own. We read every shape that Java,
+pypaimon and paimon-rust write: plain or `["null", record]` top level and nested stats records,
+older field sets (missing fields become None or their defaults), unknown fields ignored.
 
 A manifest that cannot be decoded is an error naming its path, never an empty list: maintenance
-jobs would otherwise treat its files as unreferenced.
+jobs would otherwise treat its files as unreferenced and delete live data.
+
+`_CREATION_TIME`: Java stores `LocalDateTime.now()` as if it were UTC millis. We keep it as a naive
+datetime holding that wall-clock value (what Java's `DataFileMeta.creationTime()` shows) and write
+it back as the same millis; we compute the millis ourselves because fastavro would interpret a naive
+datetime in the process's local time zone (a shifted value on any executor not running in UTC).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import gc
 import io
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import fastavro
+import fastavro.write
 
 from paimon_format.binary_row import EMPTY_ROW, deserialize_row, serialize_row
 from paimon_format.errors import CorruptFileError
@@ -26,9 +36,15 @@ from paimon_format.types import DataType
 
 ADD = 0
 DELETE = 1
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 2  # ManifestEntry and ManifestFileMeta "format identifier" (1 = before Paimon 0.4)
 INDEX_MANIFEST_VERSION = 1
 _NAMESPACE = "org.apache.paimon.avro.generated"
+_EPOCH = dt.datetime(1970, 1, 1)
+_ONE_MS = dt.timedelta(milliseconds=1)
+_UTC = dt.timezone.utc
+
+# Java's Avro `DataFileWriter` default sync interval: blocks of ~64 KB before compression.
+_SYNC_INTERVAL = 64_000
 
 
 # -- models ---------------------------------------------------------------------------------------
@@ -41,20 +57,26 @@ def _positional_reduce(self: Any) -> tuple:
 
 @dataclass(slots=True)
 class SimpleStats:
-    """Min/max rows (BinaryRow bytes) and per-column null counts."""
+    """Min/max rows (serialized BinaryRow bytes) and per-column null counts (§4.2)."""
 
     min_values: bytes
     max_values: bytes
     null_counts: list[int | None]
+
+    # Shared empty stats (arity-0 rows, no null counts). Do not mutate; `empty()` gives a fresh copy.
+    EMPTY: ClassVar[SimpleStats]
 
     @staticmethod
     def empty() -> SimpleStats:
         return SimpleStats(EMPTY_ROW, EMPTY_ROW, [])
 
 
+SimpleStats.EMPTY = SimpleStats(EMPTY_ROW, EMPTY_ROW, [])
+
+
 @dataclass(slots=True)
 class DataFileMeta:
-    """One data (or changelog) file as a manifest records it (§4.5)."""
+    """One data (or changelog) file as a manifest records it (§4.5); None = field absent/null."""
 
     file_name: str
     file_size: int
@@ -68,7 +90,7 @@ class DataFileMeta:
     schema_id: int
     level: int
     extra_files: list[str] = field(default_factory=list)
-    creation_time: dt.datetime | None = None
+    creation_time: dt.datetime | None = None  # naive: Java's local wall-clock time stored as UTC millis
     delete_row_count: int | None = None
     embedded_index: bytes | None = None
     file_source: int | None = None
@@ -81,9 +103,9 @@ class DataFileMeta:
 
 @dataclass(slots=True)
 class ManifestEntry:
-    """An ADD or DELETE of one file in one partition and bucket."""
+    """An ADD or DELETE of one file in one partition and bucket (§4.4)."""
 
-    kind: int
+    kind: int  # ADD (0) or DELETE (1)
     partition: bytes
     bucket: int
     total_buckets: int
@@ -107,16 +129,27 @@ class ManifestEntry:
         return self.kind == ADD
 
     def as_delete(self) -> ManifestEntry:
-        """The DELETE entry for this file: a copy of the ADD, so every identifying field matches."""
+        """The DELETE of this ADD: it shares the DataFileMeta, so every identifying field matches."""
+        if self.kind != ADD:
+            raise ValueError(f"{self.file.file_name}: only an ADD entry can be turned into its DELETE")
         return ManifestEntry(DELETE, self.partition, self.bucket, self.total_buckets, self.file)
 
     def with_kind(self, kind: int) -> ManifestEntry:
         return replace(self, kind=kind)
 
 
+def delete_entry(added: ManifestEntry) -> ManifestEntry:
+    """The DELETE entry that cancels `added` (a copy of its partition, bucket and DataFileMeta)."""
+    return added.as_delete()
+
+
 @dataclass(slots=True)
 class ManifestFileMeta:
-    """One manifest file as a manifest list records it (§4.3)."""
+    """One manifest file as a manifest list records it (§4.3).
+
+    `total_buckets` and `extra_files` exist only in pypaimon/paimon-rust lists; they are read so a
+    referenced sidecar file is known, and written only when set (see MANIFEST_FILE_META_SCHEMA).
+    """
 
     file_name: str
     file_size: int
@@ -130,11 +163,17 @@ class ManifestFileMeta:
     max_level: int | None = None
     min_row_id: int | None = None
     max_row_id: int | None = None
+    total_buckets: int | None = None
+    extra_files: list[str] | None = None
 
 
 @dataclass(slots=True)
 class IndexManifestEntry:
-    """An index file (hash index, deletion vectors, global index) of one partition and bucket (§4.6)."""
+    """An index file (hash index, deletion vectors, global index) of one partition and bucket (§4.6).
+
+    `deletion_vector_ranges` items are dicts {"f0": data file, "f1": offset, "f2": length,
+    "_CARDINALITY": int | None}; `global_index` is a dict keyed by the Avro field names of §4.6.
+    """
 
     kind: int
     partition: bytes
@@ -153,14 +192,14 @@ for _model in (SimpleStats, DataFileMeta, ManifestEntry, ManifestFileMeta, Index
 
 
 # -- Avro schemas (Java's shape) -------------------------------------------------------------------
-
-
-def _nullable(avro_type: Any) -> list[Any]:
-    return ["null", avro_type]
+# Java's AvroSchemaConverter names the top-level record `org.apache.paimon.avro.generated.record`
+# and a nested row field F of record R `R_F`; field names start with "_", hence the double
+# underscores. The names also keep the two stats records distinct, which fastavro requires.
 
 
 def _opt(name: str, avro_type: Any) -> dict[str, Any]:
-    return {"name": name, "type": _nullable(avro_type), "default": None}
+    """A nullable field the way Java writes it: `["null", T]` (null first) with a null default."""
+    return {"name": name, "type": ["null", avro_type], "default": None}
 
 
 def _stats_record(name: str) -> dict[str, Any]:
@@ -176,7 +215,7 @@ def _stats_record(name: str) -> dict[str, Any]:
     }
 
 
-_DATA_FILE_RECORD = {
+DATA_FILE_META_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "record__FILE",
     "namespace": _NAMESPACE,
@@ -205,7 +244,9 @@ _DATA_FILE_RECORD = {
     ],
 }
 
-MANIFEST_ENTRY_SCHEMA = {
+# The newest Java reader checks exactly these six top-level fields, in this order, with `_FILE` a
+# plain record (not a union).
+MANIFEST_ENTRY_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "record",
     "namespace": _NAMESPACE,
@@ -215,14 +256,17 @@ MANIFEST_ENTRY_SCHEMA = {
         {"name": "_PARTITION", "type": "bytes"},
         {"name": "_BUCKET", "type": "int"},
         {"name": "_TOTAL_BUCKETS", "type": "int"},
-        {"name": "_FILE", "type": _DATA_FILE_RECORD},
+        {"name": "_FILE", "type": DATA_FILE_META_SCHEMA},
     ],
 }
 
-# `_TOTAL_BUCKETS` and `_EXTRA_FILES`, which pypaimon and paimon-rust append, are left out: Java's
-# own layout does not have them, readers treat them as optional, and matching Java keeps its
-# raw block copy path available.
-MANIFEST_FILE_META_SCHEMA = {
+# Java's manifest-list layout (fields through `_MAX_ROW_ID`). pypaimon and paimon-rust append
+# `_TOTAL_BUCKETS` and `_EXTRA_FILES`; Java has no such fields. We write Java's layout because it is
+# the one every reader is built and tested against: Java ignores unknown fields and pypaimon/rust read
+# both with `.get`, so omitting them only turns off an optional optimisation (null = unknown). Only
+# when a meta read from such a list carries values do we append them (MANIFEST_FILE_META_EXTENDED_SCHEMA),
+# so rewriting a pypaimon list does not drop the reference to a manifest's sidecar file.
+MANIFEST_FILE_META_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "record",
     "namespace": _NAMESPACE,
@@ -243,7 +287,16 @@ MANIFEST_FILE_META_SCHEMA = {
     ],
 }
 
-INDEX_MANIFEST_ENTRY_SCHEMA = {
+MANIFEST_FILE_META_EXTENDED_SCHEMA: dict[str, Any] = {
+    **MANIFEST_FILE_META_SCHEMA,
+    "fields": [
+        *MANIFEST_FILE_META_SCHEMA["fields"],
+        _opt("_TOTAL_BUCKETS", "int"),
+        _opt("_EXTRA_FILES", {"type": "array", "items": "string"}),
+    ],
+}
+
+INDEX_MANIFEST_ENTRY_SCHEMA: dict[str, Any] = {
     "type": "record",
     "name": "record",
     "namespace": _NAMESPACE,
@@ -260,6 +313,7 @@ INDEX_MANIFEST_ENTRY_SCHEMA = {
             "_DELETIONS_VECTORS_RANGES",
             {
                 "type": "array",
+                # Java: array elements take the name of the field holding the array.
                 "items": {
                     "type": "record",
                     "name": "record__DELETIONS_VECTORS_RANGES",
@@ -293,62 +347,82 @@ INDEX_MANIFEST_ENTRY_SCHEMA = {
     ],
 }
 
-_PARSED = {
-    "manifest": fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA),
-    "manifest-list": fastavro.parse_schema(MANIFEST_FILE_META_SCHEMA),
-    "index-manifest": fastavro.parse_schema(INDEX_MANIFEST_ENTRY_SCHEMA),
-}
+# Parsed once: fastavro's parse is far more expensive than encoding a small manifest list.
+_PARSED_MANIFEST = fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA)
+_PARSED_MANIFEST_LIST = fastavro.parse_schema(MANIFEST_FILE_META_SCHEMA)
+_PARSED_MANIFEST_LIST_EXTENDED = fastavro.parse_schema(MANIFEST_FILE_META_EXTENDED_SCHEMA)
+_PARSED_INDEX_MANIFEST = fastavro.parse_schema(INDEX_MANIFEST_ENTRY_SCHEMA)
 
+# Paimon's `manifest.compression` values -> Avro codec names. Only codecs of the Avro spec that
+# Java's Avro library can read (no fastavro-only lz4).
 _CODECS = {
     "zstd": "zstandard",
     "zstandard": "zstandard",
     "none": "null",
     "null": "null",
+    "uncompressed": "null",
     "": "null",
     "deflate": "deflate",
     "snappy": "snappy",
     "bzip2": "bzip2",
     "xz": "xz",
-    "lz4": "lz4",
 }
+
+# Java writes zstd at `file.compression.zstd-level`, default 1 (fast, and what Java readers expect).
+_ZSTD_LEVEL = 1
 
 
 def avro_codec(compression: str) -> str:
-    """The Avro codec name for Paimon's `manifest.compression` value."""
+    """The Avro codec name for Paimon's `manifest.compression` value (zstd -> "zstandard")."""
     try:
-        return _CODECS[compression.strip().lower()]
+        return _CODECS[(compression or "").strip().lower()]
     except KeyError:
         raise ValueError(
-            f"unsupported manifest.compression {compression!r}; use one of {sorted(_CODECS)}"
+            f"unsupported manifest.compression {compression!r}; use one of {sorted(k for k in _CODECS if k)}"
         ) from None
+
+
+def _codec_and_level(compression: str) -> tuple[str, int | None]:
+    codec = avro_codec(compression)
+    return codec, (_ZSTD_LEVEL if codec == "zstandard" else None)
 
 
 # -- record <-> model -------------------------------------------------------------------------------
 
 
+def _millis(value: dt.datetime) -> int:
+    """Epoch millis of a creation time: naive = wall-clock stored as UTC (Java); aware = its UTC instant."""
+    if value.tzinfo is not None:
+        value = value.astimezone(_UTC).replace(tzinfo=None)
+    return (value - _EPOCH) // _ONE_MS
+
+
+def _naive(value: Any) -> dt.datetime:
+    """A decoded `_CREATION_TIME` as a naive datetime (fastavro gives an aware UTC one)."""
+    if isinstance(value, dt.datetime):
+        return value.astimezone(_UTC).replace(tzinfo=None) if value.tzinfo is not None else value
+    if isinstance(value, int):  # a writer that left out the logical type
+        return _EPOCH + dt.timedelta(milliseconds=value)
+    raise TypeError(f"_CREATION_TIME of type {type(value).__name__}")
+
+
 def _stats_to_avro(stats: SimpleStats) -> dict[str, Any]:
+    # `_NULL_COUNTS` is always a list: Java's SimpleStats.fromRow calls size() on it.
     return {
         "_MIN_VALUES": stats.min_values,
         "_MAX_VALUES": stats.max_values,
-        "_NULL_COUNTS": list(stats.null_counts),
+        "_NULL_COUNTS": stats.null_counts if stats.null_counts is not None else [],
     }
 
 
 def _stats_from_avro(record: dict[str, Any] | None) -> SimpleStats:
-    if record is None:
-        return SimpleStats.empty()
-    return SimpleStats(record["_MIN_VALUES"], record["_MAX_VALUES"], list(record.get("_NULL_COUNTS") or []))
-
-
-def _naive_utc(value: Any) -> dt.datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, int):
-        return dt.datetime(1970, 1, 1) + dt.timedelta(milliseconds=value)
-    return value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+    if record is None:  # `["null", record]` writers
+        return SimpleStats(EMPTY_ROW, EMPTY_ROW, [])
+    return SimpleStats(record["_MIN_VALUES"], record["_MAX_VALUES"], record.get("_NULL_COUNTS") or [])
 
 
 def _file_to_avro(f: DataFileMeta) -> dict[str, Any]:
+    created = f.creation_time
     return {
         "_FILE_NAME": f.file_name,
         "_FILE_SIZE": f.file_size,
@@ -361,9 +435,8 @@ def _file_to_avro(f: DataFileMeta) -> dict[str, Any]:
         "_MAX_SEQUENCE_NUMBER": f.max_sequence_number,
         "_SCHEMA_ID": f.schema_id,
         "_LEVEL": f.level,
-        "_EXTRA_FILES": list(f.extra_files),
-        # Java stores local wall-clock time as if it were UTC; a naive datetime is written as such.
-        "_CREATION_TIME": f.creation_time,
+        "_EXTRA_FILES": f.extra_files if f.extra_files is not None else [],
+        "_CREATION_TIME": _millis(created) if isinstance(created, dt.datetime) else created,
         "_DELETE_ROW_COUNT": f.delete_row_count,
         "_EMBEDDED_FILE_INDEX": f.embedded_index,
         "_FILE_SOURCE": f.file_source,
@@ -376,29 +449,43 @@ def _file_to_avro(f: DataFileMeta) -> dict[str, Any]:
 
 
 def _file_from_avro(r: dict[str, Any]) -> DataFileMeta:
+    # Hot path (a job decodes millions): positional arguments, stats built inline, no per-field calls.
     get = r.get
+    ks = get("_KEY_STATS")
+    vs = get("_VALUE_STATS")
+    created = get("_CREATION_TIME")
+    if created is not None:
+        created = (
+            created.replace(tzinfo=None)
+            if type(created) is dt.datetime and created.tzinfo is _UTC
+            else _naive(created)
+        )
     return DataFileMeta(
-        file_name=r["_FILE_NAME"],
-        file_size=r["_FILE_SIZE"],
-        row_count=r["_ROW_COUNT"],
-        min_key=r["_MIN_KEY"],
-        max_key=r["_MAX_KEY"],
-        key_stats=_stats_from_avro(get("_KEY_STATS")),
-        value_stats=_stats_from_avro(get("_VALUE_STATS")),
-        min_sequence_number=r["_MIN_SEQUENCE_NUMBER"],
-        max_sequence_number=r["_MAX_SEQUENCE_NUMBER"],
-        schema_id=r["_SCHEMA_ID"],
-        level=r["_LEVEL"],
-        extra_files=list(get("_EXTRA_FILES") or []),
-        creation_time=_naive_utc(get("_CREATION_TIME")),
-        delete_row_count=get("_DELETE_ROW_COUNT"),
-        embedded_index=get("_EMBEDDED_FILE_INDEX"),
-        file_source=get("_FILE_SOURCE"),
-        value_stats_cols=get("_VALUE_STATS_COLS"),
-        external_path=get("_EXTERNAL_PATH"),
-        first_row_id=get("_FIRST_ROW_ID"),
-        write_cols=get("_WRITE_COLS"),
-        write_cols_sequences=get("_WRITE_COLS_SEQUENCES"),
+        r["_FILE_NAME"],
+        r["_FILE_SIZE"],
+        r["_ROW_COUNT"],
+        r["_MIN_KEY"],
+        r["_MAX_KEY"],
+        SimpleStats(ks["_MIN_VALUES"], ks["_MAX_VALUES"], ks.get("_NULL_COUNTS") or [])
+        if ks is not None
+        else SimpleStats(EMPTY_ROW, EMPTY_ROW, []),
+        SimpleStats(vs["_MIN_VALUES"], vs["_MAX_VALUES"], vs.get("_NULL_COUNTS") or [])
+        if vs is not None
+        else SimpleStats(EMPTY_ROW, EMPTY_ROW, []),
+        r["_MIN_SEQUENCE_NUMBER"],
+        r["_MAX_SEQUENCE_NUMBER"],
+        r["_SCHEMA_ID"],
+        r["_LEVEL"],
+        get("_EXTRA_FILES") or [],
+        created,
+        get("_DELETE_ROW_COUNT"),
+        get("_EMBEDDED_FILE_INDEX"),
+        get("_FILE_SOURCE"),
+        get("_VALUE_STATS_COLS"),
+        get("_EXTERNAL_PATH"),
+        get("_FIRST_ROW_ID"),
+        get("_WRITE_COLS"),
+        get("_WRITE_COLS_SEQUENCES"),
     )
 
 
@@ -414,13 +501,15 @@ def _entry_to_avro(e: ManifestEntry) -> dict[str, Any]:
 
 
 def _entry_from_avro(r: dict[str, Any]) -> ManifestEntry:
-    if r["_KIND"] not in (ADD, DELETE):
-        raise ValueError(f"unknown entry kind {r['_KIND']}")
+    kind = r["_KIND"]
+    if kind != ADD and kind != DELETE:
+        raise ValueError(f"unknown _KIND {kind}")
+    total_buckets = r.get("_TOTAL_BUCKETS")
     return ManifestEntry(
-        r["_KIND"],
+        kind,
         r["_PARTITION"],
         r["_BUCKET"],
-        r.get("_TOTAL_BUCKETS", -1) or -1,
+        -1 if total_buckets is None else total_buckets,  # writers before the field: unknown
         _file_from_avro(r["_FILE"]),
     )
 
@@ -440,28 +529,54 @@ def _meta_to_avro(m: ManifestFileMeta) -> dict[str, Any]:
         "_MAX_LEVEL": m.max_level,
         "_MIN_ROW_ID": m.min_row_id,
         "_MAX_ROW_ID": m.max_row_id,
+        "_TOTAL_BUCKETS": m.total_buckets,
+        "_EXTRA_FILES": m.extra_files,
     }
 
 
 def _meta_from_avro(r: dict[str, Any]) -> ManifestFileMeta:
     get = r.get
     return ManifestFileMeta(
-        file_name=r["_FILE_NAME"],
-        file_size=r["_FILE_SIZE"],
-        num_added_files=r["_NUM_ADDED_FILES"],
-        num_deleted_files=r["_NUM_DELETED_FILES"],
-        partition_stats=_stats_from_avro(get("_PARTITION_STATS")),
-        schema_id=r["_SCHEMA_ID"],
-        min_bucket=get("_MIN_BUCKET"),
-        max_bucket=get("_MAX_BUCKET"),
-        min_level=get("_MIN_LEVEL"),
-        max_level=get("_MAX_LEVEL"),
-        min_row_id=get("_MIN_ROW_ID"),
-        max_row_id=get("_MAX_ROW_ID"),
+        r["_FILE_NAME"],
+        r["_FILE_SIZE"],
+        r["_NUM_ADDED_FILES"],
+        r["_NUM_DELETED_FILES"],
+        _stats_from_avro(get("_PARTITION_STATS")),
+        r["_SCHEMA_ID"],
+        get("_MIN_BUCKET"),
+        get("_MAX_BUCKET"),
+        get("_MIN_LEVEL"),
+        get("_MAX_LEVEL"),
+        get("_MIN_ROW_ID"),
+        get("_MAX_ROW_ID"),
+        get("_TOTAL_BUCKETS"),
+        get("_EXTRA_FILES"),
     )
 
 
+def _dv_range_to_avro(item: dict[str, Any]) -> dict[str, Any]:
+    return {"f0": item["f0"], "f1": item["f1"], "f2": item["f2"], "_CARDINALITY": item.get("_CARDINALITY")}
+
+
+_GLOBAL_INDEX_OPTIONAL = ("_EXTRA_FIELD_IDS", "_INDEX_META", "_SOURCE_META")
+
+
+def _global_index_record(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A global-index dict with every field of §4.6 present (absent optional ones = None)."""
+    if record is None:
+        return None
+    result = {
+        "_ROW_RANGE_START": record["_ROW_RANGE_START"],
+        "_ROW_RANGE_END": record["_ROW_RANGE_END"],
+        "_INDEX_FIELD_ID": record["_INDEX_FIELD_ID"],
+    }
+    for name in _GLOBAL_INDEX_OPTIONAL:
+        result[name] = record.get(name)
+    return result
+
+
 def _index_to_avro(e: IndexManifestEntry) -> dict[str, Any]:
+    ranges = e.deletion_vector_ranges
     return {
         "_VERSION": INDEX_MANIFEST_VERSION,
         "_KIND": e.kind,
@@ -471,109 +586,160 @@ def _index_to_avro(e: IndexManifestEntry) -> dict[str, Any]:
         "_FILE_NAME": e.file_name,
         "_FILE_SIZE": e.file_size,
         "_ROW_COUNT": e.row_count,
-        "_DELETIONS_VECTORS_RANGES": e.deletion_vector_ranges,
+        "_DELETIONS_VECTORS_RANGES": None if ranges is None else [_dv_range_to_avro(r) for r in ranges],
         "_EXTERNAL_PATH": e.external_path,
-        "_GLOBAL_INDEX": e.global_index,
+        "_GLOBAL_INDEX": _global_index_record(e.global_index),
     }
 
 
 def _index_from_avro(r: dict[str, Any]) -> IndexManifestEntry:
     get = r.get
+    kind = r["_KIND"]
+    if kind != ADD and kind != DELETE:
+        raise ValueError(f"unknown _KIND {kind}")
+    ranges = get("_DELETIONS_VECTORS_RANGES")
     return IndexManifestEntry(
-        kind=r["_KIND"],
-        partition=r["_PARTITION"],
-        bucket=r["_BUCKET"],
-        index_type=r["_INDEX_TYPE"],
-        file_name=r["_FILE_NAME"],
-        file_size=r["_FILE_SIZE"],
-        row_count=r["_ROW_COUNT"],
-        deletion_vector_ranges=get("_DELETIONS_VECTORS_RANGES"),
-        external_path=get("_EXTERNAL_PATH"),
-        global_index=get("_GLOBAL_INDEX"),
+        kind,
+        r["_PARTITION"],
+        r["_BUCKET"],
+        r["_INDEX_TYPE"],
+        r["_FILE_NAME"],
+        r["_FILE_SIZE"],
+        r["_ROW_COUNT"],
+        None if ranges is None else [_dv_range_to_avro(item) for item in ranges],
+        get("_EXTERNAL_PATH"),
+        _global_index_record(get("_GLOBAL_INDEX")),
     )
 
 
 # -- encoding and decoding --------------------------------------------------------------------------
 
 
-def _encode(kind: str, records: Iterable[dict[str, Any]], compression: str) -> bytes:
+def _encode(schema: Any, records: Iterable[dict[str, Any]], compression: str) -> bytes:
+    codec, level = _codec_and_level(compression)
     buffer = io.BytesIO()
-    fastavro.writer(buffer, _PARSED[kind], records, codec=avro_codec(compression))
+    fastavro.writer(
+        buffer, schema, records, codec=codec, sync_interval=_SYNC_INTERVAL, codec_compression_level=level
+    )
     return buffer.getvalue()
 
 
+def _version_error(path: str, index: int, version: Any, expected: int) -> CorruptFileError:
+    if version == 1 and expected == MANIFEST_VERSION:
+        return CorruptFileError(
+            path,
+            "manifest format version 1 was written by Paimon before 0.4 and is not readable; "
+            "please recreate the table",
+        )
+    return CorruptFileError(path, f"record {index}: expected _VERSION {expected}, got {version!r}")
+
+
 def _decode(
-    data: bytes, path: str, expected_version: int, build: Callable[[dict[str, Any]], Any]
+    data: bytes, path: str, expected_version: int, build: Callable[[dict[str, Any]], Any], what: str
 ) -> Iterator[Any]:
+    """Records of an Avro container decoded with the writer schema from its header, built into models.
+
+    Any failure (bad header, truncated block, bad sync marker, codec error, missing required field,
+    wrong `_VERSION`) becomes a CorruptFileError naming `path`.
+    """
+    index = -1
     try:
         reader = fastavro.reader(io.BytesIO(data))
-        for index, record in enumerate(reader):
-            if record is None:  # a `["null", record]` top level may carry null rows; they mean nothing
-                continue
+        for index, record in enumerate(reader):  # noqa: B007 - index is reported on errors
+            if record is None:
+                # A `["null", record]` top level with a null row: Java fails on it as well.
+                raise CorruptFileError(path, f"record {index} is null")
             version = record.get("_VERSION")
             if version != expected_version:
-                if version == 1 and expected_version == MANIFEST_VERSION:
-                    raise CorruptFileError(
-                        path, "manifest format version 1 (Paimon before 0.4): recreate the table"
-                    )
-                raise CorruptFileError(path, f"record {index}: unsupported _VERSION {version}")
+                raise _version_error(path, index, version, expected_version)
             yield build(record)
     except CorruptFileError:
         raise
-    except (
-        KeyError,
-        TypeError,
-        ValueError,
-        EOFError,
-        OSError,
-        AssertionError,
-        IndexError,
-        UnicodeDecodeError,
-    ) as error:
-        detail = (
-            f"missing field {error}" if isinstance(error, KeyError) else f"{type(error).__name__}: {error}"
-        )
-        raise CorruptFileError(path, f"not a readable Avro manifest ({detail})") from None
-    except Exception as error:  # fastavro raises assorted errors on truncated input
+    except KeyError as error:
         raise CorruptFileError(
-            path, f"not a readable Avro manifest ({type(error).__name__}: {error})"
+            path, f"record {index}: required field {error} is missing from the {what}"
+        ) from None
+    except Exception as error:  # fastavro raises assorted types on broken input (EOF, ValueError, zstd, ...)
+        where = "header" if index < 0 else f"after record {index}"
+        raise CorruptFileError(
+            path, f"not a readable Avro {what} ({where}: {type(error).__name__}: {error})"
         ) from None
 
 
+def _check_size(data: bytes, path: str, expected_size: int | None) -> None:
+    # A file cut at a block boundary is still valid Avro with fewer records; only the size
+    # recorded by the referencing metadata can tell.
+    if expected_size is not None and expected_size >= 0 and len(data) != expected_size:
+        raise CorruptFileError(path, f"file has {len(data)} bytes but its metadata says {expected_size}")
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while bulk-decoding.
+
+    Decoding allocates millions of small, acyclic containers; each allocation burst triggers
+    collections that rescan everything already decoded, which costs about a third of the decode
+    time. Reference counting still frees everything; the collector is re-enabled afterwards (only if
+    it was enabled, so a caller's own `gc.disable()` is respected).
+    """
+    was_enabled = gc.isenabled()
+    if was_enabled:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 def encode_manifest(entries: Iterable[ManifestEntry], compression: str = "zstd") -> bytes:
-    return _encode("manifest", (_entry_to_avro(e) for e in entries), compression)
+    return _encode(_PARSED_MANIFEST, (_entry_to_avro(e) for e in entries), compression)
 
 
 def iter_manifest_entries(data: bytes, path: str = "?") -> Iterator[ManifestEntry]:
-    return _decode(data, path, MANIFEST_VERSION, _entry_from_avro)
+    """Stream a manifest's entries; a broken file raises CorruptFileError when the iteration reaches it."""
+    return _decode(data, path, MANIFEST_VERSION, _entry_from_avro, "manifest")
 
 
 def decode_manifest(data: bytes, path: str = "?") -> list[ManifestEntry]:
-    return list(iter_manifest_entries(data, path))
+    with _gc_paused():
+        return list(iter_manifest_entries(data, path))
 
 
 def encode_manifest_list(metas: Iterable[ManifestFileMeta], compression: str = "zstd") -> bytes:
-    return _encode("manifest-list", (_meta_to_avro(m) for m in metas), compression)
+    metas = list(metas)
+    extended = any(m.total_buckets is not None or m.extra_files is not None for m in metas)
+    schema = _PARSED_MANIFEST_LIST_EXTENDED if extended else _PARSED_MANIFEST_LIST
+    return _encode(schema, (_meta_to_avro(m) for m in metas), compression)
 
 
 def decode_manifest_list(data: bytes, path: str = "?") -> list[ManifestFileMeta]:
-    return list(_decode(data, path, MANIFEST_VERSION, _meta_from_avro))
+    with _gc_paused():
+        return list(_decode(data, path, MANIFEST_VERSION, _meta_from_avro, "manifest list"))
 
 
 def encode_index_manifest(entries: Iterable[IndexManifestEntry], compression: str = "zstd") -> bytes:
-    return _encode("index-manifest", (_index_to_avro(e) for e in entries), compression)
+    return _encode(_PARSED_INDEX_MANIFEST, (_index_to_avro(e) for e in entries), compression)
 
 
 def decode_index_manifest(data: bytes, path: str = "?") -> list[IndexManifestEntry]:
-    return list(_decode(data, path, INDEX_MANIFEST_VERSION, _index_from_avro))
+    return list(_decode(data, path, INDEX_MANIFEST_VERSION, _index_from_avro, "index manifest"))
 
 
-def read_manifest(file_io: FileIO, path: str) -> list[ManifestEntry]:
-    return decode_manifest(file_io.read_bytes(path), path)
+def read_manifest(file_io: FileIO, path: str, expected_size: int | None = None) -> list[ManifestEntry]:
+    """Entries of a manifest; pass `expected_size` (ManifestFileMeta.file_size) to catch truncation."""
+    data = file_io.read_bytes(path)
+    _check_size(data, path, expected_size)
+    return decode_manifest(data, path)
 
 
-def read_manifest_list(file_io: FileIO, path: str) -> list[ManifestFileMeta]:
-    return decode_manifest_list(file_io.read_bytes(path), path)
+def read_manifest_list(
+    file_io: FileIO, path: str, expected_size: int | None = None
+) -> list[ManifestFileMeta]:
+    """Metas of a manifest list; `expected_size` = the snapshot's `*ManifestListSize` when known."""
+    data = file_io.read_bytes(path)
+    _check_size(data, path, expected_size)
+    return decode_manifest_list(data, path)
 
 
 def read_index_manifest(file_io: FileIO, path: str) -> list[IndexManifestEntry]:
@@ -583,6 +749,7 @@ def read_index_manifest(file_io: FileIO, path: str) -> list[IndexManifestEntry]:
 def write_manifest(
     file_io: FileIO, path: str, entries: Iterable[ManifestEntry], compression: str = "zstd"
 ) -> int:
+    """Write a manifest; returns its exact size (ManifestFileMeta.file_size)."""
     data = encode_manifest(entries, compression)
     file_io.write_bytes(path, data)
     return len(data)
@@ -591,6 +758,7 @@ def write_manifest(
 def write_manifest_list(
     file_io: FileIO, path: str, metas: Iterable[ManifestFileMeta], compression: str = "zstd"
 ) -> int:
+    """Write a manifest list; returns its exact size (the snapshot's `*ManifestListSize`)."""
     data = encode_manifest_list(metas, compression)
     file_io.write_bytes(path, data)
     return len(data)
@@ -607,33 +775,47 @@ def write_index_manifest(
 # -- manifest file metadata -------------------------------------------------------------------------
 
 
+def _order_key(value: Any) -> Any:
+    """Sort key matching Java's comparison of partition values where Python's differs.
+
+    Floats: Java's Double.compare puts NaN above everything and -0.0 below 0.0. Timestamps with
+    nanoseconds (binary_row.PreciseDatetime) compare on the nanos too.
+    """
+    if isinstance(value, float):
+        return (1, 0.0, 0.0) if math.isnan(value) else (0, value, math.copysign(1.0, value))
+    if isinstance(value, dt.datetime):
+        return (value, getattr(value, "nanosecond", 0) or 0)
+    return value
+
+
 def partition_stats(partitions: Iterable[bytes], partition_types: Sequence[DataType]) -> SimpleStats:
-    """Min, max and null count per partition column over the given partition rows."""
+    """Min, max and null count per partition column over the given partition rows (one per entry)."""
     if not partition_types:
-        return SimpleStats.empty()
+        return SimpleStats(EMPTY_ROW, EMPTY_ROW, [])
+    counts: dict[bytes, int] = {}
+    for partition in partitions:  # entries share few distinct partitions: decode each once
+        counts[partition] = counts.get(partition, 0) + 1
     arity = len(partition_types)
     minimum: list[Any] = [None] * arity
     maximum: list[Any] = [None] * arity
+    min_keys: list[Any] = [None] * arity
+    max_keys: list[Any] = [None] * arity
     nulls = [0] * arity
-    for partition, count in _count(partitions).items():
+    for partition, count in counts.items():
         for i, value in enumerate(deserialize_row(partition, partition_types)):
             if value is None:
                 nulls[i] += count
                 continue
-            if minimum[i] is None or value < minimum[i]:
-                minimum[i] = value
-            if maximum[i] is None or value > maximum[i]:
-                maximum[i] = value
+            key = _order_key(value)
+            if minimum[i] is None or key < min_keys[i]:
+                minimum[i], min_keys[i] = value, key
+            if maximum[i] is None or key > max_keys[i]:
+                maximum[i], max_keys[i] = value, key
     return SimpleStats(
-        serialize_row(minimum, partition_types), serialize_row(maximum, partition_types), nulls
+        serialize_row(minimum, partition_types),
+        serialize_row(maximum, partition_types),
+        nulls,  # type: ignore[arg-type]
     )
-
-
-def _count(items: Iterable[bytes]) -> dict[bytes, int]:
-    counts: dict[bytes, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
-    return counts
 
 
 def manifest_file_meta(
@@ -643,23 +825,55 @@ def manifest_file_meta(
     schema_id_if_empty: int,
     partition_types: Sequence[DataType],
 ) -> ManifestFileMeta:
-    """The manifest-list record of a manifest holding `entries` (stats must cover every entry)."""
-    added = sum(1 for e in entries if e.kind == ADD)
-    first_row_ids = [e.file.first_row_id for e in entries]
-    has_row_ids = bool(entries) and all(r is not None for r in first_row_ids)
+    """The manifest-list record (§4.3) of a manifest holding exactly `entries`.
+
+    Readers prune manifests with these ranges, so they cover every entry, ADD and DELETE alike.
+    Row ids are set only when every entry's file has `_FIRST_ROW_ID` (row tracking), as Java does.
+    """
+    added = 0
+    min_bucket = max_bucket = min_level = max_level = None
+    schema_id: int | None = None
+    min_row_id: int | None = None
+    max_row_id: int | None = None
+    all_row_ids = True
+    for e in entries:
+        f = e.file
+        if e.kind == ADD:
+            added += 1
+        bucket, level = e.bucket, f.level
+        if min_bucket is None:
+            min_bucket = max_bucket = bucket
+            min_level = max_level = level
+            schema_id = f.schema_id
+        else:
+            min_bucket = min(min_bucket, bucket)
+            max_bucket = max(max_bucket, bucket)  # type: ignore[type-var]
+            min_level = min(min_level, level)  # type: ignore[type-var]
+            max_level = max(max_level, level)  # type: ignore[type-var]
+            schema_id = max(schema_id, f.schema_id)  # type: ignore[type-var]
+        if all_row_ids:
+            first = f.first_row_id
+            if first is None:
+                all_row_ids = False
+            else:
+                last = first + f.row_count - 1
+                min_row_id = first if min_row_id is None else min(min_row_id, first)
+                max_row_id = last if max_row_id is None else max(max_row_id, last)
+    if not entries or not all_row_ids:
+        min_row_id = max_row_id = None
     return ManifestFileMeta(
         file_name=file_name,
         file_size=file_size,
         num_added_files=added,
         num_deleted_files=len(entries) - added,
         partition_stats=partition_stats((e.partition for e in entries), partition_types),
-        schema_id=max((e.file.schema_id for e in entries), default=schema_id_if_empty),
-        min_bucket=min((e.bucket for e in entries), default=None),
-        max_bucket=max((e.bucket for e in entries), default=None),
-        min_level=min((e.file.level for e in entries), default=None),
-        max_level=max((e.file.level for e in entries), default=None),
-        min_row_id=min(first_row_ids) if has_row_ids else None,  # type: ignore[type-var]
-        max_row_id=max(e.file.first_row_id + e.file.row_count - 1 for e in entries) if has_row_ids else None,  # type: ignore[operator]
+        schema_id=schema_id_if_empty if schema_id is None else schema_id,
+        min_bucket=min_bucket,
+        max_bucket=max_bucket,
+        min_level=min_level,
+        max_level=max_level,
+        min_row_id=min_row_id,
+        max_row_id=max_row_id,
     )
 
 
@@ -673,26 +887,44 @@ def rolling_write_manifests(
     partition_types: Sequence[DataType],
     schema_id: int,
 ) -> list[ManifestFileMeta]:
-    """Write entries in order into manifests of about `target_size` bytes each."""
+    """Write entries, in order, into manifests rolled once a file reaches `target_size` bytes.
+
+    The size is measured on the Avro blocks already flushed (the writer flushes a block every
+    sync interval, kept well below the target), so a file ends within one block above the target;
+    each meta records the exact size of the bytes written. If a write fails, the manifests written
+    so far are deleted (best effort) so a failed commit leaves no orphans behind.
+    """
+    if target_size <= 0:
+        raise ValueError(f"manifest target size must be positive, got {target_size}")
+    codec, level = _codec_and_level(compression)
+    sync_interval = max(4096, min(_SYNC_INTERVAL, target_size // 8))
     metas: list[ManifestFileMeta] = []
-    codec = avro_codec(compression)
-    schema = _PARSED["manifest"]
+    written: list[str] = []
     start = 0
-    while start < len(entries):
-        buffer = io.BytesIO()
-        writer = fastavro.write.Writer(buffer, schema, codec=codec)
-        end = start
-        while end < len(entries):
-            writer.write(_entry_to_avro(entries[end]))
-            end += 1
-            if (end - start) % 512 == 0:
-                writer.flush()
+    total = len(entries)
+    try:
+        while start < total:
+            buffer = io.BytesIO()
+            writer = fastavro.write.Writer(
+                buffer, _PARSED_MANIFEST, codec=codec, sync_interval=sync_interval, compression_level=level
+            )
+            end = start
+            while end < total:
+                writer.write(_entry_to_avro(entries[end]))
+                end += 1
                 if buffer.tell() >= target_size:
                     break
-        writer.flush()
-        data = buffer.getvalue()
-        name = name_factory()
-        file_io.write_bytes(file_io.join(manifest_dir, name), data)
-        metas.append(manifest_file_meta(name, len(data), entries[start:end], schema_id, partition_types))
-        start = end
+            writer.flush()
+            data = buffer.getvalue()
+            name = name_factory()
+            path = file_io.join(manifest_dir, name)
+            written.append(path)
+            file_io.write_bytes(path, data)
+            metas.append(manifest_file_meta(name, len(data), entries[start:end], schema_id, partition_types))
+            start = end
+    except BaseException:
+        for path in written:
+            with contextlib.suppress(Exception):
+                file_io.delete(path)
+        raise
     return metas
