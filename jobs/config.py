@@ -1,7 +1,12 @@
 """Job configuration: YAML files validated by pydantic before Spark starts.
 
 Errors name the file, the key path and what was expected, one line per problem, because a nightly
-job that fails at 3 a.m. should say exactly which line of which file to fix.
+job that fails at 3 a.m. should say exactly which line of which file to fix, and say it in seconds,
+not after a SparkSession has started.
+
+Each operation module declares its own model as a subclass of `TableJobConfig`; this module only
+knows the keys every job has, and how a document becomes a model:
+YAML -> `${VAR}` interpolation -> `--set` overrides -> pydantic validation.
 """
 
 from __future__ import annotations
@@ -22,7 +27,21 @@ Model = TypeVar("Model", bound=BaseModel)
 
 
 class ConfigError(BadInputError):
-    """A configuration that cannot be used; the message says where and why."""
+    """A configuration that cannot be used; the message says where and why, one line per problem."""
+
+
+class _ScalarLoader(yaml.SafeLoader):
+    """SafeLoader that keeps dates and timestamps as the text the user wrote.
+
+    `dt: 2024-05-14` is a partition value, and `older_than: 2024-05-14 00:00:00` a timestamp the job
+    parses in its own time zone rules; PyYAML would turn both into date objects.
+    """
+
+
+_ScalarLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
 
 
 class StrictModel(BaseModel):
@@ -38,14 +57,18 @@ class TableJobConfig(StrictModel):
     table: str = Field(description="db.name")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="handed to fsspec")
     spark: dict[str, Any] | None = Field(default=None, description="Spark settings for local runs only")
-    allow_unsafe_overwrite_commit: bool = False
+    allow_unsafe_overwrite_commit: bool = Field(
+        default=False,
+        description="accept exists-check-then-write commits on stores without create-if-absent "
+        "(safe only with a single writer)",
+    )
 
     @field_validator("table")
     @classmethod
     def _identifier(cls, value: str) -> str:
         parts = value.split(".")
-        if len(parts) != 2 or not all(parts):
-            raise ValueError("must look like 'db.name'")
+        if len(parts) != 2 or not all(part.strip() for part in parts):
+            raise ValueError(f"must look like 'db.name', got {value!r}")
         return value
 
     @field_validator("warehouse")
@@ -53,15 +76,33 @@ class TableJobConfig(StrictModel):
     def _warehouse(cls, value: str) -> str:
         if not value.strip():
             raise ValueError("must be a path or URL")
+        protocol, separator, rest = value.rpartition("://")
+        if separator:  # keep "memory://" and "file:///" intact, drop only a trailing slash of a path
+            return f"{protocol}://{rest.rstrip('/') or rest}"
         return value.rstrip("/") or "/"
 
 
 def interpolate(value: Any, source: str, path: str = "") -> Any:
-    """Replace ${VAR} and ${VAR:-default} in every string of a loaded YAML document."""
+    """Replace ${VAR} and ${VAR:-default} in every string of a loaded YAML document.
+
+    Values stay text: typed keys convert "5" or "true" themselves, and a secret made of digits
+    handed to fsspec stays a string. All unset variables are reported at once.
+    """
+    missing: list[str] = []
+    result = _interpolate(value, source, path, missing)
+    if missing:
+        raise ConfigError("\n".join(missing))
+    return result
+
+
+def _interpolate(value: Any, source: str, path: str, missing: list[str]) -> Any:
     if isinstance(value, dict):
-        return {k: interpolate(v, source, f"{path}.{k}" if path else str(k)) for k, v in value.items()}
+        return {
+            key: _interpolate(item, source, f"{path}.{key}" if path else str(key), missing)
+            for key, item in value.items()
+        }
     if isinstance(value, list):
-        return [interpolate(v, source, f"{path}[{i}]") for i, v in enumerate(value)]
+        return [_interpolate(item, source, f"{path}[{i}]", missing) for i, item in enumerate(value)]
     if not isinstance(value, str):
         return value
 
@@ -71,42 +112,50 @@ def interpolate(value: Any, source: str, path: str = "") -> Any:
             return os.environ[name]
         if default is not None:
             return default
-        raise ConfigError(
-            f"{source}: {path}: environment variable {name} is not set (use ${{{name}:-default}})"
+        missing.append(
+            f"{source}: {path or '(top level)'}: environment variable {name} is not set "
+            f"(set it, or write ${{{name}:-default}})"
         )
+        return match.group(0)
 
     return _VARIABLE.sub(substitute, value)
 
 
 def apply_override(document: dict[str, Any], override: str, source: str = "--set") -> None:
     """Apply one `a.b=c` override; the value is read as a YAML scalar (numbers, booleans, lists)."""
-    key, sep, raw = override.partition("=")
-    if not sep or not key.strip():
-        raise ConfigError(f"{source}: {override!r}: expected key=value, e.g. retain_min=5")
+    key, separator, raw = override.partition("=")
+    key = key.strip()
+    if not separator or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"{source}: {override!r}: expected key=value, e.g. retain_min=5 or source.path=/x")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=_ScalarLoader) if raw.strip() else ""
     except yaml.YAMLError:
         value = raw
     target = document
-    *parents, leaf = key.strip().split(".")
+    *parents, leaf = key.split(".")
+    walked: list[str] = []
     for parent in parents:
+        walked.append(parent)
         child = target.setdefault(parent, {})
+        if child is None:  # `create:` written with no value
+            child = target[parent] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"{source}: {key}: {parent} is not a mapping")
+            raise ConfigError(f"{source}: {key}: {'.'.join(walked)} is not a mapping")
         target = child
     target[leaf] = value
 
 
 def load_document(path: str) -> dict[str, Any]:
+    """The YAML mapping at `path` (a local path or an fsspec URL)."""
     try:
         with fsspec.open(path, "r", encoding="utf-8") as handle:
             text = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
-    except OSError as error:
+    except (OSError, ValueError, ImportError) as error:
         raise ConfigError(f"{path}: cannot read the configuration: {error}") from None
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=_ScalarLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
@@ -120,19 +169,50 @@ def load_document(path: str) -> dict[str, Any]:
 
 
 def validate(document: dict[str, Any], model: type[Model], source: str) -> Model:
+    """The model for `document`, or a ConfigError with one `<source>: <key.path>: <problem>` line each."""
     try:
         return model.model_validate(document)
     except ValidationError as error:
-        lines = []
+        lines: dict[str, list[str]] = {}
         for problem in error.errors():
-            location = ".".join(str(part) for part in problem["loc"]) or "(top level)"
-            message = problem["msg"]
-            if problem["type"] == "extra_forbidden":
-                message = "unknown key"
-            elif problem["type"] == "missing":
-                message = "required key is missing"
-            lines.append(f"{source}: {location}: {message}")
-        raise ConfigError("\n".join(lines)) from None
+            location = _key_path(problem["loc"], document, problem["type"]) or "(top level)"
+            messages = lines.setdefault(location, [])
+            message = _message(problem)
+            if message not in messages:
+                messages.append(message)
+        report = [f"{source}: {location}: {'; or '.join(messages)}" for location, messages in lines.items()]
+        raise ConfigError("\n".join(report)) from None
+
+
+def _message(problem: dict[str, Any]) -> str:
+    if problem["type"] == "extra_forbidden":
+        return "unknown key"
+    if problem["type"] == "missing":
+        return "required key is missing"
+    message = problem["msg"]
+    given = problem.get("input")
+    if problem["type"].startswith(("value_error", "assertion_error")) or isinstance(given, (dict, list)):
+        return message  # validators name the input themselves; mappings are too long to repeat
+    return f"{message}, got {given!r}"
+
+
+def _key_path(location: tuple[Any, ...], document: Any, problem_type: str) -> str:
+    """`a.b[0].c` from pydantic's location, without its tags for union members and validators,
+    which are no keys of the user's file."""
+    path = ""
+    node = document
+    for index, part in enumerate(location):
+        last = index == len(location) - 1
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path += f"[{part}]"
+            node = node[part]
+            continue
+        elif not (last and problem_type == "missing"):
+            continue  # a tag such as 'function-after[...]' or 'int' in a union
+        path = f"{path}.{part}" if path else str(part)
+    return path
 
 
 def load_config(path: str | Path, overrides: list[str] | None, model: type[Model]) -> Model:

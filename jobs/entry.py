@@ -1,4 +1,13 @@
-"""Thin spark-submit entry files call `run_entry`: spark-submit runs a .py file, not `-m module`."""
+"""Entry point of the files handed to spark-submit, which runs a .py file, not `-m module`.
+
+A thin entry file is two lines:
+
+    from jobs.entry import run_entry
+    run_entry("expire-snapshots")
+
+The package must be importable on the driver and the executors: installed with pip on every node,
+or shipped with `spark-submit --py-files paimon_jobs.zip` (see scripts/package).
+"""
 
 from __future__ import annotations
 
@@ -8,4 +17,5 @@ from jobs.__main__ import main
 
 
 def run_entry(operation: str) -> None:
+    """Run `operation` with the script's arguments and exit with its exit code."""
     sys.exit(main([operation, *sys.argv[1:]]))

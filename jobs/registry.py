@@ -1,8 +1,17 @@
 """Which operations exist, where their code lives, and how they plug into the frame.
 
-An operation module exposes `CONFIG_MODEL` (a `TableJobConfig` subclass) and
-`run(context: JobContext, config) -> None`, filling `context.record`. Modules are imported lazily
-so `--help` and config errors never start Spark.
+An operation is a module with two names:
+
+    CONFIG_MODEL: type[TableJobConfig]        # its YAML keys (a subclass, extra keys forbidden)
+    def run(context: JobContext, config) -> None:
+        ...                                    # plan, distribute, commit; fill context.record;
+                                               # raise BadInputError / SafetyRefusal / CommitRaceLost
+
+and, to be runnable by spark-submit, ends with
+`if __name__ == "__main__": from jobs.entry import run_entry; run_entry("<operation>")`.
+
+Modules are imported lazily, so `--help` and configuration errors never import Spark or start it.
+`register()` adds an operation at runtime (a plug-in package, or a test's fake operation).
 """
 
 from __future__ import annotations
@@ -13,26 +22,30 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from jobs.report import RunRecord
+from jobs.errors import BadInputError
+from jobs.report import ProgressLogger, RunRecord
 
 
 @dataclass(frozen=True)
 class Operation:
-    name: str
-    module: str
-    description: str
+    name: str  # with dashes, as typed on the command line: expire-snapshots
+    module: str  # importable module path: jobs.expire_snapshots
+    description: str  # one line for `python -m jobs --help`
+
+
+class OperationNotImplemented(BadInputError):
+    """The operation is registered but its module does not exist yet."""
 
 
 OPERATIONS: dict[str, Operation] = {}
 
 
-def register(name: str, module: str, description: str) -> None:
-    OPERATIONS[name] = Operation(name, module, description)
+def register(name: str, module: str, description: str) -> Operation:
+    operation = OPERATIONS[name] = Operation(name, module, description)
+    return operation
 
 
-register(
-    "write", "jobs.write", "write a DataFrame source (files or a query) into a table, creating it if needed"
-)
+register("write", "jobs.write", "write files or a query into a table, creating it if needed")
 register(
     "expire-snapshots", "jobs.expire_snapshots", "expire old snapshots and delete the files only they used"
 )
@@ -43,33 +56,59 @@ register("compact-manifests", "jobs.compact_manifests", "rewrite manifests into 
 register(
     "drop-partition", "jobs.drop_partition", "drop partitions by spec or predicate (an OVERWRITE commit)"
 )
-register(
-    "expire-partitions", "jobs.expire_partitions", "drop partitions older than partition.expiration-time"
-)
+register("expire-partitions", "jobs.expire_partitions", "drop partitions older than an expiration time")
 
 
 def load(name: str) -> ModuleType:
+    """The module of a registered operation; OperationNotImplemented (exit 2) if it does not exist."""
     operation = OPERATIONS[name]
-    return importlib.import_module(operation.module)
+    try:
+        module = importlib.import_module(operation.module)
+    except ModuleNotFoundError as error:
+        if error.name != operation.module:
+            raise  # the module exists but one of its imports is missing: a broken install
+        raise OperationNotImplemented(
+            f"operation {name} is not implemented yet (no module {operation.module})"
+        ) from None
+    for attribute in ("CONFIG_MODEL", "run"):
+        if not hasattr(module, attribute):
+            raise TypeError(f"{operation.module} does not define {attribute}, so it is no operation module")
+    return module
 
 
 @dataclass
 class JobContext:
-    """What an operation gets from the frame: its Spark session, the dry-run flag, a logger, a record."""
+    """What an operation gets from the frame: its Spark session, the dry-run flag, a logger, a record.
+
+    The session is created on first use of `spark`, so an operation that fails its own checks
+    before touching data never pays for a JVM.
+    """
 
     operation: str
     config: Any
     dry_run: bool
     record: RunRecord
-    log: logging.LoggerAdapter
+    log: logging.Logger | logging.LoggerAdapter
     _spark: Any = field(default=None, repr=False)
+    _owns_spark: bool = field(default=False, repr=False)
 
     @property
-    def spark(self):  # -> SparkSession, created on first use
+    def spark(self):  # -> SparkSession
         if self._spark is None:
-            from jobs.spark import get_or_create_spark
+            from jobs.spark import get_or_create_spark, spark_is_running
 
+            self._owns_spark = not spark_is_running()
             self._spark = get_or_create_spark(
                 f"paimon-jobs {self.operation}", getattr(self.config, "spark", None)
             )
         return self._spark
+
+    def progress(self, what: str, interval_s: float = 10.0) -> ProgressLogger:
+        """A ProgressLogger on this job's log, e.g. `context.progress("files deleted")`."""
+        return ProgressLogger(self.log, what, interval_s)
+
+    def close(self) -> None:
+        """Stop the session if this run created it; a session from a test or notebook stays."""
+        if self._spark is not None and self._owns_spark:
+            self._spark.stop()
+        self._spark = None

@@ -1,4 +1,8 @@
-"""The run record every job emits, and steady progress logging for long phases."""
+"""The run record every job emits, and steady progress logging for long phases.
+
+The record is the job's answer to "what did last night's run do": one JSON document that a scheduler
+can store and a human can read, written also when the job fails or refuses.
+"""
 
 from __future__ import annotations
 
@@ -21,7 +25,11 @@ def _now() -> str:
 
 @dataclass
 class RunRecord:
-    """One JSON document per run: what the job did (or, in a dry run, would do)."""
+    """One JSON document per run: what the job did (or, in a dry run, would do).
+
+    Counts and bytes are totals by name (e.g. `files_deleted`, `bytes_deleted`); samples are a few
+    paths per name, capped so that a job deleting millions of files still emits a small record.
+    """
 
     operation: str
     table: str | None = None
@@ -29,7 +37,8 @@ class RunRecord:
     started: str = field(default_factory=_now)
     finished: str | None = None
     duration_s: float | None = None
-    status: str = "running"
+    status: str = "running"  # running | done | failed | refused
+    exit_code: int | None = None
     snapshot_ids: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     bytes: dict[str, int] = field(default_factory=dict)
@@ -45,12 +54,14 @@ class RunRecord:
         self.bytes[key] = self.bytes.get(key, 0) + int(value)
 
     def sample(self, key: str, paths: list[str]) -> None:
+        """Keep the first SAMPLE_LIMIT paths given under `key` over all calls."""
         bucket = self.samples.setdefault(key, [])
-        bucket.extend(paths[: max(SAMPLE_LIMIT - len(bucket), 0)])
+        bucket.extend(str(path) for path in list(paths)[: max(SAMPLE_LIMIT - len(bucket), 0)])
 
-    def finish(self, status: str, error: str | None = None) -> None:
+    def finish(self, status: str, error: str | None = None, exit_code: int | None = None) -> None:
         self.status = status
         self.error = error
+        self.exit_code = exit_code
         self.finished = _now()
         self.duration_s = round(time.monotonic() - self._clock, 3)
 
@@ -60,11 +71,11 @@ class RunRecord:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, default=str)
 
-    def emit(self, output: str | None) -> None:
-        """Print the record to stdout, or write it to `output` (any fsspec URL)."""
+    def emit(self, output: str | None, storage_options: dict[str, Any] | None = None) -> None:
+        """Print the record to stdout, or write it to `output` (any fsspec URL, e.g. s3://...)."""
         text = self.to_json() + "\n"
         if output:
-            with fsspec.open(output, "w", encoding="utf-8") as handle:
+            with fsspec.open(output, "w", encoding="utf-8", **(storage_options or {})) as handle:
                 handle.write(text)
         else:
             sys.stdout.write(text)
@@ -72,21 +83,32 @@ class RunRecord:
 
 
 class ProgressLogger:
-    """Logs a running count at most every `interval_s` seconds, and always at the end."""
+    """Logs a running count at most every `interval_s` seconds, and always at the end.
 
-    def __init__(self, logger: logging.Logger | logging.LoggerAdapter, what: str, interval_s: float = 10.0):
+    Long phases (listing millions of files, deleting them) must show they are alive in the driver
+    log without one line per file.
+    """
+
+    def __init__(
+        self, logger: logging.Logger | logging.LoggerAdapter, what: str, interval_s: float = 10.0
+    ) -> None:
         self._logger = logger
         self._what = what
         self._interval = interval_s
         self._last = time.monotonic()
         self.total = 0
+        self.bytes = 0
 
-    def add(self, count: int) -> None:
-        self.total += count
+    def add(self, count: int, nbytes: int = 0) -> None:
+        self.total += int(count)
+        self.bytes += int(nbytes)
         now = time.monotonic()
         if now - self._last >= self._interval:
             self._last = now
-            self._logger.info("%s: %d so far", self._what, self.total)
+            self._logger.info("%s: %s so far", self._what, self._summary())
 
     def done(self) -> None:
-        self._logger.info("%s: %d in total", self._what, self.total)
+        self._logger.info("%s: %s in total", self._what, self._summary())
+
+    def _summary(self) -> str:
+        return f"{self.total:,}" + (f" ({self.bytes:,} bytes)" if self.bytes else "")

@@ -1,10 +1,23 @@
-"""The SparkSession every job runs in: spark-submit's when there is one, a local default otherwise."""
+"""The SparkSession every job runs in, and the small helpers that fan driver-held lists out.
+
+Under spark-submit (EMR steps, Dataproc jobs) the cluster's settings must win: a local default that
+replaced `--master yarn` would silently run a nightly job on one node. With plain `python -m jobs`
+the job gets a safe local session instead (loopback only, no UI, UTC, the same Python on workers).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+from jobs.errors import SafetyRefusal
+from jobs.report import SAMPLE_LIMIT
+
+log = logging.getLogger(__name__)
+Item = TypeVar("Item")
 
 LOCAL_DEFAULTS = {
     "spark.master": "local[2]",
@@ -17,27 +30,100 @@ LOCAL_DEFAULTS = {
     "spark.sql.shuffle.partitions": "8",
 }
 
+# How many items a driver-side list may hold before a job refuses: manifest names, partition
+# values and directories are fine in the tens of thousands; file listings never belong here.
+DRIVER_LIST_LIMIT = 1_000_000
+
+
+def launched_by_spark_submit() -> bool:
+    """True when spark-submit (or a launcher given `--master`) configured this process's Spark.
+
+    spark-submit starts the JVM first and hands Python its gateway port; a SparkConf built before
+    connecting to that JVM is empty, so the port, not SparkConf, is the reliable signal.
+    """
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return True
+    return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
+
 
 def get_or_create_spark(app_name: str, conf: dict[str, Any] | None = None):  # -> SparkSession
-    """Reuse the active session (tests, notebooks); else build one.
+    """The active session if there is one (tests, notebooks, a wrapper); else a new one.
 
-    Under spark-submit the master and resources come from spark-submit; only when no master is
-    configured do the local defaults apply (plain `python -m jobs ...`).
+    Under spark-submit, its settings are kept and only keys it did not set are taken from `conf`
+    (the YAML `spark:` block). With plain Python, LOCAL_DEFAULTS and then `conf` apply.
     """
-    from pyspark import SparkConf
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name)
-    submitted = SparkConf()
-    if not submitted.contains("spark.master"):
+    requested = {key: _conf_text(value) for key, value in (conf or {}).items()}
+    if launched_by_spark_submit():
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts none
+        submitted = SparkConf()
+        ignored = sorted(key for key in requested if submitted.contains(key))
+        if ignored:
+            log.warning("spark: settings also given to spark-submit are ignored: %s", ", ".join(ignored))
+        settings = {key: value for key, value in requested.items() if key not in ignored}
+    else:
+        # Before the JVM starts: it inherits SPARK_LOCAL_IP, and executors run PYSPARK_PYTHON,
+        # which must be this interpreter (with pyarrow and this package), not the first python3.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        for key, value in LOCAL_DEFAULTS.items():
-            builder = builder.config(key, value)
-    for key, value in (conf or {}).items():
-        builder = builder.config(key, str(value))
+        settings = {"spark.app.name": app_name, **LOCAL_DEFAULTS, **requested}
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _conf_text(value: Any) -> str:
+    """Spark settings are text; YAML's `true` must become "true", not Python's "True"."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def spark_is_running() -> bool:
+    """Whether a SparkContext exists in this process (so a job did not create it and must not stop it)."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
+def assert_small(count: int, limit: int, what: str) -> None:
+    """Refuse (exit 3) rather than hold an unexpectedly large list on the driver.
+
+    A table with ten million partitions should fail with a message naming the list and the limit,
+    not with an out-of-memory driver an hour later.
+    """
+    if count > limit:
+        raise SafetyRefusal(
+            f"{count:,} {what} would be held on the driver, more than the limit of {limit:,}; "
+            "this job expects far fewer (is the table or the filter what you meant?)"
+        )
+
+
+def parallelize_small(
+    spark: Any,
+    items: Sequence[Item],
+    num_slices: int | None = None,
+    limit: int = DRIVER_LIST_LIMIT,
+    what: str = "items",
+):  # -> RDD[Item]
+    """An RDD of a list the driver legitimately holds (manifest names, partitions, directories).
+
+    One item per task up to `num_slices` tasks (default: three per core), so slow items such as
+    large manifests spread over the executors instead of queueing behind each other.
+    """
+    assert_small(len(items), limit, what)
+    context = spark.sparkContext
+    slices = num_slices or max(3 * context.defaultParallelism, 1)
+    return context.parallelize(list(items), max(1, min(len(items), slices)))
+
+
+def take_sample(df: Any, column: str, limit: int = SAMPLE_LIMIT) -> list[str]:
+    """Up to `limit` values of one column for a run record's samples; never the whole DataFrame."""
+    return [str(row[0]) for row in df.select(column).limit(limit).collect()]
