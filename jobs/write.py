@@ -441,7 +441,8 @@ def _write_files_directly(
         if pending:
             yield from flush()
 
-    slices = max(1, min(len(files.paths), spark.sparkContext.defaultParallelism))
+    # several tasks per core: one task's reading overlaps another's encoding
+    slices = max(1, min(len(files.paths), spark.sparkContext.defaultParallelism * 4))
     return spark.sparkContext.parallelize(list(files.paths), slices).mapPartitions(write).collect()
 
 
