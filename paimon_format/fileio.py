@@ -24,6 +24,7 @@ import errno
 import logging
 import os
 import stat
+import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -141,7 +142,12 @@ class FileIO:
         `allow_unsafe_overwrite_commit` lets `create_if_absent` use exists-check-then-write on a backend
         without a create-if-absent primitive; concurrent committers can then overwrite each other.
         """
-        return FileIO(protocol_of(url), storage_options, allow_unsafe_overwrite_commit)
+        file_io = FileIO(protocol_of(url), storage_options, allow_unsafe_overwrite_commit)
+        if os.environ.get("PAIMON_FAULTS") or "paimon_format.faults" in sys.modules:
+            from paimon_format.faults import maybe_inject  # fault injection for tests (PAIMON_FAULTS)
+
+            return maybe_inject(file_io)
+        return file_io
 
     # -- pickling and identity -------------------------------------------------------------------
 
