@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 
 CRASH_ENV = "PAIMON_CRASH_AT"
 SKIP_ENV = "PAIMON_CRASH_SKIP"
@@ -32,6 +33,27 @@ def crash_point(step: str) -> None:
     _passes[step] = passes + 1
     if passes < int(os.environ.get(SKIP_ENV, "0") or 0):
         return
+    _handler(step)
+
+
+def end_process(step: str) -> None:
+    """The default crash: end the process at once, like SIGKILL (no `finally`, nothing flushed)."""
     sys.stderr.write(f"crash point {step!r} reached: ending the process ({CRASH_ENV})\n")
     sys.stderr.flush()
     os._exit(CRASH_EXIT_CODE)
+
+
+_handler: Callable[[str], None] = end_process
+
+
+def set_crash_handler(handler: Callable[[str], None]) -> Callable[[str], None]:
+    """Replace what a reached crash point does (in-process tests simulate the crash, see
+    `paimon_format.faults.halt_at_step`); returns the previous handler."""
+    global _handler
+    previous, _handler = _handler, handler
+    return previous
+
+
+def reset_passes() -> None:
+    """Forget how often each step was passed (PAIMON_CRASH_SKIP counts from zero again)."""
+    _passes.clear()
