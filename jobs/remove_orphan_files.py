@@ -1,0 +1,311 @@
+"""remove-orphan-files: delete files in a table directory that nothing references (seed 004, issue #5).
+
+The order is what makes it safe against a writer committing meanwhile:
+
+1. List every file under the table directory (or read an `inventory`) on the executors, wave by
+   wave, and checkpoint the listing: it is taken once, first.
+2. Then read the referenced set on the executors: everything every snapshot, tag, branch and
+   long-lived changelog needs. A commit that lands after step 1 wrote its files after the listing,
+   so they are not candidates; one that lands before step 2 is in the referenced set.
+3. Candidates = listed files whose names Paimon writes there (`paimon_format.orphans`), modified
+   before (job start - `older_than`), LEFT ANTI JOIN referenced, by table-relative path.
+4. Circuit breakers: refuse (exit 3) when nothing is referenced or when the candidates exceed
+   `max_orphan_ratio` of the listed files, unless `force`.
+5. Delete on the executors in batches (rate limit, retries); optionally remove empty bucket and
+   partition directories, one rmdir each.
+
+The driver holds counts and samples only. A dry run does steps 1-4 and reports what it would delete.
+
+Spark-submit entry: `spark-submit jobs/remove_orphan_files.py --config conf/remove-orphan-files.yaml`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from jobs.config import TableJobConfig
+from jobs.errors import BadInputError, JobError, SafetyRefusal
+from jobs.listing import Listing, list_table_files, read_inventory
+from jobs.orphan_deletion import delete_files, remove_empty_directories
+from jobs.referenced import referenced_paths
+from jobs.registry import JobContext
+from jobs.report import SAMPLE_LIMIT, RunRecord
+from paimon_format.crash_points import crash_point
+from paimon_format.options import parse_duration_ms
+from paimon_format.orphans import (
+    DELETABLE,
+    FOREIGN,
+    OLDER_THAN_FLOOR_MS,
+    PROTECTED,
+    FileNaming,
+    cutoff_ms,
+    exceeds_ratio,
+)
+from paimon_format.table import Table
+
+OPERATION = "remove-orphan-files"
+
+
+class RemoveOrphanFilesConfig(TableJobConfig):
+    older_than: str = Field(
+        default="1d", description="only files modified longer ago than this (e.g. 1d, 12h); floor 1h"
+    )
+    force: bool = Field(default=False, description="allow older_than below 1h and skip the circuit breakers")
+    max_orphan_ratio: float = Field(
+        default=0.5, gt=0, le=1, description="refuse when candidates exceed this share of the listed files"
+    )
+    inventory: str | None = Field(
+        default=None, description="Parquet/CSV file list (path, size, modification time) instead of listing"
+    )
+    inventory_format: Literal["auto", "parquet", "csv"] = Field(
+        default="auto", description="auto: csv for *.csv / *.csv.gz, else parquet"
+    )
+    delete_empty_dirs: bool = Field(default=False, description="rmdir bucket/partition dirs left empty")
+    candidates_output: str | None = Field(
+        default=None, description="write every candidate (path, size, modification_time_ms) here as CSV"
+    )
+    delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
+    max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall delete rate")
+    delete_retries: int = Field(default=3, ge=0, le=10, description="retries of a failed delete batch")
+
+    @field_validator("older_than")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        parse_duration_ms(value)  # ValueError names the unit problem; pydantic adds the key
+        return value
+
+    @model_validator(mode="after")
+    def _floor(self) -> RemoveOrphanFilesConfig:
+        if parse_duration_ms(self.older_than) < OLDER_THAN_FLOOR_MS and not self.force:
+            raise ValueError(
+                f"older_than: {self.older_than} is below the 1h floor; a running writer's uncommitted files "
+                "could be deleted (set force: true only when no writer runs)"
+            )
+        return self
+
+
+CONFIG_MODEL = RemoveOrphanFilesConfig
+
+
+@dataclass(frozen=True)
+class OrphanSettings:
+    """What one run does, independent of YAML (the tests and the benchmark call the job with these)."""
+
+    older_than_ms: int = 86_400_000
+    force: bool = False
+    max_orphan_ratio: float = 0.5
+    inventory: str | None = None
+    inventory_format: str = "auto"
+    delete_empty_dirs: bool = False
+    candidates_output: str | None = None
+    delete_batch_size: int = 1000
+    max_deletes_per_second: float | None = None
+    delete_retries: int = 3
+
+    @staticmethod
+    def of(config: RemoveOrphanFilesConfig) -> OrphanSettings:
+        return OrphanSettings(
+            older_than_ms=parse_duration_ms(config.older_than),
+            force=config.force,
+            max_orphan_ratio=config.max_orphan_ratio,
+            inventory=config.inventory,
+            inventory_format=config.inventory_format,
+            delete_empty_dirs=config.delete_empty_dirs,
+            candidates_output=config.candidates_output,
+            delete_batch_size=config.delete_batch_size,
+            max_deletes_per_second=config.max_deletes_per_second,
+            delete_retries=config.delete_retries,
+        )
+
+
+class DeletionFailed(JobError):
+    """Some orphan files could not be deleted even after retries (the rest were)."""
+
+
+def run(context: JobContext, config: RemoveOrphanFilesConfig) -> None:
+    try:
+        table = Table.open(config.warehouse, config.table, config.storage_options)
+        table.schema  # noqa: B018 - fails early, with the path, when it is not a table
+    except ValueError as error:
+        raise BadInputError(str(error)) from None
+    remove_orphan_files(
+        context.spark,
+        table,
+        OrphanSettings.of(config),
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
+
+
+def remove_orphan_files(
+    spark: Any,
+    table: Table,
+    settings: OrphanSettings = OrphanSettings(),
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+    after_listing: Callable[[], None] | None = None,
+) -> RunRecord:
+    """Find and (unless `dry_run`) delete the table's orphan files; `after_listing` is a test hook."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    log = log or logging.getLogger("jobs.remove_orphan_files")
+    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    started_ms = int(time.time() * 1000)
+    try:
+        cutoff = cutoff_ms(started_ms, settings.older_than_ms, settings.force)
+    except ValueError as error:
+        raise BadInputError(str(error)) from None
+    naming = FileNaming.of(table.schema.options)
+    record.details["older_than_ms"] = settings.older_than_ms
+    record.details["cutoff_ms"] = cutoff
+    record.details["source"] = "inventory" if settings.inventory else "listing"
+
+    listed = _list(spark, table, settings, naming, record, log)
+    crash_point(f"{OPERATION}:listed")
+    if after_listing is not None:
+        after_listing()
+
+    referenced = referenced_paths(spark, table, log)
+    record.snapshot_ids["branches"] = referenced.branches
+    record.count("roots_read", referenced.roots)
+    record.count("roots_vanished", referenced.vanished_roots)
+    record.count("manifests_read", referenced.manifests)
+    record.count("index_manifests_read", referenced.index_manifests)
+    referenced_count = referenced.paths.count()
+    record.count("referenced_files", referenced_count)
+    crash_point(f"{OPERATION}:referenced")
+
+    by_rule = {
+        row["rule"]: (row["files"], row["bytes"] or 0)
+        for row in listed.groupBy("rule")
+        .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
+        .collect()
+    }
+    listed_count = sum(files for files, _ in by_rule.values())
+    record.count("listed_files", listed_count)
+    record.add_bytes("listed", sum(size for _, size in by_rule.values()))
+    for rule, key in ((PROTECTED, "protected_files"), (FOREIGN, "foreign_files")):
+        record.count(key, by_rule.get(rule, (0, 0))[0])
+    foreign = listed.filter(F.col("rule") == FOREIGN)
+    record.sample(
+        "foreign_files", [row["path"] for row in foreign.select("path").limit(SAMPLE_LIMIT).collect()]
+    )
+
+    unreferenced = listed.filter(F.col("rule") == DELETABLE).join(referenced.paths, "path", "left_anti")
+    candidates = (
+        unreferenced.filter(F.col("modification_time_ms") < cutoff)
+        .select("path", "size", "modification_time_ms", "kind")
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        stats = unreferenced.agg(
+            F.count("*").alias("unreferenced"),
+            F.sum(F.when(F.col("modification_time_ms") >= cutoff, 1).otherwise(0)).alias("young"),
+        ).first()
+        summary = candidates.agg(F.count("*").alias("files"), F.sum("size").alias("bytes")).first()
+        orphan_count, orphan_bytes = summary["files"], summary["bytes"] or 0
+        record.count("too_young_files", stats["young"] or 0)
+        record.count("orphan_files", orphan_count)
+        record.add_bytes("orphans", orphan_bytes)
+        record.details["orphans_by_kind"] = {
+            row["kind"]: row["count"] for row in candidates.groupBy("kind").count().collect()
+        }
+        record.sample("orphan_files", [row["path"] for row in candidates.limit(SAMPLE_LIMIT).collect()])
+        log.info(
+            "%s files listed, %s referenced, %s orphans (%s bytes) older than the cutoff",
+            f"{listed_count:,}",
+            f"{referenced_count:,}",
+            f"{orphan_count:,}",
+            f"{orphan_bytes:,}",
+        )
+        if settings.candidates_output:
+            candidates.select("path", "size", "modification_time_ms").write.mode("errorifexists").option(
+                "header", "true"
+            ).csv(_spark_path(settings.candidates_output))
+            record.details["candidates_output"] = settings.candidates_output
+
+        _circuit_breakers(referenced_count - referenced.metadata_files, orphan_count, listed_count, settings)
+        crash_point(f"{OPERATION}:planned")
+        if dry_run:
+            log.info(
+                "dry run: %s files (%s bytes) would be deleted", f"{orphan_count:,}", f"{orphan_bytes:,}"
+            )
+            return record
+
+        outcome = delete_files(
+            spark,
+            candidates,
+            table.file_io,
+            table.path,
+            orphan_count,
+            batch_size=settings.delete_batch_size,
+            max_per_second=settings.max_deletes_per_second,
+            retries=settings.delete_retries,
+        )
+        record.count("files_deleted", outcome.deleted)
+        record.add_bytes("deleted", outcome.bytes)
+        record.count("files_already_absent", outcome.absent)
+        record.count("files_failed", outcome.failed)
+        crash_point(f"{OPERATION}:deleted")
+        if settings.delete_empty_dirs:
+            removed = remove_empty_directories(spark, candidates.select("path"), table.file_io, table.path)
+            record.count("directories_removed", removed)
+        log.info("deleted %s files (%s bytes)", f"{outcome.deleted:,}", f"{outcome.bytes:,}")
+        if outcome.failed:
+            raise DeletionFailed(
+                f"{outcome.failed:,} of {orphan_count:,} orphan files could not be deleted after "
+                f"{settings.delete_retries} retries (a rerun retries them): {'; '.join(outcome.errors)}"
+            )
+        return record
+    finally:
+        candidates.unpersist()
+
+
+def _list(
+    spark: Any, table: Table, settings: OrphanSettings, naming: FileNaming, record: RunRecord, log: Any
+) -> Any:
+    if settings.inventory:
+        log.info("reading the inventory %s instead of listing", settings.inventory)
+        return read_inventory(spark, settings.inventory, table.path, naming, settings.inventory_format)
+    listing: Listing = list_table_files(spark, table.file_io, table.path, naming, log)
+    record.count("directories_listed", listing.directories)
+    record.count("directories_vanished", listing.vanished_directories)
+    record.count("listing_waves", listing.waves)
+    return listing.files
+
+
+def _circuit_breakers(content_references: int, orphans: int, listed: int, settings: OrphanSettings) -> None:
+    """Refuse before deleting anything when the result looks like a wrong table or a broken read."""
+    if settings.force:
+        return
+    if content_references <= 0:
+        raise SafetyRefusal(
+            "the referenced set is empty (no snapshot, tag or changelog references any file): refusing to "
+            "treat every file as an orphan (set force: true if the table really has no snapshot)"
+        )
+    if exceeds_ratio(orphans, listed, settings.max_orphan_ratio):
+        raise SafetyRefusal(
+            f"{orphans:,} of {listed:,} listed files ({orphans / listed:.0%}) would be deleted, more than "
+            f"max_orphan_ratio {settings.max_orphan_ratio:.0%}; check the table and older_than, then raise "
+            "max_orphan_ratio or set force: true"
+        )
+
+
+def _spark_path(url: str) -> str:
+    """Spark's Hadoop filesystems name S3 s3a://; every other fsspec URL is the same for both."""
+    return "s3a://" + url[len("s3://") :] if url.startswith("s3://") else url
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry(OPERATION)

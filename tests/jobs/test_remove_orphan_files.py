@@ -1,0 +1,365 @@
+"""remove-orphan-files on local Spark: planted orphans go, every snapshot, tag and branch keeps its files.
+
+Every test ages the whole table first (all files two days old), so it is the referenced set, the name
+rules and the listing order that protect files, not the age filter (except where that is the point).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from jobs.__main__ import main
+from jobs.errors import SafetyRefusal
+from jobs.listing import list_table_files
+from jobs.referenced import referenced_paths
+from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
+from paimon_format.orphans import FileNaming
+from paimon_format.scan import live_entries, referenced_files, snapshot_sources
+from paimon_format.table import Table
+from tests.interop import oracle
+
+pypaimon = pytest.importorskip("pypaimon")
+
+DAY_MS = 86_400_000
+TWO_DAYS_S = 2 * 86_400
+
+
+def age_tree(root: str | Path, seconds: int = TWO_DAYS_S) -> None:
+    """Make every file under `root` `seconds` old."""
+    then = time.time() - seconds
+    for directory, _dirs, files in os.walk(root):
+        for name in files:
+            os.utime(os.path.join(directory, name), (then, then))
+
+
+def files_on_disk(root: str | Path) -> set[str]:
+    root = str(root)
+    return {
+        os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/")
+        for directory, _dirs, files in os.walk(root)
+        for name in files
+    }
+
+
+def plant(root: str | Path, relative: str, data: bytes = b"orphan", age_s: int = TWO_DAYS_S) -> str:
+    path = Path(root) / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    then = time.time() - age_s
+    os.utime(path, (then, then))
+    return relative
+
+
+def uid() -> str:
+    return str(uuid.uuid4())
+
+
+def write_rows(spark, warehouse: str, rows: list[tuple], mode: str = "append") -> None:
+    from jobs.write import write_dataframe
+
+    write_dataframe(
+        spark.createDataFrame(rows, "id long, dt string, v string"),
+        warehouse,
+        "db.t",
+        mode=mode,
+        partition_keys=["dt"],
+    )
+
+
+def table_with_history(spark, warehouse: str) -> Table:
+    """4 snapshots (the last an overwrite of dt=a), tag t2 at snapshot 2, branch b from snapshot 1;
+    snapshots 1 and 2 then removed from main as an expiry would, so only the tag and the branch
+    still need their files."""
+    write_rows(spark, warehouse, [(1, "a", "x"), (2, "b", "x")])
+    write_rows(spark, warehouse, [(3, "a", "y"), (4, "c", "y")])
+    write_rows(spark, warehouse, [(5, "b", "z")])
+    write_rows(spark, warehouse, [(6, "a", "new")], mode="overwrite")
+    table = Table.open(warehouse, "db.t")
+    manager = table.snapshot_manager
+    table.tag_manager.create_tag("t2", manager.snapshot(2))
+    branch_root = Path(table.path) / "branch" / "branch-b"
+    (branch_root / "schema").mkdir(parents=True)
+    (branch_root / "snapshot").mkdir()
+    shutil.copy(Path(table.path) / "schema" / "schema-0", branch_root / "schema" / "schema-0")
+    shutil.copy(Path(table.path) / "snapshot" / "snapshot-1", branch_root / "snapshot" / "snapshot-1")
+    os.remove(Path(table.path) / "snapshot" / "snapshot-1")
+    os.remove(Path(table.path) / "snapshot" / "snapshot-2")
+    manager.write_earliest_hint(3)
+    assert table.branch_manager.branch_names() == ["b"]
+    return table
+
+
+def readings(warehouse: str) -> dict[str, list]:
+    """What pypaimon reads at every snapshot and tag of main."""
+    out = {f"snapshot {i}": oracle.read_rows(warehouse, "db.t", snapshot_id=i) for i in (3, 4)}
+    out["tag t2"] = oracle.read_rows(warehouse, "db.t", tag="t2")
+    out["latest"] = oracle.read_rows(warehouse, "db.t")
+    return out
+
+
+def every_live_file(table: Table) -> set[str]:
+    """Data files every snapshot, tag and branch snapshot reads (our own scan)."""
+    return {
+        path
+        for source in snapshot_sources(table)
+        for entry in live_entries(source.table, source.snapshot)
+        for path in table.entry_relpaths(entry)
+    }
+
+
+def plant_orphans(root: str) -> tuple[set[str], set[str]]:
+    """(deletable orphans of every kind, files that look orphaned but must stay)."""
+    orphans = {
+        plant(root, f"dt=a/bucket-0/data-{uid()}-0.parquet"),
+        plant(root, f"dt=b/bucket-0/changelog-{uid()}-0.parquet"),
+        plant(root, f"dt=c/bucket-0/index-{uid()}-0"),
+        plant(root, f"manifest/manifest-{uid()}-0"),
+        plant(root, f"manifest/manifest-list-{uid()}-0"),
+        plant(root, f"manifest/index-manifest-{uid()}-0"),
+        plant(root, f"index/index-{uid()}-3"),
+        plant(root, f"statistics/stat-{uid()}-0"),
+        plant(root, f"snapshot/.snapshot-7.{uid()}.tmp"),
+        plant(root, f"manifest/.manifest-{uid()}-1.{uid()}.tmp"),
+        plant(root, f"branch/branch-b/snapshot/.snapshot-3.{uid()}.tmp"),
+        plant(root, f"dt=z/bucket-3/data-{uid()}-0.orc"),  # a partition nothing references
+    }
+    keep = {
+        plant(root, "notes.txt"),
+        plant(root, "dt=a/bucket-0/readme.md"),
+        plant(root, "dt=a/_SUCCESS"),
+        plant(root, "snapshot/unknown-file"),
+        plant(root, f"branch/branch-b/manifest/manifest-{uid()}-0"),  # not where Paimon writes manifests
+        plant(root, f"manifest/data-{uid()}-0.parquet"),  # a data file name outside a bucket directory
+        plant(root, "consumer/consumer-reader1", b'{"nextSnapshot":3}'),
+        plant(root, f"dt=a/bucket-0/data-{uid()}-0.parquet", age_s=60),  # younger than older_than
+    }
+    return orphans, keep
+
+
+def test_planted_orphans_go_and_every_snapshot_tag_and_branch_keeps_its_files(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = table_with_history(spark_session, warehouse)
+    age_tree(table.path)
+    orphans, keep = plant_orphans(table.path)
+    before = readings(warehouse)
+    needed = referenced_files(table) | every_live_file(table)
+    hints = {"snapshot/EARLIEST", "snapshot/LATEST"} & files_on_disk(table.path)
+    assert orphans.isdisjoint(needed)
+
+    record = remove_orphan_files(spark_session, table, OrphanSettings(max_orphan_ratio=0.9))
+
+    remaining = files_on_disk(table.path)
+    assert remaining.isdisjoint(orphans), sorted(orphans & remaining)
+    assert needed | keep | hints <= remaining, sorted((needed | keep | hints) - remaining)
+    assert readings(warehouse) == before
+    assert record.counts["files_deleted"] == record.counts["orphan_files"] == len(orphans)
+    assert record.counts["too_young_files"] == 1
+    assert record.counts["foreign_files"] >= 6
+    assert record.details["orphans_by_kind"]["temp"] == 3
+
+
+def test_distributed_referenced_set_equals_the_single_process_scan(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    tables = oracle.create_sample_tables(warehouse)
+    ours = table_with_history(spark_session, str(tmp_path / "ours"))
+    for table in [Table.open(warehouse, info.identifier) for info in tables.values()] + [ours]:
+        found = referenced_paths(spark_session, table)
+        paths = {row["path"] for row in found.paths.select("path").distinct().collect()}
+        assert paths == referenced_files(table), table.path
+
+
+def test_pypaimon_tables_keep_every_file_including_dynamic_bucket_index_files(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    tables = oracle.create_sample_tables(warehouse)
+    age_tree(warehouse)
+    for name, info in tables.items():
+        table = Table.open(warehouse, info.identifier)
+        before = {
+            **{i: oracle.read_rows(warehouse, info.identifier, snapshot_id=i) for i in info.snapshot_ids},
+            **{t: oracle.read_rows(warehouse, info.identifier, tag=t) for t in info.tag_names},
+        }
+        needed = referenced_files(table)
+        orphan_data = plant(table.path, f"bucket-0/data-{uid()}-0.parquet")
+        orphan_index = plant(table.path, f"index/index-{uid()}-0")
+        if info.kind == "pk_dynamic":
+            assert any(path.startswith("index/") for path in needed), "the sample has HASH index files"
+
+        remove_orphan_files(spark_session, table, OrphanSettings(max_orphan_ratio=1.0))
+
+        remaining = files_on_disk(table.path)
+        assert needed <= remaining, (name, sorted(needed - remaining))
+        assert orphan_data not in remaining and orphan_index not in remaining, name
+        after = {
+            **{i: oracle.read_rows(warehouse, info.identifier, snapshot_id=i) for i in info.snapshot_ids},
+            **{t: oracle.read_rows(warehouse, info.identifier, tag=t) for t in info.tag_names},
+        }
+        assert after == before, name
+
+
+def test_a_commit_landing_after_the_listing_loses_nothing(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write_rows(spark_session, warehouse, [(1, "a", "x"), (2, "b", "x")])
+    table = Table.open(warehouse, "db.t")
+    age_tree(table.path)
+    orphan = plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet")
+    listed_before_commit = files_on_disk(table.path)
+
+    def commit_meanwhile() -> None:
+        write_rows(spark_session, warehouse, [(3, "a", "late"), (4, "d", "late")])
+        age_tree(table.path)  # even with old timestamps, the new files must survive
+
+    record = remove_orphan_files(
+        spark_session,
+        table,
+        OrphanSettings(older_than_ms=0, force=True),
+        after_listing=commit_meanwhile,
+    )
+
+    remaining = files_on_disk(table.path)
+    new_files = remaining - listed_before_commit
+    assert table.snapshot_manager.latest_id() == 2
+    assert any(path.startswith("dt=d/") for path in new_files) and any("manifest-" in p for p in new_files)
+    assert referenced_files(table) <= remaining
+    assert orphan not in remaining and record.counts["files_deleted"] == 1
+    assert {row["id"] for row in oracle.read_rows(warehouse, "db.t")} == {1, 2, 3, 4}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can list any directory")
+def test_an_unlistable_directory_fails_the_job_and_deletes_nothing(spark_session, tmp_path, config_file):
+    warehouse = str(tmp_path / "wh")
+    write_rows(spark_session, warehouse, [(1, "a", "x"), (2, "b", "x")])
+    table = Table.open(warehouse, "db.t")
+    age_tree(table.path)
+    orphan = plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet")
+    locked = Path(table.path) / "dt=b"
+    locked.chmod(0)
+    try:
+        path = config_file(f"warehouse: {warehouse}\ntable: db.t\n")
+        code = main([OPERATION_NAME, "--config", path, "--output", str(tmp_path / "r.json")])
+    finally:
+        locked.chmod(0o755)
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert code != 0 and record["status"] == "failed"
+    assert "dt=b" in record["error"]
+    assert orphan in files_on_disk(table.path)
+
+
+def test_the_listing_fails_on_an_unlistable_directory_rather_than_skipping_it(spark_session, tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root can list any directory")
+    root = tmp_path / "t"
+    plant(root, "dt=a/bucket-0/x")
+    (root / "dt=a").chmod(0)
+    try:
+        with pytest.raises(Exception, match="cannot list"):
+            list_table_files(spark_session, Table.open(str(tmp_path), "x.y").file_io, str(root), FileNaming())
+    finally:
+        (root / "dt=a").chmod(0o755)
+
+
+OPERATION_NAME = "remove-orphan-files"
+
+
+def test_the_circuit_breaker_trips_on_too_many_orphans(spark_session, tmp_path, config_file):
+    warehouse = str(tmp_path / "wh")
+    write_rows(spark_session, warehouse, [(1, "a", "x")])
+    table = Table.open(warehouse, "db.t")
+    age_tree(table.path)
+    listed = len(files_on_disk(table.path))
+    orphans = {plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet") for _ in range(listed + 1)}
+    path = config_file(f"warehouse: {warehouse}\ntable: db.t\nmax_orphan_ratio: 0.5\n")
+    code = main([OPERATION_NAME, "--config", path, "--output", str(tmp_path / "r.json")])
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert code == 3 and record["status"] == "refused" and "max_orphan_ratio" in record["error"]
+    assert orphans <= files_on_disk(table.path)
+
+    code = main([OPERATION_NAME, "--config", path, "--set", "force=true", "--output", str(tmp_path / "r.json")])
+    assert code == 0 and files_on_disk(table.path).isdisjoint(orphans)
+
+
+def test_the_circuit_breaker_trips_when_nothing_is_referenced(spark_session, tmp_path):
+    from tests.factories import make_table
+
+    table = make_table(str(tmp_path / "wh" / "db.db" / "t"))  # a schema, no snapshot
+    orphan = plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet")
+    age_tree(table.path)
+    with pytest.raises(SafetyRefusal, match="referenced set is empty"):
+        remove_orphan_files(spark_session, table, OrphanSettings(max_orphan_ratio=1.0))
+    assert orphan in files_on_disk(table.path)
+
+
+def test_a_dry_run_reports_and_deletes_nothing(spark_session, tmp_path, config_file):
+    warehouse = str(tmp_path / "wh")
+    write_rows(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y")])
+    table = Table.open(warehouse, "db.t")
+    age_tree(table.path)
+    orphans = {plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet", b"12345") for _ in range(2)}
+    before = files_on_disk(table.path)
+    listing = tmp_path / "candidates"
+    path = config_file(f"warehouse: {warehouse}\ntable: db.t\ncandidates_output: {listing}\n")
+    code = main([OPERATION_NAME, "--config", path, "--dry-run", "--output", str(tmp_path / "r.json")])
+    record = json.loads((tmp_path / "r.json").read_text())
+    assert code == 0 and record["dry_run"] is True
+    assert files_on_disk(table.path) == before
+    assert record["counts"]["orphan_files"] == 2 and record["bytes"]["orphans"] == 10
+    assert set(record["samples"]["orphan_files"]) == orphans
+    assert "files_deleted" not in record["counts"]
+    written = pa.concat_tables(
+        [pa.csv.read_csv(p) for p in listing.glob("part-*.csv")]  # type: ignore[attr-defined]
+    )
+    assert set(written.column("path").to_pylist()) == orphans
+
+
+def test_older_than_below_the_floor_is_refused_without_force(tmp_path, config_file):
+    path = config_file(f"warehouse: {tmp_path}\ntable: db.t\nolder_than: 10min\n")
+    assert main([OPERATION_NAME, "--config", path, "--output", str(tmp_path / "r.json")]) == 2
+    assert "floor" in json.loads((tmp_path / "r.json").read_text())["error"]
+
+
+def test_an_inventory_replaces_the_listing(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write_rows(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y")])
+    table = Table.open(warehouse, "db.t")
+    age_tree(table.path)
+    orphan = plant(table.path, f"dt=b/bucket-0/data-{uid()}-0.parquet")
+    not_in_inventory = plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet")
+    rows = []
+    for relative in files_on_disk(table.path) - {not_in_inventory}:
+        info = os.stat(os.path.join(table.path, relative))
+        rows.append((f"{table.path}/{relative}", info.st_size, int(info.st_mtime * 1000)))
+    rows.append(("/elsewhere/data.parquet", 1, 0))
+    inventory = tmp_path / "inventory.parquet"
+    pq.write_table(
+        pa.table({name: list(col) for name, col in zip(("path", "size", "modification_time_ms"), zip(*rows))}),
+        inventory,
+    )
+    record = remove_orphan_files(spark_session, table, OrphanSettings(inventory=str(inventory)))
+    remaining = files_on_disk(table.path)
+    assert orphan not in remaining and not_in_inventory in remaining
+    assert record.details["source"] == "inventory" and record.counts["files_deleted"] == 1
+    assert referenced_files(table) <= remaining
+
+
+def test_empty_bucket_and_partition_directories_are_removed_on_request(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write_rows(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y")])
+    table = Table.open(warehouse, "db.t")
+    age_tree(table.path)
+    plant(table.path, f"dt=gone/bucket-0/data-{uid()}-0.parquet")
+    plant(table.path, f"dt=gone/bucket-1/data-{uid()}-0.parquet")
+    plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet")
+    record = remove_orphan_files(
+        spark_session, table, OrphanSettings(delete_empty_dirs=True, max_orphan_ratio=1.0)
+    )
+    assert not (Path(table.path) / "dt=gone").exists()
+    assert (Path(table.path) / "dt=a" / "bucket-0").is_dir()
+    assert record.counts["directories_removed"] == 3
