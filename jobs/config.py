@@ -69,6 +69,8 @@ class TableJobConfig(StrictModel):
         parts = value.split(".")
         if len(parts) != 2 or not all(part.strip() for part in parts):
             raise ValueError(f"must look like 'db.name', got {value!r}")
+        if any(char in value for char in "/\\"):
+            raise ValueError(f"database and table names cannot contain '/' or '\\', got {value!r}")
         return value
 
     @field_validator("warehouse")
@@ -215,10 +217,62 @@ def _key_path(location: tuple[Any, ...], document: Any, problem_type: str) -> st
     return path
 
 
+# storage_options keys (fsspec backends, botocore) whose values are credentials.
+SECRET_OPTION_KEYS = frozenset(
+    {
+        "key",
+        "secret",
+        "token",
+        "password",
+        "aws_access_key_id",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "account_key",
+        "sas_token",
+        "client_secret",
+        "connection_string",
+    }
+)
+
+
+def refuse_clear_text_secrets(document: dict[str, Any], overrides: list[str], source: str) -> None:
+    """Credentials must not sit in a YAML file (or a command line) in clear text.
+
+    Config files end up in repositories, tickets and run logs. Credentials come from the usual AWS
+    chain (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_PROFILE and ~/.aws files, instance roles);
+    a value that must be given is written as `${VAR}` and taken from the environment.
+    """
+    problems: list[str] = []
+    hint = (
+        "a credential in clear text; remove it and use the AWS environment (AWS_ACCESS_KEY_ID / "
+        "AWS_SECRET_ACCESS_KEY, AWS_PROFILE, an instance role) or write ${VAR}"
+    )
+
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            where = f"{path}.{key}"
+            if str(key).lower() in SECRET_OPTION_KEYS and value not in (None, ""):
+                if not (isinstance(value, str) and _VARIABLE.search(value)):
+                    problems.append(f"{source}: {where}: {hint}")
+            walk(value, where)
+
+    walk(document.get("storage_options"), "storage_options")
+    for override in overrides:
+        key = override.partition("=")[0].strip()
+        if key.startswith("storage_options.") and key.rsplit(".", 1)[-1].lower() in SECRET_OPTION_KEYS:
+            problems.append(f"--set {key}: {hint}")
+    if problems:
+        raise ConfigError("\n".join(problems))
+
+
 def load_config(path: str | Path, overrides: list[str] | None, model: type[Model]) -> Model:
     """Read, interpolate, override and validate a job configuration."""
     source = str(path)
-    document = interpolate(load_document(source), source)
+    raw = load_document(source)
+    refuse_clear_text_secrets(raw, overrides or [], source)
+    document = interpolate(raw, source)
     for override in overrides or []:
         apply_override(document, override)
     return validate(document, model, source)
