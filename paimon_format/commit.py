@@ -116,6 +116,23 @@ BaseRewriter = Callable[[AttemptContext, list[ManifestFileMeta]], list[ManifestF
 
 
 @dataclass
+class PrewrittenDelta:
+    """Delta manifests a job already wrote (on Spark executors), to be named by the next snapshot.
+
+    Large deltas (dropping partitions with millions of files) cannot pass through the driver as
+    entries; the job writes them and hands over only the manifest metadata and the change in the
+    table's record count. The commit never deletes these files; the job owns them.
+    """
+
+    manifests: list[ManifestFileMeta]
+    record_count_delta: int
+
+
+# Gives the pre-written delta manifests of an attempt; may raise to stop (e.g. the base moved too far).
+PrewrittenDeltaBuilder = Callable[[AttemptContext], PrewrittenDelta]
+
+
+@dataclass
 class _Written:
     """Files one attempt created, removed again if the attempt definitely fails."""
 
@@ -199,11 +216,14 @@ class SnapshotCommit:
         allow_empty: bool = False,
         rewrite_base: BaseRewriter | None = None,
         properties: dict[str, str] | None = None,
+        prewritten_delta: PrewrittenDeltaBuilder | None = None,
     ) -> Snapshot | None:
         """Run commit attempts until one lands, the changes conflict, or the retry budget is spent.
 
         Returns the new snapshot, or None when there was nothing to commit (an empty batch commit
-        creates no snapshot, as in Paimon's `snapshot.ignore-empty-commit`).
+        creates no snapshot, as in Paimon's `snapshot.ignore-empty-commit`). `prewritten_delta`
+        adds manifests written elsewhere to the delta (before those of `build_delta`); the
+        conflict check covers only the entries of `build_delta`.
         """
         check = kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts
         options = self._options()
@@ -229,6 +249,7 @@ class SnapshotCommit:
                     allow_empty,
                     rewrite_base,
                     properties,
+                    prewritten_delta,
                 )
             except _LostRace:
                 attempt += 1
@@ -256,11 +277,13 @@ class SnapshotCommit:
         allow_empty: bool,
         rewrite_base: BaseRewriter | None,
         properties: dict[str, str] | None,
+        prewritten_delta: PrewrittenDeltaBuilder | None = None,
     ) -> Snapshot | None:
         schema = self.table.schema_manager.latest() or self.table.schema
         ctx = AttemptContext(self.table, latest, schema)
         delta = list(build_delta(ctx))
-        if not delta and not changelog and not allow_empty:
+        prewritten = prewritten_delta(ctx) if prewritten_delta is not None else None
+        if not delta and not changelog and not allow_empty and not (prewritten and prewritten.manifests):
             return None
         if check:
             self._check_conflicts(ctx, delta)
@@ -268,7 +291,7 @@ class SnapshotCommit:
         written = _Written()
         try:
             snapshot = self._write_snapshot_files(
-                ctx, delta, changelog, kind, identifier, rewrite_base, properties, written
+                ctx, delta, changelog, kind, identifier, rewrite_base, properties, written, prewritten
             )
         except BaseException:
             self._remove(written)
@@ -294,6 +317,7 @@ class SnapshotCommit:
         rewrite_base: BaseRewriter | None,
         properties: dict[str, str] | None,
         written: _Written,
+        prewritten: PrewrittenDelta | None = None,
     ) -> Snapshot:
         options = CoreOptions({**ctx.schema.options, **self._option_overrides})
         latest = ctx.latest
@@ -305,7 +329,9 @@ class SnapshotCommit:
 
         base_list = self._new_list_name()
         base_size = self._write_list(base_list, base, options, written)
-        delta_metas = self._write_manifests(ctx, delta, options, written)
+        delta_metas = (prewritten.manifests if prewritten else []) + self._write_manifests(
+            ctx, delta, options, written
+        )
         delta_list = self._new_list_name()
         delta_size = self._write_list(delta_list, delta_metas, options, written)
         changelog_list = changelog_size = None
@@ -315,6 +341,8 @@ class SnapshotCommit:
             changelog_size = self._write_list(changelog_list, changelog_metas, options, written)
 
         delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
+        if prewritten is not None:
+            delta_rows += prewritten.record_count_delta
         previous_total = latest.total_record_count if latest else 0
         return Snapshot(
             id=(latest.id + 1) if latest else 1,
