@@ -71,8 +71,8 @@ def list_directory(file_io: FileIO, path: str) -> list[FileStatus]:
 
     Raises MissingFileError when the directory does not exist, StorageError for any other failure.
     """
-    if file_io.protocol != "file":
-        return file_io.list_dir(path)
+    if file_io.protocol != "file" or type(file_io).list_dir is not FileIO.list_dir:
+        return file_io.list_dir(path)  # object stores, and FileIO subclasses (e.g. fault injection)
     local = path[len("file://") :] if path.startswith("file://") else path
     statuses = []
     try:
