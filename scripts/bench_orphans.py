@@ -1,0 +1,189 @@
+"""Orphan-file benchmark: files/s of remove-orphan-files vs a single-process baseline, and driver memory.
+
+    .venv/bin/python scripts/bench_orphans.py --files 100000,1000000
+
+For each size builds a metadata-consistent append table of that many data files (empty files; the
+job never opens data files) in 100 partitions x 4 buckets, referenced by `--manifests` manifests
+written with our manifest writer and a few snapshots whose base/delta lists cover them, plus 1%
+planted orphan data files. Then times, in the same run:
+
+(a) the job on local[2] as a dry run (listing on executors, referenced set on executors, anti join),
+    with the driver's Python heap peak (tracemalloc) during the job, then the real run deleting the
+    orphans;
+(b) a single process: an `os.scandir` walk, every manifest read in one process
+    (`scan.referenced_files`), a set difference with the same name rules and age filter.
+
+Prints files/s for both, their ratio, and the driver peak per size. Goal: (a) faster than (b), and a
+driver peak that does not grow with the file count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files  # noqa: E402
+from jobs.spark import get_or_create_spark  # noqa: E402
+from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
+from paimon_format.manifest import ADD, ManifestEntry, manifest_file_meta, write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.orphans import DELETABLE, FileNaming, judge_file  # noqa: E402
+from paimon_format.scan import referenced_files  # noqa: E402
+from paimon_format.snapshot import Snapshot  # noqa: E402
+from paimon_format.table import Table  # noqa: E402
+from tests.factories import data_file, make_table, partition_of  # noqa: E402
+
+PARTITIONS = 100
+BUCKETS = 4
+SNAPSHOTS = 10
+
+
+def touch(path: str) -> None:
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o644))
+
+
+def build(root: str, files: int, manifests: int) -> tuple[Table, int]:
+    """The table, and the number of planted orphans."""
+    table = make_table(root)
+    partitions = [partition_of(table, f"2024-01-{d:03d}") for d in range(PARTITIONS)]
+    dirs = [f"dt=2024-01-{d:03d}/bucket-{b}" for d in range(PARTITIONS) for b in range(BUCKETS)]
+    for directory in dirs:
+        os.makedirs(os.path.join(root, directory), exist_ok=True)
+    per_manifest = -(-files // manifests)
+    metas = []
+    written = 0
+    for _ in range(manifests):
+        count = min(per_manifest, files - written)
+        if count <= 0:
+            break
+        prefix = uuid.uuid4()
+        entries = []
+        for i in range(count):
+            slot = (written + i) % len(dirs)
+            name = f"data-{prefix}-{i}.parquet"
+            touch(os.path.join(root, dirs[slot], name))
+            entries.append(
+                ManifestEntry(ADD, partitions[slot // BUCKETS], slot % BUCKETS, -1, data_file(name, 1, 0))
+            )
+        written += count
+        manifest = f"manifest-{uuid.uuid4()}-0"
+        size = write_manifest(table.file_io, table.manifest_path(manifest), entries)
+        metas.append(manifest_file_meta(manifest, size, entries, 0, table.partition_types))
+    per_snapshot = -(-len(metas) // SNAPSHOTS)
+    for s in range(SNAPSHOTS):
+        base, delta = metas[: s * per_snapshot], metas[s * per_snapshot : (s + 1) * per_snapshot]
+        base_name, delta_name = f"manifest-list-{uuid.uuid4()}-0", f"manifest-list-{uuid.uuid4()}-1"
+        snapshot = Snapshot(
+            id=s + 1,
+            schema_id=0,
+            base_manifest_list=base_name,
+            delta_manifest_list=delta_name,
+            base_manifest_list_size=write_manifest_list(table.file_io, table.manifest_path(base_name), base),
+            delta_manifest_list_size=write_manifest_list(
+                table.file_io, table.manifest_path(delta_name), delta
+            ),
+            commit_user="bench",
+            commit_identifier=BATCH_COMMIT_IDENTIFIER,
+            commit_kind="APPEND",
+            time_millis=int(time.time() * 1000),
+            total_record_count=sum(m.num_added_files for m in base + delta),
+            delta_record_count=sum(m.num_added_files for m in delta),
+        )
+        assert table.snapshot_manager.try_commit(snapshot)
+    table.snapshot_manager.write_latest_hint(SNAPSHOTS)
+    orphans = files // 100
+    for i in range(orphans):
+        touch(os.path.join(root, dirs[i % len(dirs)], f"data-{uuid.uuid4()}-{i}.parquet"))
+    return table, orphans
+
+
+def single_process(table: Table, cutoff_ms: int) -> tuple[int, int]:
+    """(files listed, orphans found) by a scandir walk, one-process manifest reads and a set difference."""
+    naming = FileNaming.of(table.schema.options)
+    listed: dict[str, int] = {}
+    pending = [""]
+    while pending:
+        relative_dir = pending.pop()
+        with os.scandir(os.path.join(table.path, relative_dir)) as entries:
+            for entry in entries:
+                relative = f"{relative_dir}/{entry.name}" if relative_dir else entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(relative)
+                else:
+                    listed[relative] = entry.stat(follow_symlinks=False).st_mtime_ns // 1_000_000
+    referenced = referenced_files(table)
+    orphans = [
+        path
+        for path, mtime in listed.items()
+        if path not in referenced and mtime < cutoff_ms and judge_file(path, naming).rule == DELETABLE
+    ]
+    return len(listed), len(orphans)
+
+
+def run_size(spark, files: int, manifests: int) -> dict[str, float]:
+    root = str(Path(tempfile.mkdtemp(prefix="bench-orphans-")) / "db.db" / "t")
+    start = time.perf_counter()
+    table, planted = build(root, files, manifests)
+    print(
+        f"[{files:,}] built {files + planted:,} data files, {manifests} manifests in "
+        f"{time.perf_counter() - start:.1f} s",
+        flush=True,
+    )
+    settings = OrphanSettings(older_than_ms=0, force=True)
+
+    start = time.perf_counter()
+    listed, found = single_process(table, int(time.time() * 1000))
+    single = time.perf_counter() - start
+    assert found == planted, (found, planted)
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    record = remove_orphan_files(spark, table, settings, dry_run=True)
+    job = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert record.counts["orphan_files"] == planted, record.counts
+    assert record.counts["listed_files"] == listed
+
+    start = time.perf_counter()
+    deleted = remove_orphan_files(spark, table, settings).counts["files_deleted"]
+    delete_run = time.perf_counter() - start
+    assert deleted == planted
+    print(
+        f"[{files:,}] (a) job dry run {job:.1f} s = {listed / job:,.0f} files/s; driver Python heap peak "
+        f"{peak / 2**20:.1f} MiB\n"
+        f"[{files:,}] (b) single process {single:.1f} s = {listed / single:,.0f} files/s\n"
+        f"[{files:,}] a/b speed ratio {single / job:.2f}; "
+        f"real run deleting {deleted:,} orphans {delete_run:.1f} s",
+        flush=True,
+    )
+    return {"files": listed, "job_s": job, "single_s": single, "peak_mib": peak / 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", default="100000,1000000", help="comma-separated table sizes")
+    parser.add_argument("--manifests", type=int, default=1000)
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark = get_or_create_spark("bench-orphans", {"spark.driver.memory": "2g"})
+    print(f"load average before: {os.getloadavg()}", flush=True)
+    results = [run_size(spark, int(size), args.manifests) for size in args.files.split(",")]
+    print(f"load average after: {os.getloadavg()}")
+    for result in results:
+        count, job_s, single_s = result["files"], result["job_s"], result["single_s"]
+        print(
+            f"{count:>10,} files: job {count / job_s:,.0f} files/s, single process {count / single_s:,.0f} "
+            f"files/s, ratio {single_s / job_s:.2f}, driver peak {result['peak_mib']:.1f} MiB"
+        )
+
+
+if __name__ == "__main__":
+    main()
