@@ -57,6 +57,7 @@ register(
     "drop-partition", "jobs.drop_partition", "drop partitions by spec or predicate (an OVERWRITE commit)"
 )
 register("expire-partitions", "jobs.expire_partitions", "drop partitions older than an expiration time")
+register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
 
 
 def load(name: str) -> ModuleType:
