@@ -147,6 +147,7 @@ def compact_manifests(
     if latest is None:
         log.info("the table has no snapshot: nothing to compact")
         return record
+    table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse (exit 2)
     manifests = data_manifests(table, latest)
     plan = plan_compaction(
         manifests,

@@ -349,15 +349,20 @@ def write_dataframe(
     previous = target.snapshot_manager.latest_id() if existing is not None else None
     record.snapshot_ids["previous"] = previous
 
+    if previous is not None:  # a snapshot naming a schema that is gone is a broken table: refuse
+        target.schema_manager.schema(target.snapshot_manager.snapshot(previous).schema_id)
+
     direct = files is not None and not schema.primary_keys and num_buckets <= 0
     if files is not None and not direct:
         df = spark.read.parquet(*files.paths)
+    # before the dry-run exit: reading every manifest of the latest snapshot is the check that the
+    # dry run must share with the real run (a corrupt or missing manifest fails both, with exit 2)
+    first_sequence = next_sequence_number(spark, target) if existing is not None else 0
     if dry_run:
         record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
         return record
 
-    first_sequence = next_sequence_number(spark, target) if existing is not None else 0
     if direct:
         written = _write_files_directly(spark, files, target, schema, first_sequence)
         record.details["path"] = "direct (executors read the Parquet source with pyarrow)"
