@@ -1,0 +1,237 @@
+"""The bad-input corpus: every job against broken configs and broken tables.
+
+Each case runs the CLI (`jobs.__main__.main`, in-process on the shared SparkSession) and asserts the
+contract of `jobs/errors.py`: exit 2 (bad input) or 3 (refused), a one-line cause in the run record
+and on stderr that names what is wrong and where, and not one byte of the warehouse changed (nothing
+half-written, nothing deleted). A new job joins the corpus by one line in `JOBS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from jobs.__main__ import main
+from paimon_format.scan import data_manifests
+from tests.table_states import (
+    IDENTIFIER,
+    build_sample_table,
+    copy_warehouse,
+    fingerprint,
+    open_table,
+    row_ids,
+    view,
+)
+
+# operation -> its YAML keys beyond warehouse/table (`{source}` is a small Parquet input directory).
+JOBS: dict[str, dict] = {
+    "compact-manifests": {"mode": "full"},
+    "write": {"source": {"format": "parquet", "path": "{source}"}},
+}
+# Jobs for which a table that does not exist yet is no error (write creates it).
+CREATES_TABLES = {"write"}
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    # breaks the warehouse copy and/or the config document; returns the text that must be in the error
+    apply: Callable[[str, dict], str]
+    exit_code: int = 2
+    raw_yaml: str | None = None  # the config file's text instead of the YAML dump of the document
+
+
+def latest_snapshot_path(warehouse: str) -> str:
+    return f"{warehouse}/db.db/t/snapshot/snapshot-4"
+
+
+def a_manifest_of_the_latest_snapshot(warehouse: str) -> str:
+    table = open_table(warehouse)
+    name = data_manifests(table, table.snapshot_manager.latest())[-1].file_name
+    return table.manifest_path(name)
+
+
+def unknown_key(warehouse: str, config: dict) -> str:
+    config["retain_mni"] = 3
+    return "retain_mni: unknown key"
+
+
+def wrong_type(warehouse: str, config: dict) -> str:
+    config["allow_unsafe_overwrite_commit"] = "sometimes"
+    return "allow_unsafe_overwrite_commit: Input should be a valid boolean"
+
+
+def missing_table(warehouse: str, config: dict) -> str:
+    config["table"] = "db.nope"
+    return "db.db/nope"
+
+
+def corrupt_snapshot(warehouse: str, config: dict) -> str:
+    with open(latest_snapshot_path(warehouse), "w") as handle:
+        handle.write('{"version": 3, "id": 4, "schemaId": ')
+    return "snapshot/snapshot-4"
+
+
+def truncated_manifest(warehouse: str, config: dict) -> str:
+    path = a_manifest_of_the_latest_snapshot(warehouse)
+    with open(path, "rb") as handle:
+        data = handle.read()
+    with open(path, "wb") as handle:
+        handle.write(data[: len(data) // 2])
+    return os.path.basename(path)
+
+
+def missing_manifest(warehouse: str, config: dict) -> str:
+    path = a_manifest_of_the_latest_snapshot(warehouse)
+    os.remove(path)
+    return os.path.basename(path)
+
+
+def unknown_schema_id(warehouse: str, config: dict) -> str:
+    path = latest_snapshot_path(warehouse)
+    with open(path) as handle:
+        snapshot = json.load(handle)
+    snapshot["schemaId"] = 7
+    with open(path, "w") as handle:
+        json.dump(snapshot, handle)
+    return "schema-7"
+
+
+def table_outside_the_warehouse(warehouse: str, config: dict) -> str:
+    config["table"] = "db.t/../../../outside"
+    return "table:"
+
+
+def table_name_with_a_separator(warehouse: str, config: dict) -> str:
+    config["table"] = "db./etc/passwd"
+    return "database and table names cannot contain '/'"
+
+
+def clear_text_credentials(warehouse: str, config: dict) -> str:
+    config["storage_options"] = {"client_kwargs": {"region_name": "eu-west-1"}, "secret": "wJalrXUtnFEMI"}
+    return "storage_options.secret: a credential in clear text"
+
+
+def unset_variable(warehouse: str, config: dict) -> str:
+    config["storage_options"] = {"secret": "${PAIMON_TEST_SURELY_UNSET_SECRET}"}
+    return "environment variable PAIMON_TEST_SURELY_UNSET_SECRET is not set"
+
+
+def malformed_yaml(warehouse: str, config: dict) -> str:
+    return "line 2, column 6: invalid YAML"
+
+
+def top_level_list(warehouse: str, config: dict) -> str:
+    return "the top level must be a mapping"
+
+
+CASES = [
+    Case("malformed-yaml", malformed_yaml, raw_yaml="warehouse: [unclosed\ntable: db.t\n"),
+    Case("top-level-list", top_level_list, raw_yaml="- warehouse\n- table\n"),
+    Case("unknown-key", unknown_key),
+    Case("wrong-type", wrong_type),
+    Case("clear-text-credentials", clear_text_credentials),
+    Case("unset-variable", unset_variable),
+    Case("table-outside-the-warehouse", table_outside_the_warehouse),
+    Case("table-name-with-a-separator", table_name_with_a_separator),
+    Case("missing-table", missing_table),
+    Case("corrupt-snapshot-json", corrupt_snapshot),
+    Case("truncated-manifest", truncated_manifest),
+    Case("manifest-list-names-a-missing-manifest", missing_manifest),
+    Case("unknown-schema-id", unknown_schema_id),
+]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> str:
+    warehouse = str(tmp_path_factory.mktemp("badinput") / "wh")
+    build_sample_table(warehouse)
+    return warehouse
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory) -> str:
+    directory = tmp_path_factory.mktemp("source")
+    pq.write_table(
+        pa.table({"id": pa.array([100, 101], pa.int64()), "dt": ["2024-01-01"] * 2, "v": ["a", "b"]}),
+        directory / "part-0.parquet",
+    )
+    return str(directory)
+
+
+def job_config(operation: str, warehouse: str, source: str) -> dict:
+    extra = json.loads(json.dumps(JOBS[operation]).replace("{source}", source))
+    return {"warehouse": warehouse, "table": IDENTIFIER, **extra}
+
+
+def run_cli(argv: list[str], capsys) -> tuple[int, dict, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, json.loads(captured.out), captured.err
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: case.name)
+@pytest.mark.parametrize("operation", sorted(JOBS))
+def test_bad_input_is_refused_with_one_clear_line_and_nothing_changed(
+    spark_session, template, source, tmp_path, capsys, operation, case
+):
+    if case.name == "missing-table" and operation in CREATES_TABLES:
+        pytest.skip(f"{operation} creates a missing table")
+    warehouse = copy_warehouse(template, str(tmp_path / "wh"))
+    config = job_config(operation, warehouse, source)
+    expected = case.apply(warehouse, config)
+    before = fingerprint(warehouse)
+    config_path = tmp_path / "job.yaml"
+    config_path.write_text(case.raw_yaml if case.raw_yaml is not None else yaml.safe_dump(config))
+
+    for dry_run in (["--dry-run"], []):
+        code, record, err = run_cli([operation, "--config", str(config_path), *dry_run], capsys)
+        assert code == case.exit_code, (record["error"], err[-2000:])
+        cause = record["error"]
+        assert "\n" not in cause and expected in cause, cause
+        assert "Traceback" not in err and cause in err
+        if case.raw_yaml is not None or "config" in cause or cause.startswith(str(config_path)):
+            assert str(config_path) in cause  # config problems name the file
+        assert fingerprint(warehouse) == before, "a refused run changed the warehouse"
+
+
+WRONG_HINTS = {
+    "latest-hint-beyond-the-last-snapshot": ("LATEST", "99"),
+    "latest-hint-behind": ("LATEST", "1"),
+    "latest-hint-garbage": ("LATEST", "four"),
+    "earliest-hint-missing-snapshot": ("EARLIEST", "7"),
+}
+
+
+@pytest.mark.parametrize("hint", sorted(WRONG_HINTS))
+@pytest.mark.parametrize("operation", sorted(JOBS))
+def test_wrong_hint_files_are_ignored_never_trusted(
+    spark_session, template, source, tmp_path, capsys, operation, hint
+):
+    """Hints are only hints (Java treats them so too): a wrong one must not change what a job does.
+    The job's result equals the result on an untouched copy."""
+    results = {}
+    for variant in ("clean", "wrong"):
+        warehouse = copy_warehouse(template, str(tmp_path / variant))
+        if variant == "wrong":
+            name, text = WRONG_HINTS[hint]
+            with open(f"{warehouse}/db.db/t/snapshot/{name}", "w") as handle:
+                handle.write(text)
+        config_path = tmp_path / f"{variant}.yaml"
+        config_path.write_text(yaml.safe_dump(job_config(operation, warehouse, source)))
+        code, record, err = run_cli([operation, "--config", str(config_path)], capsys)
+        assert code == 0, (record["error"], err[-2000:])
+        state = view(warehouse)
+        results[variant] = (
+            state.latest,
+            {i: row_ids(rows) for i, rows in state.rows_by_snapshot.items()},
+            {t: row_ids(rows) for t, rows in state.rows_by_tag.items()},
+        )
+    assert results["wrong"] == results["clean"]
