@@ -101,7 +101,8 @@ def fingerprint(root: str) -> dict[str, str]:
 def listed_files(table: Table) -> set[str]:
     """Table-relative paths of every file under the table root."""
     return {
-        FileIO.relative_to(table.path, status.path) for status in table.file_io.list_files_recursive(table.path)
+        FileIO.relative_to(table.path, status.path)
+        for status in table.file_io.list_files_recursive(table.path)
     }
 
 
