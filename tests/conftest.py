@@ -1,11 +1,66 @@
-"""Test-run settings that must exist before the shared SparkSession starts."""
+"""Test-run settings that must exist before the shared SparkSession starts, and the shared S3 server.
+
+The AWS variables are set here, before Spark starts, because Spark's Python workers inherit the
+environment of the JVM: jobs on `s3://` then find credentials the usual way (the AWS environment),
+never in the YAML. They are fake on purpose: tests only ever talk to moto on loopback.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("TZ", "UTC")
+os.environ.update(
+    AWS_ACCESS_KEY_ID="testing",
+    AWS_SECRET_ACCESS_KEY="testing",
+    AWS_DEFAULT_REGION="us-east-1",
+    AWS_EC2_METADATA_DISABLED="true",
+)
+for _name in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+    os.environ.pop(_name, None)
+
+MOTO_BUCKET = "paimon-test"
+MOTO_REGION = "us-east-1"
+
+
+@pytest.fixture(scope="session")
+def moto_s3() -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """(endpoint_url, bucket, storage_options) of a real moto S3 server on 127.0.0.1 with one bucket.
+
+    One server for the whole session, so S3 code paths (s3fs, botocore, conditional puts,
+    DeleteObjects) run over HTTP rather than through mocks. Tests share the bucket and must write
+    under their own unique prefix.
+    """
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        endpoint_url = f"http://{host}:{port}"
+        client = boto3.client(
+            "s3",
+            endpoint_url=endpoint_url,
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+            region_name=MOTO_REGION,
+        )
+        client.create_bucket(Bucket=MOTO_BUCKET)
+        storage_options = {
+            "endpoint_url": endpoint_url,
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"region_name": MOTO_REGION},
+        }
+        yield endpoint_url, MOTO_BUCKET, storage_options
+    finally:
+        server.stop()
