@@ -1,0 +1,319 @@
+"""maintain: one scheduled run that maintains many tables (issue #9).
+
+For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
+compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
+`run(context, config)`, all in one SparkSession. Tables run concurrently on a thread pool of
+`parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
+`scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
+
+Failures are per table: a failing step ends that table's remaining steps (its state is suspect),
+is recorded with its exit code, and the other tables go on. The run's exit code is 0 when no table
+failed (tables skipped because another run holds their lock do not count as failures), otherwise
+the most severe of the failed tables' codes: 1 (unexpected) over 2 (bad input) over 3 (refused).
+
+The run record has a section per table under `details.tables` with each operation's own record,
+totals under `counts`/`bytes`, and a human summary (`details.summary`, also logged at the end).
+
+Spark-submit entry: `spark-submit jobs/maintain.py --config conf/maintain.yaml`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_UNEXPECTED,
+    BadInputError,
+    JobError,
+    SafetyRefusal,
+    describe,
+    exit_code_for,
+)
+from jobs.maintain_config import MaintainConfig, TablePlan, plan_tables
+from jobs.registry import JobContext, load
+from jobs.report import RunRecord
+from jobs.table_globs import resolve_tables
+from jobs.table_lock import TableLock, default_lock_dir, lock_path
+from paimon_format.crash_points import crash_point
+from paimon_format.fileio import FileIO
+
+CONFIG_MODEL = MaintainConfig
+
+_STATUS = {EXIT_OK: "done", EXIT_REFUSED: "refused"}
+# Which table exit code wins for the run: page someone (1) before asking for a fix (2) before retry (3).
+_SEVERITY = {EXIT_UNEXPECTED: 3, EXIT_BAD_INPUT: 2, EXIT_REFUSED: 1}
+
+# Record keys of the operations that the summary adds up (the operations' own names for them).
+SNAPSHOT_COUNT_KEYS = ("snapshots_expired", "snapshots_deleted")
+PARTITION_COUNT_KEYS = ("partitions_expired", "partitions_dropped")
+FILE_COUNT_SUFFIX = "files_deleted"
+BYTES_SUFFIX = "deleted"
+
+
+class MaintenanceFailed(JobError):
+    """At least one table failed unexpectedly."""
+
+
+class MaintenanceBadInput(BadInputError):
+    """At least one table failed on bad input (and none unexpectedly)."""
+
+
+class MaintenanceRefused(SafetyRefusal):
+    """At least one table was refused by a safety check (and none failed otherwise)."""
+
+
+_FAILURE_CLASSES = {EXIT_UNEXPECTED: MaintenanceFailed, EXIT_BAD_INPUT: MaintenanceBadInput}
+
+
+class _TableLog(logging.LoggerAdapter):
+    """Prefixes each line with its table: the frame tags lines with one table, but here many run."""
+
+    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
+        return f"[{self.extra['table']}] {msg}", kwargs
+
+
+@dataclass
+class TableOutcome:
+    """What happened to one table: its status, each operation's record, the lock."""
+
+    table: str
+    status: str = "pending"  # done | failed | skipped
+    exit_code: int = EXIT_OK
+    reason: str | None = None
+    lock: str | None = None
+    duration_s: float = 0.0
+    records: list[RunRecord] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
+
+    def total(self, keys: tuple[str, ...]) -> int:
+        return sum(record.counts.get(key, 0) for record in self.records for key in keys)
+
+    @property
+    def files_removed(self) -> int:
+        return sum(
+            value
+            for record in self.records
+            for key, value in record.counts.items()
+            if key.endswith(FILE_COUNT_SUFFIX)
+        )
+
+    @property
+    def bytes_removed(self) -> int:
+        return sum(
+            value
+            for record in self.records
+            for key, value in record.bytes.items()
+            if key.endswith(BYTES_SUFFIX)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": self.exit_code,
+            "reason": self.reason,
+            "lock": self.lock,
+            "duration_s": self.duration_s,
+            "snapshots_expired": self.total(SNAPSHOT_COUNT_KEYS),
+            "partitions_expired": self.total(PARTITION_COUNT_KEYS),
+            "files_removed": self.files_removed,
+            "bytes_removed": self.bytes_removed,
+            "operations": [record.to_dict() for record in self.records],
+            "not_run": self.not_run,
+        }
+
+    def summary_line(self) -> str:
+        if self.status == "skipped":
+            return f"{self.table}: skipped ({self.reason})"
+        steps = ", ".join(f"{r.operation} {r.status}" for r in self.records) or "no operation enabled"
+        line = (
+            f"{self.table}: {self.status} in {self.duration_s:.1f} s: {steps}; "
+            f"{self.total(SNAPSHOT_COUNT_KEYS)} snapshots expired, "
+            f"{self.files_removed:,} files / {self.bytes_removed:,} bytes removed"
+        )
+        if self.status == "failed":
+            line += f"; exit {self.exit_code}: {self.reason}"
+        return line
+
+
+def run(context: JobContext, config: MaintainConfig) -> None:
+    log = context.log
+    record = context.record
+    resolution = resolve_tables(config.warehouse, config.tables, config.exclude, config.storage_options)
+    record.details["patterns"] = resolution.matched
+    if resolution.unmatched:
+        message = f"no table matches {', '.join(resolution.unmatched)} under {config.warehouse}"
+        if config.strict:
+            raise BadInputError(f"{message} (strict: true)")
+        log.warning("%s", message)
+        record.details["unmatched_patterns"] = resolution.unmatched
+    plans = plan_tables(config, resolution.tables)  # config errors for any table: before Spark starts
+    record.details["plan"] = {plan.table: [step.operation for step in plan.steps] for plan in plans}
+    record.count("tables", len(plans))
+    log.info(
+        "%s %d tables with up to %d at a time",
+        "dry run over" if context.dry_run else "maintaining",
+        len(plans),
+        config.parallelism,
+    )
+    if not plans:
+        return
+    spark = context.spark
+    crash_point("maintain:planned")
+    with ThreadPoolExecutor(
+        max_workers=min(config.parallelism, len(plans)), thread_name_prefix="maintain"
+    ) as pool:
+        outcomes = list(
+            pool.map(lambda plan: maintain_table(spark, plan, config, context.dry_run, log), plans)
+        )
+    _report(record, outcomes, log)
+
+
+def maintain_table(
+    spark: Any,
+    plan: TablePlan,
+    config: MaintainConfig,
+    dry_run: bool,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> TableOutcome:
+    """Run one table's steps under its lock; never raises (a failure is the table's outcome)."""
+    started = time.monotonic()
+    outcome = TableOutcome(plan.table)
+    table_log = _TableLog(
+        log.logger if isinstance(log, logging.LoggerAdapter) else log, {"table": plan.table}
+    )
+    _label_spark_jobs(spark, plan.table, config.scheduler_pool)
+    lock: TableLock | None = None
+    try:
+        if config.lock.enabled:
+            lock = _table_lock(config, plan.table)
+            if not _take_lock(lock, outcome, dry_run, table_log):
+                return outcome
+            lock = None if dry_run else lock
+        crash_point("maintain:locked")
+        _run_steps(spark, plan, dry_run, outcome, table_log)
+    except Exception as error:  # the lock itself failed (storage, a garbled lock file)
+        outcome.status, outcome.exit_code, outcome.reason = "failed", exit_code_for(error), describe(error)
+        table_log.error("%s", outcome.reason)
+    finally:
+        if lock is not None:
+            try:
+                if not lock.release():
+                    table_log.warning(
+                        "lock %s was taken over before we released it (run longer than ttl)", lock.path
+                    )
+            except Exception as error:
+                table_log.error("cannot release lock %s: %s", lock.path, describe(error))
+        outcome.duration_s = round(time.monotonic() - started, 3)
+    return outcome
+
+
+def _table_lock(config: MaintainConfig, table: str) -> TableLock:
+    directory = config.lock.dir or default_lock_dir(config.warehouse)
+    file_io = FileIO.for_path(directory, config.storage_options, config.allow_unsafe_overwrite_commit)
+    return TableLock(file_io, lock_path(directory, table), config.lock.ttl_ms)
+
+
+def _take_lock(lock: TableLock, outcome: TableOutcome, dry_run: bool, log: logging.LoggerAdapter) -> bool:
+    """Take (or, in a dry run, only look at) the table's lock; False = skip the table."""
+    if dry_run:
+        holder = lock.read()
+        if holder is not None and holder.expires_ms > time.time() * 1000:
+            outcome.status, outcome.reason = "skipped", f"locked by {holder.owner} until {holder.expires}"
+            log.info("would skip: %s", outcome.reason)
+            return False
+        outcome.lock = "not taken (dry run)"
+        return True
+    acquired = lock.acquire()
+    if not acquired.held:
+        outcome.status, outcome.reason = "skipped", acquired.describe()
+        log.info("skipped: %s", outcome.reason)
+        return False
+    outcome.lock = lock.path
+    if acquired.took_over is not None:
+        log.warning(
+            "took over an expired lock of %s (expired %s)",
+            acquired.took_over.owner,
+            acquired.took_over.expires,
+        )
+    return True
+
+
+def _run_steps(
+    spark: Any, plan: TablePlan, dry_run: bool, outcome: TableOutcome, log: logging.LoggerAdapter
+) -> None:
+    outcome.status = "done"
+    for index, step in enumerate(plan.steps):
+        record = RunRecord(operation=step.operation, table=plan.table, dry_run=dry_run)
+        record.details["config_from"] = list(step.sources)
+        outcome.records.append(record)
+        context = JobContext(step.operation, step.config, dry_run, record, log, _spark=spark)
+        _label_spark_jobs(spark, plan.table, None, step.operation)
+        log.info("%s %s", "dry run of" if dry_run else "running", step.operation)
+        try:
+            load(step.operation).run(context, step.config)
+            record.finish("done", None, EXIT_OK)
+        except Exception as error:
+            code = exit_code_for(error)
+            record.finish(_STATUS.get(code, "failed"), describe(error), code)
+            if code == EXIT_UNEXPECTED:
+                log.exception("%s failed unexpectedly", step.operation)
+            log.error("%s: %s", step.operation, record.error)
+            outcome.status, outcome.exit_code = "failed", code
+            outcome.reason = f"{step.operation}: {record.error}"
+            outcome.not_run = [later.operation for later in plan.steps[index + 1 :]]
+            return
+        crash_point(f"maintain:after-{step.operation}")
+
+
+def _label_spark_jobs(spark: Any, table: str, pool: str | None, operation: str | None = None) -> None:
+    """Mark this thread's Spark jobs with the table (thread-local properties in pinned-thread mode)."""
+    context = spark.sparkContext
+    context.setJobGroup(f"maintain {table}", f"maintain {table}" + (f": {operation}" if operation else ""))
+    if pool:
+        context.setLocalProperty("spark.scheduler.pool", pool)
+
+
+def _report(
+    record: RunRecord, outcomes: list[TableOutcome], log: logging.Logger | logging.LoggerAdapter
+) -> None:
+    """Fill the run record, log the human summary, and raise when any table failed."""
+    record.details["tables"] = {outcome.table: outcome.to_dict() for outcome in outcomes}
+    by_status: dict[str, int] = {}
+    for outcome in outcomes:
+        by_status[outcome.status] = by_status.get(outcome.status, 0) + 1
+        record.count("snapshots_expired", outcome.total(SNAPSHOT_COUNT_KEYS))
+        record.count("partitions_expired", outcome.total(PARTITION_COUNT_KEYS))
+        record.count("files_removed", outcome.files_removed)
+        record.add_bytes("removed", outcome.bytes_removed)
+    for status in ("done", "failed", "skipped"):
+        record.count(f"tables_{status}", by_status.get(status, 0))
+    lines = [outcome.summary_line() for outcome in outcomes]
+    total = (
+        f"{len(outcomes)} tables: {by_status.get('done', 0)} done, {by_status.get('failed', 0)} failed, "
+        f"{by_status.get('skipped', 0)} skipped; {record.counts['snapshots_expired']} snapshots and "
+        f"{record.counts['partitions_expired']} partitions expired, "
+        f"{record.counts['files_removed']:,} files / {record.bytes['removed']:,} bytes removed"
+    )
+    record.details["summary"] = [*lines, total]
+    for line in record.details["summary"]:
+        log.info("summary: %s", line)
+    failed = [outcome for outcome in outcomes if outcome.status == "failed"]
+    if failed:
+        code = max((outcome.exit_code for outcome in failed), key=lambda c: _SEVERITY.get(c, 3))
+        names = ", ".join(f"{outcome.table} (exit {outcome.exit_code})" for outcome in failed)
+        raise _FAILURE_CLASSES.get(code, MaintenanceRefused)(
+            f"{len(failed)} of {len(outcomes)} tables failed: {names}"
+        )
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry("maintain")

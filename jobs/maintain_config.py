@@ -1,0 +1,242 @@
+"""The `maintain` YAML: tables by name or glob, defaults and per-table overrides per operation.
+
+Every operation block (`expire_snapshots: {...}`) is validated with that operation's own
+CONFIG_MODEL, so a typo in a block fails at load time with its key path
+(`defaults.expire_snapshots.retain_mni: unknown key`) before any table is listed or Spark starts,
+whichever tables the block will apply to. The keys every single-table job has at its top level
+(warehouse, storage_options, spark, allow_unsafe_overwrite_commit; table) are given once, at the
+top of the maintain file, and refused inside a block.
+
+A block is validated twice: at load time as a *partial* block (the operation's keys may be spread
+over defaults and overrides, so a required key may be missing there), and once per table after
+merging, as the operation's complete config (`plan_tables`), still before Spark starts.
+
+Merging: for each operation, the `defaults` block first, then every `overrides` entry whose `match`
+pattern matches the table, in file order; each key of a later block replaces the earlier value
+(last match wins, key by key). An operation runs for a table when some block for it applies and
+the merged `enabled` is not false.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field, create_model, field_validator, model_validator
+
+from jobs.config import ConfigError, StrictModel, TableJobConfig, validate
+from jobs.registry import OperationNotImplemented, load
+from jobs.table_globs import matches, split_pattern
+from paimon_format.options import parse_duration_ms
+
+# The safe order: partitions dropped first (their files become unreferenced by the new snapshot),
+# snapshots expired next (deletes what only expired snapshots used, including those files),
+# manifests compacted on what is left, orphans removed last (after every planned deletion).
+OPERATIONS: tuple[tuple[str, str], ...] = (
+    ("expire_partitions", "expire-partitions"),
+    ("expire_snapshots", "expire-snapshots"),
+    ("compact_manifests", "compact-manifests"),
+    ("remove_orphan_files", "remove-orphan-files"),
+)
+TOP_LEVEL_KEYS = ("warehouse", "table", "storage_options", "spark", "allow_unsafe_overwrite_commit")
+
+
+def _refuse_top_level_keys(cls: type[BaseModel], data: Any) -> Any:
+    if isinstance(data, dict):
+        misplaced = [key for key in TOP_LEVEL_KEYS if key in data]
+        if misplaced:
+            raise ValueError(
+                f"{', '.join(misplaced)}: set at the top level of the maintain config, not per operation"
+            )
+    return data
+
+
+def _refuse_unavailable(operation: str, module: str):
+    def check(cls: type[BaseModel], data: Any) -> Any:
+        if isinstance(data, dict) and data.get("enabled", True) is not False:
+            raise ValueError(
+                f"operation {operation} is not available in this installation (no module {module}); "
+                "remove the block or set enabled: false"
+            )
+        return data
+
+    return check
+
+
+def _partial_block_model(key: str, operation: str) -> type[BaseModel]:
+    """The operation's CONFIG_MODEL with `enabled` added, top-level keys refused, required keys optional."""
+    try:
+        base: type[TableJobConfig] = load(operation).CONFIG_MODEL
+    except OperationNotImplemented:
+        from jobs.registry import OPERATIONS as REGISTERED
+
+        return create_model(
+            f"{key}_unavailable",
+            __base__=StrictModel,
+            __validators__={
+                "_unavailable": model_validator(mode="before")(
+                    _refuse_unavailable(operation, REGISTERED[operation].module)
+                )
+            },
+            enabled=(bool, True),
+        )
+    fields: dict[str, Any] = {
+        "enabled": (bool, Field(default=True, description="false: skip this operation"))
+    }
+    for name, info in base.model_fields.items():
+        if name in TOP_LEVEL_KEYS:
+            fields[name] = (Optional[Any], Field(default=None, exclude=True))  # noqa: UP045 - runtime type
+        elif info.is_required():
+            optional = info._copy() if hasattr(info, "_copy") else info.__copy__()
+            optional.default = None
+            fields[name] = (Optional[info.annotation], optional)  # noqa: UP045 - runtime type
+    return create_model(
+        f"{key}_block",
+        __base__=base,
+        __validators__={"_top_level": model_validator(mode="before")(_refuse_top_level_keys)},
+        **fields,
+    )
+
+
+BLOCK_MODELS: dict[str, type[BaseModel]] = {key: _partial_block_model(key, name) for key, name in OPERATIONS}
+_BLOCK_FIELDS: dict[str, Any] = {key: (Optional[model], None) for key, model in BLOCK_MODELS.items()}  # noqa: UP045
+
+Defaults = create_model("MaintainDefaults", __base__=StrictModel, **_BLOCK_FIELDS)
+
+
+def _pattern(value: str) -> str:
+    split_pattern(value)
+    return value
+
+
+class _OverrideBase(StrictModel):
+    match: str = Field(description="table name or glob, e.g. db.events_*")
+
+    @field_validator("match")
+    @classmethod
+    def _match(cls, value: str) -> str:
+        return _pattern(value)
+
+
+Override = create_model("MaintainOverride", __base__=_OverrideBase, **_BLOCK_FIELDS)
+
+
+class LockConfig(StrictModel):
+    enabled: bool = Field(default=True, description="take a maintenance lock per table")
+    ttl: str = Field(default="6h", description="a lock older than this may be taken over (crashed run)")
+    dir: str | None = Field(default=None, description="default: <warehouse>/_maintenance/locks")
+
+    @field_validator("ttl")
+    @classmethod
+    def _ttl(cls, value: str) -> str:
+        if parse_duration_ms(str(value)) <= 0:
+            raise ValueError("must be a positive duration such as 6h or 90 min")
+        return str(value)
+
+    @property
+    def ttl_ms(self) -> int:
+        return parse_duration_ms(self.ttl)
+
+
+class MaintainConfig(StrictModel):
+    """The whole maintain file."""
+
+    warehouse: str = Field(description="fsspec URL of the warehouse: /path, file://, s3://, memory://")
+    storage_options: dict[str, Any] = Field(default_factory=dict, description="handed to fsspec")
+    spark: dict[str, Any] | None = Field(default=None, description="Spark settings for local runs only")
+    allow_unsafe_overwrite_commit: bool = False
+    tables: list[str] = Field(min_length=1, description="names or globs: db.events, db.*, *.events_*")
+    exclude: list[str] = Field(default_factory=list, description="names or globs left out")
+    strict: bool = Field(default=False, description="a pattern that matches no table is an error (exit 2)")
+    parallelism: int = Field(default=4, ge=1, le=64, description="tables maintained at the same time")
+    scheduler_pool: str | None = Field(default=None, description="Spark FAIR scheduler pool for the jobs")
+    lock: LockConfig = Field(default_factory=LockConfig)
+    defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[valid-type]
+    overrides: list[Override] = Field(default_factory=list)  # type: ignore[valid-type]
+
+    @field_validator("tables", "exclude")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return [_pattern(pattern) for pattern in value]
+
+    @field_validator("warehouse")
+    @classmethod
+    def _warehouse(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must be a path or URL")
+        protocol, separator, rest = value.rpartition("://")
+        if separator:
+            return f"{protocol}://{rest.rstrip('/') or rest}"
+        return value.rstrip("/") or "/"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation to run on one table, with its complete, validated config."""
+
+    key: str  # expire_snapshots
+    operation: str  # expire-snapshots
+    config: TableJobConfig
+    sources: tuple[str, ...]  # where its keys came from: defaults, overrides[2]
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    table: str
+    steps: tuple[Step, ...]
+
+
+def merged_block(config: MaintainConfig, table: str, key: str) -> tuple[dict[str, Any], list[str]] | None:
+    """The keys the user set for operation `key` on `table`, merged; None when no block applies."""
+    merged: dict[str, Any] = {}
+    sources: list[str] = []
+    blocks = [("defaults", getattr(config.defaults, key))]
+    blocks += [
+        (f"overrides[{index}]", getattr(override, key))
+        for index, override in enumerate(config.overrides)
+        if matches(override.match, table)
+    ]
+    for source, block in blocks:
+        if block is None:
+            continue
+        merged.update(block.model_dump(exclude_unset=True, exclude=set(TOP_LEVEL_KEYS)))
+        sources.append(source)
+    return (merged, sources) if sources else None
+
+
+def plan_tables(
+    config: MaintainConfig, tables: list[str], source: str = "maintain config"
+) -> list[TablePlan]:
+    """Each table's steps in the safe order, each config complete; ConfigError listing every problem."""
+    plans: list[TablePlan] = []
+    problems: list[str] = []
+    top_level = {
+        "warehouse": config.warehouse,
+        "storage_options": config.storage_options,
+        "spark": config.spark,
+        "allow_unsafe_overwrite_commit": config.allow_unsafe_overwrite_commit,
+    }
+    for table in tables:
+        steps: list[Step] = []
+        for key, operation in OPERATIONS:
+            block = merged_block(config, table, key)
+            if block is None:
+                continue
+            keys, sources = block
+            if not keys.pop("enabled", True):
+                continue
+            model = load(operation).CONFIG_MODEL
+            try:
+                op_config = validate(
+                    {**keys, **top_level, "table": table},
+                    model,
+                    f"{source}: table {table}: {key} (from {' + '.join(sources)})",
+                )
+            except ConfigError as error:
+                problems.append(str(error))
+                continue
+            steps.append(Step(key, operation, op_config, tuple(sources)))
+        plans.append(TablePlan(table, tuple(steps)))
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return plans
