@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -73,3 +74,18 @@ def partition_bytes(spec: Mapping[str, Any], schema: TableSchema) -> bytes:
         return serialize_row(values, types)
     except ValueError as error:
         raise PartitionSpecError(f"partition spec {dict(spec)}: {error}") from None
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """What maintenance needs to know about one partition's live files, without the files themselves.
+
+    Jobs aggregate manifests into one of these per partition on the executors, so the driver holds
+    partitions, never files. `last_file_creation` is naive local wall-clock time, as Paimon stores it.
+    """
+
+    partition: bytes
+    file_count: int
+    file_bytes: int
+    row_count: int
+    last_file_creation: dt.datetime | None = None

@@ -1,0 +1,183 @@
+"""drop-partition: remove partitions from a table with one OVERWRITE snapshot (seed 004).
+
+Partitions are named by specs (`{dt: "2024-05-14", hr: "01"}`, several at once, a spec may name only
+some keys) or by a predicate on the partition columns (`dt < '2024-01-01' AND hr IN ('01', '02')`).
+Executors aggregate the manifests of the latest snapshot per partition; the driver picks the
+matching partitions from these summaries, executors write a DELETE entry for each of their live
+files, and the driver commits them (see `jobs/partitions.py`). The data files stay on storage until
+expire-snapshots expires the snapshots that still read them; older snapshots keep the partitions.
+
+A spec that matches no partition is reported (`details.missing_partitions`), and is an error (exit 2)
+with `strict: true`, as is a predicate that matches nothing. A malformed spec or predicate exits 2
+before Spark starts when it can be checked from the file alone, else before anything is written.
+
+Spark-submit entry: `spark-submit jobs/drop_partition.py --config conf/drop-partition.yaml`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from jobs.config import TableJobConfig
+from jobs.errors import BadInputError
+from jobs.partitions import (
+    drop_partitions,
+    open_partitioned_table,
+    partition_label,
+    partition_stats,
+    record_drop,
+    record_partitions,
+)
+from jobs.registry import JobContext
+from jobs.report import RunRecord
+from paimon_format.partition_predicate import (
+    PartitionColumns,
+    PartitionTest,
+    PredicateError,
+    parse_predicate,
+    predicate_test,
+    selects,
+    spec_test,
+)
+from paimon_format.table import Table
+
+Scalar = str | int | float | bool | None
+
+
+class DropPartitionConfig(TableJobConfig):
+    partitions: list[dict[str, Scalar]] | None = Field(
+        default=None, description="partition specs: {key: value}; a spec may name only some keys"
+    )
+    where: str | None = Field(default=None, description="a predicate on partition columns, instead of specs")
+    strict: bool = Field(default=False, description="a spec or predicate that matches nothing is an error")
+    max_replans: int = Field(default=3, ge=0, description="plans again when a rival changed the partitions")
+
+    @field_validator("where")
+    @classmethod
+    def _predicate_syntax(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_predicate(value)
+            except PredicateError as error:
+                raise ValueError(f"malformed predicate {value!r}: {error}") from None
+        return value
+
+    @field_validator("partitions")
+    @classmethod
+    def _specs(cls, value: list[dict[str, Scalar]] | None) -> list[dict[str, Scalar]] | None:
+        if value is not None:
+            if not value:
+                raise ValueError("give at least one partition spec")
+            for index, spec in enumerate(value):
+                if not spec:
+                    raise ValueError(f"spec {index} is empty: it would select every partition")
+        return value
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> DropPartitionConfig:
+        if (self.partitions is None) == (self.where is None):
+            raise ValueError("give either partitions (a list of specs) or where (a predicate), not both")
+        return self
+
+
+CONFIG_MODEL = DropPartitionConfig
+
+
+def run(context: JobContext, config: DropPartitionConfig) -> None:
+    table = open_partitioned_table(config)
+    drop_partition(
+        context.spark,
+        table,
+        specs=config.partitions,
+        where=config.where,
+        strict=config.strict,
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+        max_replans=config.max_replans,
+    )
+
+
+def selection_tests(
+    table: Table, specs: Sequence[Mapping[str, Any]] | None, where: str | None
+) -> list[tuple[str, PartitionTest]]:
+    """(description, test) per spec, or one for the predicate; BadInputError when one does not fit."""
+    columns = PartitionColumns.of(table.schema)
+    try:
+        if where is not None:
+            return [(where, predicate_test(where, columns))]
+        return [(str(dict(spec)), spec_test(spec, columns)) for spec in specs or []]
+    except PredicateError as error:
+        what = f"where {where!r}" if where is not None else "partitions"
+        raise BadInputError(f"{table.path}: {what}: {error}") from None
+
+
+def drop_partition(
+    spark: Any,
+    table: Table,
+    specs: Sequence[Mapping[str, Any]] | None = None,
+    where: str | None = None,
+    strict: bool = False,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+    max_replans: int = 3,
+    before_commit: Callable[[], None] | None = None,
+) -> RunRecord:
+    """Drop the partitions matching `specs` (any of them) or `where`; `before_commit` is a test hook."""
+    log = log or logging.getLogger("jobs.drop_partition")
+    record = record or RunRecord(operation="drop-partition", table=table.path, dry_run=dry_run)
+    tests = selection_tests(table, specs, where)
+    latest = table.snapshot_manager.latest()
+    record.snapshot_ids["base"] = latest.id if latest else None
+    stats = partition_stats(spark, table, latest)
+    chosen = []
+    matched = [False] * len(tests)
+    for partition in stats:
+        values = table.partition_values(partition.partition)
+        hits = [selects(test, values) for _description, test in tests]
+        if any(hits):
+            chosen.append((partition, values))
+            matched = [seen or hit for seen, hit in zip(matched, hits, strict=True)]
+    chosen.sort(key=lambda item: [str(v) for v in partition_label(table, item[1]).values()])
+    missing = [description for (description, _test), seen in zip(tests, matched, strict=True) if not seen]
+    if missing:
+        record.details["missing_partitions"] = missing
+        message = f"{table.path}: no partition matches {', '.join(missing)}"
+        if strict:
+            raise BadInputError(f"{message} (strict: true); nothing was dropped")
+        log.info("%s; going on (strict: false)", message)
+    record_partitions(record, table, chosen)
+    if not chosen:
+        log.info("nothing to drop")
+        return record
+    if dry_run:
+        log.info("dry run: %d partitions would be dropped", len(chosen))
+        return record
+    outcome = drop_partitions(
+        spark,
+        table,
+        [stats.partition for stats, _values in chosen],
+        expected_files=sum(stats.file_count for stats, _ in chosen),
+        max_replans=max_replans,
+        before_commit=before_commit,
+        step_prefix="drop-partition",
+    )
+    record_drop(record, outcome)
+    log.info(
+        "snapshot %s: dropped %d partitions (%d files)",
+        outcome.snapshot.id if outcome.snapshot else None,
+        len(chosen),
+        outcome.files,
+    )
+    return record
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry("drop-partition")

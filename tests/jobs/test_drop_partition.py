@@ -1,0 +1,237 @@
+"""drop-partition on local Spark, with pypaimon reading the table before and after as the oracle."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+
+from jobs import partitions as partitions_module
+from jobs.__main__ import main
+from jobs.drop_partition import drop_partition
+from jobs.write import write_dataframe
+from paimon_format.commit import SnapshotCommit
+from paimon_format.manifest import ADD, DELETE
+from paimon_format.scan import live_entries, read_entries, read_list
+from paimon_format.table import Table
+from tests.factories import data_file, make_table, message
+from tests.pypaimon_reads import pypaimon_rows
+
+pytest.importorskip("pypaimon")
+
+EVENTS = "id long, dt string, v string"
+
+
+def write(spark, warehouse, rows, schema=EVENTS, identifier="db.t", **kwargs):
+    write_dataframe(spark.createDataFrame(rows, schema), warehouse, identifier, **kwargs)
+
+
+def live_files(table: Table, snapshot_id: int | None = None) -> dict[str, str]:
+    """file name -> partition dir of the live files of a snapshot (default latest)."""
+    manager = table.snapshot_manager
+    snapshot = manager.snapshot(snapshot_id) if snapshot_id else manager.latest()
+    return {e.file.file_name: table.partition_dir(e.partition) for e in live_entries(table, snapshot)}
+
+
+def delta_kinds(table: Table) -> list[tuple[int, str]]:
+    snapshot = table.snapshot_manager.latest()
+    return [
+        (e.kind, table.partition_dir(e.partition))
+        for e in read_entries(table, read_list(table, snapshot.delta_manifest_list))
+    ]
+
+
+def test_dropped_partition_is_gone_at_the_new_snapshot_and_still_there_before(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y"), (3, "c", "z")], partition_keys=["dt"])
+    write(spark_session, warehouse, [(4, "a", "x2"), (5, "b", "y2")])
+    table = Table.open(warehouse, "db.t")
+    before = pypaimon_rows(warehouse, "db.t")
+    before_id = table.snapshot_manager.latest_id()
+    dropped_files = {name for name, where in live_files(table).items() if where == "dt=a"}
+
+    record = drop_partition(spark_session, table, specs=[{"dt": "a"}])
+
+    latest = table.snapshot_manager.latest()
+    assert latest.id == before_id + 1 and latest.commit_kind == "OVERWRITE"
+    assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] != "a"]
+    assert pypaimon_rows(warehouse, "db.t", before_id) == before
+    kinds = delta_kinds(table)
+    assert kinds and all(kind == DELETE and where == "dt=a" for kind, where in kinds)
+    assert len(kinds) == len(dropped_files) == record.counts["files_dropped"]
+    assert latest.total_record_count == table.snapshot_manager.snapshot(before_id).total_record_count - 2
+    assert record.counts["partitions"] == 1 and record.details["partitions"][0]["partition"] == {"dt": "a"}
+    for name in dropped_files:  # the files stay until snapshot expiry removes them
+        assert (tmp_path / "wh" / "db.db" / "t" / "dt=a" / "bucket-0" / name).exists()
+
+
+def test_predicate_on_date_and_integer_keys_of_a_two_level_table(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    rows = [(i, dt.date(2024, 1, 1 + i % 3), i % 4, f"v{i}") for i in range(24)]
+    write(spark_session, warehouse, rows, "id long, day date, hr int, v string", partition_keys=["day", "hr"])
+    table = Table.open(warehouse, "db.t")
+    before = pypaimon_rows(warehouse, "db.t")
+    before_id = table.snapshot_manager.latest_id()
+
+    record = drop_partition(
+        spark_session, table, where="day < DATE '2024-01-02' OR (day = '2024-01-03' AND hr IN (1, 2))"
+    )
+
+    def dropped(row):
+        return row["day"] < dt.date(2024, 1, 2) or (row["day"] == dt.date(2024, 1, 3) and row["hr"] in (1, 2))
+
+    assert pypaimon_rows(warehouse, "db.t") == [r for r in before if not dropped(r)]
+    assert pypaimon_rows(warehouse, "db.t", before_id) == before
+    expected_partitions = {(r["day"], r["hr"]) for r in before if dropped(r)}
+    assert record.counts["partitions"] == len(expected_partitions)
+
+
+def test_partial_spec_on_a_multi_level_table_drops_every_matching_partition(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    rows = [(i, f"d{i % 2}", f"{i % 3:02d}", "v") for i in range(12)]
+    write(
+        spark_session, warehouse, rows, "id long, dt string, hr string, v string", partition_keys=["dt", "hr"]
+    )
+    table = Table.open(warehouse, "db.t")
+    before = pypaimon_rows(warehouse, "db.t")
+
+    drop_partition(spark_session, table, specs=[{"dt": "d0"}, {"dt": "d1", "hr": "01"}])
+
+    assert pypaimon_rows(warehouse, "db.t") == [
+        r for r in before if r["dt"] != "d0" and not (r["dt"] == "d1" and r["hr"] == "01")
+    ]
+
+
+def test_the_default_partition_by_name_and_by_is_null(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write(spark_session, warehouse, [(1, None, "x"), (2, "b", "y"), (3, "", "z")], partition_keys=["dt"])
+    table = Table.open(warehouse, "db.t")
+    assert "dt=__DEFAULT_PARTITION__" in set(live_files(table).values())
+    first = table.snapshot_manager.latest_id()
+
+    drop_partition(spark_session, table, where="dt IS NULL")
+    # '' shares the default directory name but is a value of its own: only null is dropped
+    assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t")) == [2, 3]
+    write(spark_session, warehouse, [(4, None, "w")])
+    assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t")) == [2, 3, 4]
+
+    drop_partition(spark_session, table, specs=[{"dt": "__DEFAULT_PARTITION__"}])
+    assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t")) == [2, 3]
+    assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t", first)) == [1, 2, 3]
+
+
+def test_concurrent_appends_other_partition_kept_dropped_partition_dropped(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y")], partition_keys=["dt"])
+    table = Table.open(warehouse, "db.t")
+
+    def rival_writes() -> None:
+        write(spark_session, warehouse, [(10, "b", "rival"), (11, "a", "rival-into-dropped")])
+
+    record = drop_partition(spark_session, table, specs=[{"dt": "a"}], before_commit=rival_writes)
+
+    rows = pypaimon_rows(warehouse, "db.t")
+    assert sorted(r["id"] for r in rows) == [2, 10]
+    assert record.counts["concurrent_files_dropped"] == 1
+    assert table.snapshot_manager.latest().commit_kind == "OVERWRITE"
+
+
+def test_a_rival_that_rewrites_the_dropped_partition_makes_the_job_plan_again(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    write(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y")], partition_keys=["dt"])
+    table = Table.open(warehouse, "db.t")
+    manifest_dir = tmp_path / "wh" / "db.db" / "t" / "manifest"
+    calls = []
+
+    def rival_overwrites_a() -> None:
+        if not calls:
+            write(spark_session, warehouse, [(5, "a", "new")], mode="overwrite")
+        calls.append(1)
+
+    record = drop_partition(spark_session, table, specs=[{"dt": "a"}], before_commit=rival_overwrites_a)
+
+    assert record.counts["replans"] == 1 and len(calls) == 2
+    assert [r["id"] for r in pypaimon_rows(warehouse, "db.t")] == [2]
+    named = set()
+    for snapshot_id in table.snapshot_manager.snapshot_ids():
+        snapshot = table.snapshot_manager.snapshot(snapshot_id)
+        for list_name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            named.add(list_name)
+            named.update(m.file_name for m in read_list(table, list_name))
+    assert {p.name for p in manifest_dir.iterdir()} - named == set(), "the stale plan's manifests are removed"
+
+
+def test_many_files_spread_over_several_writers_and_manifests(spark_session, tmp_path, monkeypatch):
+    """Metadata-only table (no data files): the DELETE manifests are written by several tasks."""
+    monkeypatch.setattr(partitions_module, "FILES_PER_WRITER", 40)
+    table = make_table(str(tmp_path / "db.db" / "t"), options={"manifest.target-file-size": "8 kb"})
+    committer = SnapshotCommit(table)
+    for batch in range(6):
+        committer.append(
+            [
+                message(table, [f"p{p}"], *[data_file(f"data-{batch}-{p}-{i}.parquet") for i in range(10)])
+                for p in range(5)
+            ]
+        )
+    # a replaced file in p1: its ADD and DELETE must cancel before the partition is dropped
+    committer.append(
+        [message(table, ["p1"], data_file("data-new.parquet"), deleted=[data_file("data-0-1-0.parquet")])]
+    )
+    before = live_files(table)
+
+    record = drop_partition(spark_session, table, where="dt IN ('p1', 'p3') OR dt >= 'p4'")
+
+    after = live_files(table)
+    assert after == {
+        name: where for name, where in before.items() if where not in ("dt=p1", "dt=p3", "dt=p4")
+    }
+    delta = read_list(table, table.snapshot_manager.latest().delta_manifest_list)
+    assert len(delta) > 1 and sum(m.num_deleted_files for m in delta) == record.counts["files_dropped"] == 180
+    assert all(m.num_added_files == 0 for m in delta)
+
+
+def test_dry_run_reports_partitions_files_and_bytes_and_changes_nothing(spark_session, tmp_path, capsys):
+    warehouse = str(tmp_path / "wh")
+    write(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y"), (3, "a", "z")], partition_keys=["dt"])
+    table = Table.open(warehouse, "db.t")
+    latest = table.snapshot_manager.latest_id()
+    sizes = [e.file.file_size for e in live_entries(table, table.snapshot_manager.latest()) if e.kind == ADD]
+    config = tmp_path / "c.yaml"
+    config.write_text(f"warehouse: {warehouse}\ntable: db.t\npartitions: [{{dt: a}}, {{dt: nope}}]\n")
+
+    assert main(["drop-partition", "--config", str(config), "--dry-run"]) == 0
+
+    record = json.loads(capsys.readouterr().out)
+    assert record["dry_run"] and record["counts"]["partitions"] == 1
+    assert record["details"]["partitions"][0]["partition"] == {"dt": "a"}
+    assert record["details"]["partitions"][0]["files"] == record["counts"]["files"] >= 1
+    assert 0 < record["bytes"]["files"] < sum(sizes)
+    assert record["details"]["missing_partitions"] == ["{'dt': 'nope'}"]
+    assert table.snapshot_manager.latest_id() == latest
+
+
+@pytest.mark.parametrize(
+    "selector, message",
+    [
+        ('where: "dt < "', "position 6"),
+        ("where: \"dt = 'a' AND\"", "position 13"),
+        ("where: \"v = 'a'\"", "not a partition column"),
+        ("partitions: [{dt: a, nope: b}]", "not a partition column"),
+        ("partitions: [{dt: nope}]\nstrict: true", "no partition matches"),
+        ("partitions: [{dt: a}]\nwhere: \"dt = 'a'\"", "not both"),
+    ],
+)
+def test_bad_selectors_exit_2_and_change_nothing(spark_session, tmp_path, capsys, selector, message):
+    warehouse = str(tmp_path / "wh")
+    write(spark_session, warehouse, [(1, "a", "x")], partition_keys=["dt"])
+    table = Table.open(warehouse, "db.t")
+    latest = table.snapshot_manager.latest_id()
+    config = tmp_path / "c.yaml"
+    config.write_text(f"warehouse: {warehouse}\ntable: db.t\n{selector}\n")
+
+    assert main(["drop-partition", "--config", str(config)]) == 2
+
+    record = json.loads(capsys.readouterr().out)
+    assert message in record["error"]
+    assert table.snapshot_manager.latest_id() == latest
