@@ -79,9 +79,13 @@ def plan_range(
     if earliest + settings.max_deletes < end:
         end, limited_by = earliest + settings.max_deletes, "max_deletes"
     unconditional = max(latest - settings.retain_max + 1, earliest)
-    for snapshot_id in range(unconditional, end):
-        successor = snapshot_id + 1
-        if successor not in present or time_of(successor) >= settings.cutoff_ms:
+    ordered = sorted(present)
+    for snapshot_id, successor in zip(ordered, ordered[1:], strict=False):
+        if snapshot_id < unconditional:
+            continue
+        if snapshot_id >= end:
+            break
+        if time_of(successor) >= settings.cutoff_ms:
             end, limited_by = snapshot_id, "age"
             break
     while end > earliest and end not in present:

@@ -69,8 +69,11 @@ def test_end_must_exist() -> None:
 
 @pytest.mark.parametrize(
     ("kwargs", "word"),
-    [({"retain_min": 0}, "retain_min"), ({"retain_min": 5, "retain_max": 4}, "retain_max"),
-     ({"max_deletes": 0}, "max_deletes")],
+    [
+        ({"retain_min": 0}, "retain_min"),
+        ({"retain_min": 5, "retain_max": 4}, "retain_max"),
+        ({"max_deletes": 0}, "max_deletes"),
+    ],
 )
 def test_invalid_settings_are_named(kwargs, word) -> None:
     with pytest.raises(ValueError, match=word):
