@@ -18,7 +18,7 @@ needs nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -98,9 +98,16 @@ def _manifest_reader(table: Table, index: bool):
 
 
 def referenced_paths(
-    spark: Any, table: Table, log: logging.Logger | logging.LoggerAdapter | None = None
+    spark: Any,
+    table: Table,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
+    keep_root: Callable[[str, str, str], bool] | None = None,
 ) -> Referenced:
-    """Build the referenced set on the executors (see the module docstring)."""
+    """Build the referenced set on the executors (see the module docstring).
+
+    `keep_root(branch, kind, name)` leaves roots out (expire-snapshots: the snapshots it expires),
+    so the set is what the remaining roots need; their own metadata files stay listed.
+    """
     from pyspark.sql import functions as F
 
     log = log or logging.getLogger(__name__)
@@ -111,7 +118,11 @@ def referenced_paths(
     for branch in branches:
         files, branch_roots = metadata_file_relpaths(table, branch)
         metadata_files.extend(files)
-        roots.extend((branch, kind, name) for kind, name in branch_roots)
+        roots.extend(
+            (branch, kind, name)
+            for kind, name in branch_roots
+            if keep_root is None or keep_root(branch, kind, name)
+        )
     log.info("referenced set: %d branches, %d snapshots/tags/changelogs to read", len(branches), len(roots))
 
     own = (
