@@ -1,0 +1,217 @@
+"""expire-partitions: drop the partitions whose time is older than an expiration time (seed 004).
+
+Paimon's `partition.expiration-*` rules (see `paimon_format/partition_expiry.py`): `values-time` reads
+the time from the partition values (`timestamp_pattern`, `timestamp_formatter`), `update-time` uses
+the creation time of the partition's newest file. Every key falls back to the table option of the
+same meaning, so a table configured for Paimon's own expiry needs only `warehouse` and `table`.
+
+The partitions are summarised on the executors (one row per partition, never per file), the expired
+ones chosen on the driver (ordered by their values, at most `max_expires` per run) and dropped in
+commits of `batch_size` partitions each, every one an OVERWRITE snapshot as drop-partition makes.
+
+Spark-submit entry: `spark-submit jobs/expire_partitions.py --config conf/expire-partitions.yaml`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import Field, field_validator
+
+from jobs.config import TableJobConfig
+from jobs.errors import BadInputError
+from jobs.partitions import (
+    drop_partitions,
+    open_partitioned_table,
+    partition_label,
+    partition_stats,
+    record_drop,
+    record_partitions,
+)
+from jobs.registry import JobContext
+from jobs.report import RunRecord
+from paimon_format.options import parse_duration_ms
+from paimon_format.partition_expiry import (
+    DEFAULT_MAX_EXPIRES,
+    VALUES_TIME,
+    ExpiryConfigError,
+    ExpiryRule,
+    TimestampFormatter,
+    select_expired,
+)
+from paimon_format.partition_predicate import PartitionColumns
+from paimon_format.table import Table
+
+EXPIRATION_TIME = "partition.expiration-time"
+STRATEGY = "partition.expiration-strategy"
+FORMATTER = "partition.timestamp-formatter"
+PATTERN = "partition.timestamp-pattern"
+MAX_NUM = "partition.expiration-max-num"
+BATCH_SIZE = "partition.expiration-batch-size"
+
+
+class ExpirePartitionsConfig(TableJobConfig):
+    expiration_time: str | None = Field(
+        default=None, description="e.g. 30d; default: partition.expiration-time"
+    )
+    strategy: Literal["values-time", "update-time"] | None = Field(
+        default=None, description="default: partition.expiration-strategy, else values-time"
+    )
+    timestamp_formatter: str | None = Field(default=None, description="Java DateTimeFormatter pattern")
+    timestamp_pattern: str | None = Field(default=None, description="e.g. '$dt $hr:00:00'")
+    max_expires: int | None = Field(default=None, ge=1, description="default: partition.expiration-max-num")
+    batch_size: int | None = Field(default=None, ge=1, description="partitions per commit (default: all)")
+    max_replans: int = Field(default=3, ge=0, description="plans again when a rival changed the partitions")
+
+    @field_validator("expiration_time")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            if parse_duration_ms(value) <= 0:
+                raise ValueError("must be a positive duration such as 30d or 12h")
+        return value
+
+    @field_validator("timestamp_formatter")
+    @classmethod
+    def _formatter(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                TimestampFormatter.compile(value)
+            except ExpiryConfigError as error:
+                raise ValueError(str(error)) from None
+        return value
+
+
+CONFIG_MODEL = ExpirePartitionsConfig
+
+
+def run(context: JobContext, config: ExpirePartitionsConfig) -> None:
+    table = open_partitioned_table(config)
+    expire_partitions(
+        context.spark,
+        table,
+        expiry_rule(table, config),
+        max_expires=_option_int(table, MAX_NUM, config.max_expires, DEFAULT_MAX_EXPIRES),
+        batch_size=_option_int(table, BATCH_SIZE, config.batch_size, None),
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+        max_replans=config.max_replans,
+    )
+
+
+def expiry_rule(table: Table, config: ExpirePartitionsConfig) -> ExpiryRule:
+    """The configured rule, each key falling back to the table option; BadInputError if unusable."""
+    options = table.schema.options
+    expiration = config.expiration_time or options.get(EXPIRATION_TIME)
+    if not expiration:
+        raise BadInputError(
+            f"{table.path}: no expiration time: set expiration_time in the job "
+            f"or {EXPIRATION_TIME} on the table"
+        )
+    try:
+        rule = ExpiryRule.create(
+            config.strategy or options.get(STRATEGY) or VALUES_TIME,
+            parse_duration_ms(expiration),
+            config.timestamp_formatter or options.get(FORMATTER),
+            config.timestamp_pattern or options.get(PATTERN),
+        )
+        rule.check_pattern(PartitionColumns.of(table.schema))
+    except ValueError as error:
+        raise BadInputError(f"{table.path}: {error}") from None
+    return rule
+
+
+def _option_int(table: Table, key: str, configured: int | None, default: int | None) -> int | None:
+    if configured is not None:
+        return configured
+    text = table.schema.options.get(key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadInputError(f"{table.path}: table option {key}={text!r} is not an integer") from None
+    return value if value > 0 else default
+
+
+def expire_partitions(
+    spark: Any,
+    table: Table,
+    rule: ExpiryRule,
+    max_expires: int | None = DEFAULT_MAX_EXPIRES,
+    batch_size: int | None = None,
+    now: dt.datetime | None = None,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+    max_replans: int = 3,
+    before_commit: Callable[[], None] | None = None,
+) -> RunRecord:
+    """Drop the expired partitions of the latest snapshot; `now` is local wall-clock time (default now)."""
+    log = log or logging.getLogger("jobs.expire_partitions")
+    record = record or RunRecord(operation="expire-partitions", table=table.path, dry_run=dry_run)
+    now = now or dt.datetime.now()
+    columns = PartitionColumns.of(table.schema)
+    latest = table.snapshot_manager.latest()
+    record.snapshot_ids["base"] = latest.id if latest else None
+    stats = partition_stats(spark, table, latest)
+    selection = select_expired(
+        ((s, table.partition_values(s.partition)) for s in stats),
+        columns,
+        rule,
+        now,
+        max_expires or DEFAULT_MAX_EXPIRES,
+    )
+    record.details["strategy"] = rule.strategy
+    record.details["expire_before"] = (now - dt.timedelta(milliseconds=rule.expiration_ms)).isoformat(sep=" ")
+    record.count("partitions_scanned", len(stats))
+    record.count("partitions_expired_total", selection.expired_total)
+    if selection.unreadable_total:
+        record.count("partitions_without_time", selection.unreadable_total)
+        record.details["partitions_without_time"] = [
+            partition_label(table, values) for values in selection.unreadable
+        ]
+        log.warning(
+            "%d partitions have no readable time in their values and never expire by value "
+            "(check timestamp_formatter/timestamp_pattern, or drop them with drop-partition)",
+            selection.unreadable_total,
+        )
+    chosen = [(item.stats, item.values) for item in selection.expired]
+    record_partitions(record, table, chosen)
+    if not chosen:
+        log.info("no partition expired before %s", record.details["expire_before"])
+        return record
+    if dry_run:
+        log.info("dry run: %d partitions would be expired", len(chosen))
+        return record
+    size = batch_size or len(chosen)
+    for start in range(0, len(chosen), size):
+        batch = chosen[start : start + size]
+        outcome = drop_partitions(
+            spark,
+            table,
+            [stats.partition for stats, _values in batch],
+            expected_files=sum(stats.file_count for stats, _ in batch),
+            max_replans=max_replans,
+            before_commit=before_commit,
+            step_prefix="expire-partitions",
+        )
+        record_drop(record, outcome)
+        record.count("commits", 1 if outcome.snapshot else 0)
+        log.info(
+            "snapshot %s: expired %d partitions (%d files)",
+            outcome.snapshot.id if outcome.snapshot else None,
+            len(batch),
+            outcome.files,
+        )
+    return record
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry("expire-partitions")
