@@ -179,7 +179,9 @@ class FileIO:
         """The fsspec filesystem, created on first use in this process."""
         if self._fs is None:
             try:
-                self._fs = fsspec.filesystem(self.protocol, **self.storage_options)
+                self._fs = fsspec.filesystem(
+                    self.protocol, **with_backend_defaults(self.protocol, self.storage_options)
+                )
             except ImportError as exc:
                 raise UnsupportedOperationError(
                     f"no filesystem for protocol {self.protocol!r}: {exc} (install the fsspec backend, "
@@ -574,6 +576,24 @@ class FileIO:
 
 
 # -- helpers ------------------------------------------------------------------------------------
+
+# botocore's retries for S3: 503 SlowDown, 500s and dropped connections are retried with exponential
+# back-off and jitter ("standard" mode) instead of failing a job that touches millions of objects.
+S3_RETRIES = {"max_attempts": 10, "mode": "standard"}
+
+
+def with_backend_defaults(protocol: str, storage_options: dict[str, Any]) -> dict[str, Any]:
+    """Storage options plus our defaults; whatever the user set wins, key by key.
+
+    S3: `config_kwargs.retries` (botocore's retry config, handed to the client by s3fs).
+    """
+    if protocol != "s3":
+        return storage_options
+    options = dict(storage_options)
+    config_kwargs = dict(options.get("config_kwargs") or {})
+    config_kwargs.setdefault("retries", dict(S3_RETRIES))
+    options["config_kwargs"] = config_kwargs
+    return options
 
 
 def _split_bucket_key(fs_path: str, path: str, key_required: bool = True) -> tuple[str, str]:
