@@ -235,3 +235,64 @@ def test_bad_selectors_exit_2_and_change_nothing(spark_session, tmp_path, capsys
     record = json.loads(capsys.readouterr().out)
     assert message in record["error"]
     assert table.snapshot_manager.latest_id() == latest
+
+
+class _Crash(BaseException):
+    """Stands for the process dying at a crash point (no cleanup runs)."""
+
+
+def test_after_a_crash_and_rerun_expiry_and_orphan_removal_delete_exactly_the_dropped_files(
+    spark_session, tmp_path, capsys
+):
+    pytest.importorskip("jobs.expire_snapshots", reason="expire-snapshots is not committed yet")
+    pytest.importorskip("jobs.remove_orphan_files", reason="remove-orphan-files is not committed yet")
+    from paimon_format.crash_points import set_crash_handler
+
+    warehouse = str(tmp_path / "wh")
+    root = tmp_path / "wh" / "db.db" / "t"
+    write(spark_session, warehouse, [(1, "a", "x"), (2, "b", "y")], partition_keys=["dt"])
+    write(spark_session, warehouse, [(3, "a", "z"), (4, "b", "w")])
+    table = Table.open(warehouse, "db.t")
+    dropped = {name for name, where in live_files(table).items() if where == "dt=a"}
+    kept = {name for name, where in live_files(table).items() if where != "dt=a"}
+    manifests_before = {p.name for p in (root / "manifest").iterdir()}
+
+    def crash(step: str) -> None:
+        raise _Crash(step)
+
+    previous = set_crash_handler(crash)
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv("PAIMON_CRASH_AT", "drop-partition:after-manifests-written")
+    try:
+        with pytest.raises(_Crash):
+            drop_partition(spark_session, table, specs=[{"dt": "a"}])
+    finally:
+        monkeypatch.undo()
+        set_crash_handler(previous)
+    assert table.snapshot_manager.latest_id() == 2
+    left_behind = {p.name for p in (root / "manifest").iterdir()} - manifests_before
+    assert left_behind, "the crash left the DELETE manifests behind"
+
+    drop_partition(spark_session, table, specs=[{"dt": "a"}])  # the rerun
+    expected_rows = [r for r in pypaimon_rows(warehouse, "db.t", 2) if r["dt"] != "a"]
+    assert pypaimon_rows(warehouse, "db.t") == expected_rows
+
+    def data_files() -> set[str]:
+        return {p.name for p in root.glob("dt=*/bucket-*/*") if p.is_file()}
+
+    assert data_files() == dropped | kept
+    expire = tmp_path / "expire.yaml"
+    expire.write_text(
+        f"warehouse: {warehouse}\ntable: db.t\nretain_min: 1\nretain_max: 1\nolder_than: 0 ms\n"
+    )
+    assert main(["expire-snapshots", "--config", str(expire)]) == 0, capsys.readouterr().out
+    assert data_files() == kept
+    assert pypaimon_rows(warehouse, "db.t") == expected_rows
+
+    orphans = tmp_path / "orphans.yaml"
+    orphans.write_text(f"warehouse: {warehouse}\ntable: db.t\nolder_than: 0 ms\nforce: true\n")
+    assert main(["remove-orphan-files", "--config", str(orphans)]) == 0, capsys.readouterr().out
+    manifests_after = {p.name for p in (root / "manifest").iterdir()}
+    assert not (left_behind & manifests_after), "the crashed run's manifests are orphans and removed"
+    assert data_files() == kept
+    assert pypaimon_rows(warehouse, "db.t") == expected_rows
