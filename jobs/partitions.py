@@ -136,23 +136,26 @@ def partition_stats(spark: Any, table: Table, snapshot: Snapshot | None) -> list
         F.max("rows").alias("rows"),
         F.max("created").alias("created"),
     )
-    bad = files.where((F.col("net") != 0) & (F.col("net") != 1)).limit(1).collect()
-    if bad:
-        net = bad[0]["net"]
-        problem = "deletes a file that was never added" if net < 0 else "adds a file that is already live"
-        name = pickle.loads(bad[0]["ident"])[2]
-        raise InvalidTableStateError(
-            f"{table.path} snapshot {snapshot.id}: the metadata {problem} ({name}); nothing was changed"
-        )
-    live = files.where(F.col("net") == 1)
-    per_partition = live.groupBy("partition").agg(
-        F.count(F.lit(1)).alias("files"),
-        F.sum("size").alias("bytes"),
-        F.sum("rows").alias("rows"),
-        F.max("created").alias("created"),
+    # one pass: live files per partition, plus the first file whose ADD/DELETE count is impossible
+    live = F.col("net") == 1
+    broken = (F.col("net") != 0) & (F.col("net") != 1)
+    per_partition = files.groupBy("partition").agg(
+        F.sum(F.when(live, 1).otherwise(0)).alias("files"),
+        F.sum(F.when(live, F.col("size"))).alias("bytes"),
+        F.sum(F.when(live, F.col("rows"))).alias("rows"),
+        F.max(F.when(live, F.col("created"))).alias("created"),
+        F.min(F.when(broken, F.struct("net", "ident"))).alias("broken"),
     )
-    count = per_partition.count()
-    assert_small(count, DRIVER_LIST_LIMIT, "partitions")
+    rows = per_partition.limit(DRIVER_LIST_LIMIT + 1).collect()
+    assert_small(len(rows), DRIVER_LIST_LIMIT, "partitions")
+    for row in rows:
+        if row["broken"] is not None:
+            net = row["broken"]["net"]
+            problem = "deletes a file that was never added" if net < 0 else "adds a file that is already live"
+            name = pickle.loads(row["broken"]["ident"])[2]
+            raise InvalidTableStateError(
+                f"{table.path} snapshot {snapshot.id}: the metadata {problem} ({name}); nothing was changed"
+            )
     return [
         PartitionStats(
             partition=bytes(row["partition"]),
@@ -163,7 +166,8 @@ def partition_stats(spark: Any, table: Table, snapshot: Snapshot | None) -> list
             if row["created"] is None
             else _EPOCH + dt.timedelta(milliseconds=row["created"]),
         )
-        for row in per_partition.toLocalIterator()
+        for row in rows
+        if row["files"]
     ]
 
 

@@ -296,3 +296,20 @@ def test_after_a_crash_and_rerun_expiry_and_orphan_removal_delete_exactly_the_dr
     assert not (left_behind & manifests_after), "the crashed run's manifests are orphans and removed"
     assert data_files() == kept
     assert pypaimon_rows(warehouse, "db.t") == expected_rows
+
+
+def test_inconsistent_metadata_is_refused_before_anything_is_written(spark_session, tmp_path):
+    from paimon_format.errors import InvalidTableStateError
+
+    table = make_table(str(tmp_path / "db.db" / "t"))
+    committer = SnapshotCommit(table)
+    twice = data_file("data-twice.parquet")
+    committer.append([message(table, ["a"], twice)])
+    committer.append([message(table, ["a"], twice)])  # a plain append does not check: now broken
+    manifests = {p.name for p in (tmp_path / "db.db" / "t" / "manifest").iterdir()}
+
+    with pytest.raises(InvalidTableStateError, match="data-twice.parquet"):
+        drop_partition(spark_session, table, specs=[{"dt": "a"}])
+
+    assert table.snapshot_manager.latest_id() == 2
+    assert {p.name for p in (tmp_path / "db.db" / "t" / "manifest").iterdir()} == manifests
