@@ -313,3 +313,31 @@ def test_inconsistent_metadata_is_refused_before_anything_is_written(spark_sessi
 
     assert table.snapshot_manager.latest_id() == 2
     assert {p.name for p in (tmp_path / "db.db" / "t" / "manifest").iterdir()} == manifests
+
+
+def test_a_table_pypaimon_wrote_with_an_int_partition(spark_session, tmp_path):
+    import pyarrow as pa
+    import pypaimon
+
+    warehouse = str(tmp_path / "wh")
+    catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("db", True)
+    schema = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("v", pa.string())])
+    catalog.create_table("db.t", pypaimon.Schema.from_pyarrow_schema(schema, partition_keys=["p"]), False)
+    for batch in range(2):
+        builder = catalog.get_table("db.t").new_batch_write_builder()
+        writer, commit = builder.new_write(), builder.new_commit()
+        rows = [(batch * 10 + i, i % 3, f"v{i}") for i in range(6)]
+        writer.write_arrow(
+            pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema=schema)
+        )
+        commit.commit(writer.prepare_commit())
+        writer.close()
+        commit.close()
+    before = pypaimon_rows(warehouse, "db.t")
+    table = Table.open(warehouse, "db.t")
+
+    drop_partition(spark_session, table, where="p >= 1")
+
+    assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["p"] < 1]
+    assert pypaimon_rows(warehouse, "db.t", 2) == before
