@@ -1,0 +1,289 @@
+"""expire-snapshots on local Spark: what goes, what stays, dry run, crashes and reruns.
+
+Oracles: pypaimon reads every retained snapshot and tag before and after; `leftovers` (files no
+retained snapshot or tag reads) must be empty afterwards, i.e. everything only the expired snapshots
+used is gone; `missing_needed` must be empty, i.e. nothing a retained reader opens was deleted.
+
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs.expire_snapshots import (
+    STEP_FILES,
+    STEP_LISTS,
+    STEP_MANIFESTS,
+    STEP_PLANNED,
+    STEP_SNAPSHOT,
+    expire_snapshots,
+)
+from paimon_format.binary_row import deserialize_row
+from paimon_format.commit import CommitMessage, SnapshotCommit
+from paimon_format.writer import write_table_files
+from tests.factories import data_file, make_table, message
+from tests.table_states import (
+    append_rows,
+    batch,
+    build_sample_table,
+    fingerprint,
+    listed_files,
+    open_table,
+    table_root,
+    view,
+)
+
+FUTURE = "2100-01-01 00:00:00"  # every snapshot is older than this cutoff
+REPO = Path(__file__).resolve().parents[2]
+
+
+def needed(table, first_retained: int | None = None) -> set[str]:
+    """Every file a reader of a retained snapshot or tag opens, plus the table's own metadata files.
+
+    Live files only: a file that a retained manifest names in a DELETE entry is not needed (Paimon's
+    expiry deletes it too). `first_retained`: ignore snapshots below it (half-expired after a crash).
+    """
+    from paimon_format.scan import (
+        changelog_entries,
+        index_entries,
+        index_file_relpaths,
+        live_entries,
+        manifest_names,
+        snapshot_metadata_files,
+    )
+
+    manager = table.snapshot_manager
+    ids = [i for i in manager.snapshot_ids() if first_retained is None or i >= first_retained]
+    files = {f"snapshot/snapshot-{i}" for i in manager.snapshot_ids()}
+    files |= {f"schema/schema-{i}" for i in table.schema_manager.list_ids()}
+    files |= {f"tag/tag-{name}" for name in table.tag_manager.tag_names()}
+    for snapshot in [manager.snapshot(i) for i in ids] + list(table.tag_manager.tags().values()):
+        files.update(snapshot_metadata_files(snapshot))
+        files.update(f"manifest/{name}" for name in manifest_names(table, snapshot))
+        for entry in live_entries(table, snapshot) + changelog_entries(table, snapshot):
+            files.update(table.entry_relpaths(entry))
+        for index_entry in index_entries(table, snapshot):
+            files.update(index_file_relpaths(index_entry))
+    return files
+
+
+def leftovers(table) -> set[str]:
+    """Files nothing retained needs (besides the hints): must be empty after an expiry."""
+    return listed_files(table) - needed(table) - {"snapshot/LATEST", "snapshot/EARLIEST"}
+
+
+def missing_needed(table, first_retained: int | None = None) -> set[str]:
+    return needed(table, first_retained) - listed_files(table)
+
+
+# -- the seed's ADD/DELETE ordering, on metadata with real (empty) files ------------------------------
+
+
+def touch(table, partition: str, *names: str) -> None:
+    for name in names:
+        path = Path(table.path) / f"dt={partition}" / "bucket-0" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"x")
+
+
+def exists(table, partition: str, name: str) -> bool:
+    return (Path(table.path) / f"dt={partition}" / "bucket-0" / name).exists()
+
+
+def test_add_then_delete_goes_delete_then_add_stays_and_tags_protect(spark_session, tmp_path):
+    table = make_table(str(tmp_path / "db.db" / "t"))
+    commit = SnapshotCommit(table)
+    a, b, c, d, keep = (data_file(f"data-{n}.parquet") for n in ("a", "b", "c", "d", "keep"))
+    touch(
+        table,
+        "p",
+        "data-a.parquet",
+        "data-b.parquet",
+        "data-c.parquet",
+        "data-d.parquet",
+        "data-keep.parquet",
+    )
+    commit.append([message(table, ["p"], a, b, keep)])  # 1
+    commit.append([message(table, ["p"], c, d, deleted=[a])])  # 2: a added at 1, deleted at 2 -> goes
+    table.tag_manager.create_tag("t2", table.snapshot_manager.snapshot(2))  # the tag keeps c and d live
+    commit.append([message(table, ["p"], deleted=[b, c])])  # 3: c goes unless tagged (it is)
+    commit.append([message(table, ["p"], b, deleted=[d])])  # 4: b deleted at 3, added again at 4 -> stays
+    for i in range(3):
+        commit.append([message(table, ["p"], data_file(f"data-x{i}.parquet"))])  # 5, 6, 7
+        touch(table, "p", f"data-x{i}.parquet")
+
+    record = expire_snapshots(spark_session, table, retain_min=2, older_than=FUTURE)
+
+    assert record.snapshot_ids["begin"] == 1 and record.snapshot_ids["end"] == 6
+    assert table.snapshot_manager.snapshot_ids() == [6, 7]
+    assert not exists(table, "p", "data-a.parquet")
+    assert exists(table, "p", "data-b.parquet") and exists(table, "p", "data-keep.parquet")
+    assert exists(table, "p", "data-c.parquet") and exists(table, "p", "data-d.parquet")  # tag t2
+    assert record.counts["files_deleted"] == 1
+    assert (Path(table.path) / "snapshot" / "EARLIEST").read_text() == "6"
+
+
+# -- real tables: appends, overwrite, dropped partition, tags -----------------------------------------
+
+
+def busy_table(warehouse: str):
+    """Appends, a tag, an overwrite of one partition and a dropped partition (overwrite with nothing)."""
+    table = build_sample_table(warehouse, commits=4)  # tag t2 on snapshot 2
+    committer = SnapshotCommit(table)
+    written = write_table_files(table.file_io, table.path, table.schema, batch(100, 4, days=1), 5000)
+    committer.overwrite(
+        [CommitMessage(p, bucket, -1, files) for p, bucket, files in written],
+        partition_filter=lambda p: deserialize_row(p, table.partition_types) == ["2024-01-01"],
+    )
+    committer.overwrite(
+        [], partition_filter=lambda p: deserialize_row(p, table.partition_types) == ["2024-01-02"]
+    )
+    for i in range(3):
+        append_rows(table, batch(200 + 10 * i, 3))
+    return table
+
+
+def test_expiry_keeps_retained_snapshots_and_tags_readable_and_leaves_no_orphans(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = busy_table(warehouse)
+    before = view(warehouse)
+    listed_before = listed_files(table)
+
+    record = expire_snapshots(spark_session, table, retain_min=3, older_than=FUTURE)
+
+    after = view(warehouse)
+    kept = table.snapshot_manager.snapshot_ids()
+    assert kept == [7, 8, 9] and record.counts["snapshots_expired"] == 6
+    assert {i: after.rows_by_snapshot[i] for i in kept} == {i: before.rows_by_snapshot[i] for i in kept}
+    assert after.rows_by_tag == before.rows_by_tag
+    assert missing_needed(table) == set()
+    assert leftovers(table) == set()  # everything only the expired snapshots used is gone
+    assert record.counts["files_deleted"] > 0 and record.counts["manifests_deleted"] > 0
+    deleted = listed_before - listed_files(table)
+    assert "snapshot/snapshot-1" in deleted and "tag/tag-t2" not in deleted
+
+
+def test_retain_max_and_age_and_limit_through_the_job(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=6)
+    record = expire_snapshots(spark_session, table, retain_min=1)  # default age: 1h, all are newer
+    assert record.counts["snapshots_expired"] == 0 and table.snapshot_manager.snapshot_ids() == list(
+        range(1, 7)
+    )
+    record = expire_snapshots(spark_session, table, retain_min=1, retain_max=4)  # age ignored beyond max
+    assert table.snapshot_manager.snapshot_ids() == [3, 4, 5, 6]
+    record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE, max_deletes=2)
+    assert (
+        table.snapshot_manager.snapshot_ids() == [5, 6] and record.snapshot_ids["limited_by"] == "max_deletes"
+    )
+    assert missing_needed(table) == set() and leftovers(table) == set()
+
+
+def test_dry_run_deletes_nothing_and_reports_the_plan(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = busy_table(warehouse)
+    before = fingerprint(table.path)
+    record = expire_snapshots(spark_session, table, retain_min=3, older_than=FUTURE, dry_run=True)
+    assert fingerprint(table.path) == before
+    assert record.counts["snapshots_to_expire"] == 6 and record.counts["files_to_delete"] > 0
+    assert record.samples["files_to_delete"] and record.samples["manifests_to_delete"]
+    assert "files_deleted" not in record.counts
+
+
+def test_pypaimon_written_tables(spark_session, tmp_path):
+    from tests.interop.oracle import create_sample_tables
+
+    warehouse = str(tmp_path / "py")
+    samples = create_sample_tables(warehouse)
+    for info in samples.values():
+        if len(info.snapshot_ids) < 2:
+            continue
+        table = __import__("paimon_format.table", fromlist=["Table"]).Table.open(warehouse, info.identifier)
+        latest = table.snapshot_manager.latest_id()
+        expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+        assert table.snapshot_manager.snapshot_ids() == [latest], info.name
+        assert missing_needed(table) == set(), info.name
+        assert leftovers(table) == set(), info.name
+        from tests.interop.oracle import read_rows, sort_rows
+
+        assert sort_rows(read_rows(warehouse, info.identifier)) == info.rows[latest], info.name
+
+
+# -- crash at each step, then a rerun: the same files as an uninterrupted run -------------------------
+
+
+def run_job(warehouse: str, crash_at: str | None = None, skip: int = 0) -> subprocess.CompletedProcess:
+    config = Path(warehouse).parent / f"{Path(warehouse).name}.yaml"
+    config.write_text(
+        f"warehouse: {warehouse}\ntable: db.t\nretain_min: 3\nolder_than: '{FUTURE}'\n"
+        "spark: {spark.sql.shuffle.partitions: 2}\n"
+    )
+    env = dict(os.environ)
+    env.pop("PAIMON_CRASH_AT", None)
+    if crash_at:
+        env["PAIMON_CRASH_AT"] = crash_at
+        env["PAIMON_CRASH_SKIP"] = str(skip)
+    return subprocess.run(
+        [sys.executable, "-m", "jobs", "expire-snapshots", "--config", str(config)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("step", "skip"),
+    [(STEP_PLANNED, 0), (STEP_FILES, 0), (STEP_MANIFESTS, 0), (STEP_LISTS, 0), (STEP_SNAPSHOT, 2)],
+)
+def test_crash_then_rerun_ends_like_an_uninterrupted_run(spark_session, tmp_path, step, skip):
+    import shutil
+
+    template = str(tmp_path / "template")
+    busy_table(template)
+    expected_view = view(template)
+    reference, crashed = str(tmp_path / "reference"), str(tmp_path / "crashed")
+    shutil.copytree(template, reference)
+    shutil.copytree(template, crashed)
+    expire_snapshots(spark_session, open_table(reference), retain_min=3, older_than=FUTURE)
+
+    result = run_job(crashed, crash_at=step, skip=skip)
+    assert result.returncode == 137, result.stderr[-2000:]
+    crashed_table = open_table(crashed)
+    assert missing_needed(crashed_table, first_retained=7) == set()
+
+    expire_snapshots(spark_session, crashed_table, retain_min=3, older_than=FUTURE)  # the rerun
+
+    assert listed_files(crashed_table) == listed_files(open_table(reference))
+    after = view(crashed)
+    for snapshot_id, rows in after.rows_by_snapshot.items():
+        assert rows == expected_view.rows_by_snapshot[snapshot_id]
+    assert after.rows_by_tag == expected_view.rows_by_tag
+    assert missing_needed(crashed_table) == set()
+
+
+def test_cli_dry_run_emits_a_record(tmp_path):
+    warehouse = str(tmp_path / "wh")
+    build_sample_table(warehouse, commits=5)
+    before = fingerprint(table_root(warehouse))
+    config = tmp_path / "c.yaml"
+    config.write_text(f"warehouse: {warehouse}\ntable: db.t\nretain_min: 2\nolder_than: '{FUTURE}'\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs", "expire-snapshots", "--config", str(config), "--dry-run"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads(result.stdout[result.stdout.index("{") :])
+    assert record["counts"]["snapshots_to_expire"] == 3
+    assert fingerprint(table_root(warehouse)) == before
