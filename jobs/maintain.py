@@ -50,11 +50,36 @@ _STATUS = {EXIT_OK: "done", EXIT_REFUSED: "refused"}
 # Which table exit code wins for the run: page someone (1) before asking for a fix (2) before retry (3).
 _SEVERITY = {EXIT_UNEXPECTED: 3, EXIT_BAD_INPUT: 2, EXIT_REFUSED: 1}
 
-# Record keys of the operations that the summary adds up (the operations' own names for them).
-SNAPSHOT_COUNT_KEYS = ("snapshots_expired", "snapshots_deleted")
-PARTITION_COUNT_KEYS = ("partitions_expired", "partitions_dropped")
-FILE_COUNT_SUFFIX = "files_deleted"
-BYTES_SUFFIX = "deleted"
+# The record keys each operation uses for what the summary adds up, for a real run and a dry run
+# (where the figures are what it would do): (counts keys, bytes keys) per summary figure.
+SUMMARY_KEYS: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    "expire-partitions": {"partitions": (("partitions",), ("partitions",))},
+    "expire-snapshots": {
+        "snapshots": (("snapshots_expired",), ("snapshots_to_expire",)),
+        "files": (
+            ("files_deleted", "manifests_deleted", "manifest_lists_deleted"),
+            ("files_to_delete", "manifests_to_delete", "manifest_lists_to_delete"),
+        ),
+        "bytes": (
+            ("files_deleted", "manifests_deleted", "manifest_lists_deleted"),
+            ("files_to_delete", "manifests_to_delete", "manifest_lists_to_delete"),
+        ),
+    },
+    "remove-orphan-files": {
+        "files": (("files_deleted",), ("orphan_files",)),
+        "bytes": (("deleted",), ("orphans",)),
+    },
+}
+
+
+def summary_figure(record: RunRecord, figure: str) -> int:
+    """One summary figure (snapshots, partitions, files, bytes) of one operation's record."""
+    keys = SUMMARY_KEYS.get(record.operation, {}).get(figure)
+    if keys is None:
+        return 0
+    names = keys[1] if record.dry_run else keys[0]
+    source = record.bytes if figure == "bytes" else record.counts
+    return sum(source.get(name, 0) for name in names)
 
 
 class MaintenanceFailed(JobError):
@@ -92,26 +117,8 @@ class TableOutcome:
     records: list[RunRecord] = field(default_factory=list)
     not_run: list[str] = field(default_factory=list)
 
-    def total(self, keys: tuple[str, ...]) -> int:
-        return sum(record.counts.get(key, 0) for record in self.records for key in keys)
-
-    @property
-    def files_removed(self) -> int:
-        return sum(
-            value
-            for record in self.records
-            for key, value in record.counts.items()
-            if key.endswith(FILE_COUNT_SUFFIX)
-        )
-
-    @property
-    def bytes_removed(self) -> int:
-        return sum(
-            value
-            for record in self.records
-            for key, value in record.bytes.items()
-            if key.endswith(BYTES_SUFFIX)
-        )
+    def total(self, figure: str) -> int:
+        return sum(summary_figure(record, figure) for record in self.records)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -120,10 +127,10 @@ class TableOutcome:
             "reason": self.reason,
             "lock": self.lock,
             "duration_s": self.duration_s,
-            "snapshots_expired": self.total(SNAPSHOT_COUNT_KEYS),
-            "partitions_expired": self.total(PARTITION_COUNT_KEYS),
-            "files_removed": self.files_removed,
-            "bytes_removed": self.bytes_removed,
+            "snapshots_expired": self.total("snapshots"),
+            "partitions_expired": self.total("partitions"),
+            "files_removed": self.total("files"),
+            "bytes_removed": self.total("bytes"),
             "operations": [record.to_dict() for record in self.records],
             "not_run": self.not_run,
         }
@@ -134,8 +141,8 @@ class TableOutcome:
         steps = ", ".join(f"{r.operation} {r.status}" for r in self.records) or "no operation enabled"
         line = (
             f"{self.table}: {self.status} in {self.duration_s:.1f} s: {steps}; "
-            f"{self.total(SNAPSHOT_COUNT_KEYS)} snapshots expired, "
-            f"{self.files_removed:,} files / {self.bytes_removed:,} bytes removed"
+            f"{self.total('snapshots')} snapshots, {self.total('partitions')} partitions expired, "
+            f"{self.total('files'):,} files / {self.total('bytes'):,} bytes removed"
         )
         if self.status == "failed":
             line += f"; exit {self.exit_code}: {self.reason}"
@@ -288,10 +295,10 @@ def _report(
     by_status: dict[str, int] = {}
     for outcome in outcomes:
         by_status[outcome.status] = by_status.get(outcome.status, 0) + 1
-        record.count("snapshots_expired", outcome.total(SNAPSHOT_COUNT_KEYS))
-        record.count("partitions_expired", outcome.total(PARTITION_COUNT_KEYS))
-        record.count("files_removed", outcome.files_removed)
-        record.add_bytes("removed", outcome.bytes_removed)
+        record.count("snapshots_expired", outcome.total("snapshots"))
+        record.count("partitions_expired", outcome.total("partitions"))
+        record.count("files_removed", outcome.total("files"))
+        record.add_bytes("removed", outcome.total("bytes"))
     for status in ("done", "failed", "skipped"):
         record.count(f"tables_{status}", by_status.get(status, 0))
     lines = [outcome.summary_line() for outcome in outcomes]
@@ -301,7 +308,7 @@ def _report(
         f"{record.counts['partitions_expired']} partitions expired, "
         f"{record.counts['files_removed']:,} files / {record.bytes['removed']:,} bytes removed"
     )
-    record.details["summary"] = [*lines, total]
+    record.details["summary"] = [*lines, ("dry run, would be done: " if record.dry_run else "") + total]
     for line in record.details["summary"]:
         log.info("summary: %s", line)
     failed = [outcome for outcome in outcomes if outcome.status == "failed"]

@@ -35,6 +35,7 @@ pytest.importorskip("pypaimon")
 from tests.interop import oracle  # noqa: E402 - needs pypaimon
 
 HAS_EXPIRE_SNAPSHOTS = importlib.util.find_spec("jobs.expire_snapshots") is not None
+HAS_EXPIRE_PARTITIONS = importlib.util.find_spec("jobs.expire_partitions") is not None
 MAINTAINED = ["db.append_plain", "db.append_parted", "db.pk_fixed", "db.pk_dynamic"]
 BROKEN = "db.fmt_orc"
 OLD = time.time() - 3 * 24 * 3600
@@ -116,8 +117,12 @@ def operations_yaml(orphans_in: str = "db.append_*") -> str:
     blocks = ["  compact_manifests: {mode: full}"]
     if HAS_EXPIRE_SNAPSHOTS:
         blocks.insert(0, "  expire_snapshots: {retain_min: 2, retain_max: 2, older_than: 1 ms}")
-    override = f"  - match: '{orphans_in}'\n    remove_orphan_files: {{older_than: 2h}}\n"
-    return "defaults:\n" + "\n".join(blocks) + "\noverrides:\n" + override
+    overrides = f"  - match: '{orphans_in}'\n    remove_orphan_files: {{older_than: 2h}}\n"
+    if HAS_EXPIRE_PARTITIONS:  # the oldest of append_parted's dt partitions (all are years old)
+        overrides += (
+            "  - match: db.append_parted\n    expire_partitions: {expiration_time: 1d, max_expires: 1}\n"
+        )
+    return "defaults:\n" + "\n".join(blocks) + "\noverrides:\n" + overrides
 
 
 # -- the acceptance test ------------------------------------------------------------------
@@ -161,9 +166,16 @@ def test_five_tables_one_broken_four_maintained_broken_reported(spark_session, w
         latest_before = max(
             (k for k in before[table] if k.startswith("snapshot")), key=lambda k: int(k.split()[1])
         )
-        assert oracle.read_rows(table_dir(warehouse, table)) == before[table][latest_before]
+        expected_latest = before[table][latest_before]
+        if HAS_EXPIRE_PARTITIONS and table == "db.append_parted":
+            expected_latest = [row for row in expected_latest if row["dt"] != "2024-01-01"]
+            assert len(expected_latest) < len(before[table][latest_before])
+        assert oracle.read_rows(table_dir(warehouse, table)) == expected_latest
         compact = next(op for op in section["operations"] if op["operation"] == "compact-manifests")
         assert compact["counts"]["manifests_after"] <= compact["counts"]["manifests_before"]
+    if HAS_EXPIRE_PARTITIONS:
+        assert record["details"]["plan"]["db.append_parted"][0] == "expire-partitions"
+        assert tables["db.append_parted"]["partitions_expired"] == 1 == record["counts"]["partitions_expired"]
     if HAS_EXPIRE_SNAPSHOTS:
         assert record["counts"]["snapshots_expired"] > 0
         assert oracle.snapshot_ids(table_dir(warehouse, "db.append_parted"))[0] > 1
@@ -223,7 +235,7 @@ def test_dry_run_plans_every_table_and_changes_nothing(spark_session, warehouse,
     orphan = plant_orphan(warehouse, "db.append_plain", "bucket-0")
     before = fingerprint(warehouse)
     config = write_config(
-        tmp_path, f"warehouse: {warehouse}\ntables: ['db.append_*']\n" + operations_yaml("db.append_plain")
+        tmp_path, f"warehouse: {warehouse}\ntables: ['db.append_pl*']\n" + operations_yaml("db.append_plain")
     )
 
     code, record = run_maintain(config, "--dry-run", capsys=capsys)
@@ -235,7 +247,8 @@ def test_dry_run_plans_every_table_and_changes_nothing(spark_session, warehouse,
     assert all(op["dry_run"] for op in section["operations"])
     orphans = next(op for op in section["operations"] if op["operation"] == "remove-orphan-files")
     assert orphans["counts"]["orphan_files"] == 1
-    assert sorted(record["details"]["tables"]) == ["db.append_parted", "db.append_plain"]
+    assert sorted(record["details"]["tables"]) == ["db.append_plain"]
+    assert record["details"]["summary"][-1].startswith("dry run, would be done: 1 tables: 1 done")
 
 
 def test_dry_run_reports_a_locked_table_as_skipped(spark_session, warehouse, tmp_path, capsys):
@@ -254,6 +267,15 @@ def test_dry_run_reports_a_locked_table_as_skipped(spark_session, warehouse, tmp
 
 
 # -- configuration: checked before Spark starts ---------------------------------------------------
+
+
+def test_the_example_config_loads_and_plans():
+    from jobs.config import load_config
+
+    config = load_config(Path(__file__).parents[2] / "conf" / "maintain.yaml", [], MaintainConfig)
+    plans = {plan.table: plan for plan in plan_tables(config, ["db.events_eu", "db.audit_log"])}
+    assert "remove-orphan-files" not in [step.operation for step in plans["db.audit_log"].steps]
+    assert plans["db.events_eu"].steps[-1].operation == "remove-orphan-files"
 
 
 def test_a_typo_in_an_operation_block_fails_at_load_time_with_its_key_path(tmp_path, capsys):
