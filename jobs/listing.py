@@ -1,9 +1,11 @@
 """Every file under a table directory as a DataFrame, listed by the executors in waves.
 
 Walking a table with millions of files on the driver is what runs other cleaners out of memory. Here
-the driver only keeps a count per wave: wave 0 lists the table root on an executor, the directories
-it finds are the next wave's input (a DataFrame, never collected), and so on until a wave finds no
-directories. Partition levels are thus expanded in parallel, one wave per level.
+the driver only keeps a count per wave: wave 1 lists the table root on an executor, the directories
+it finds are the next wave's input (a DataFrame, never collected), and so on: partition levels are
+expanded in parallel, one wave per level, until a wave has enough directories to keep every core
+busy; that wave lists each of its directories' whole subtree in one task, so a table with one
+partition level needs two waves, not four.
 
 Each wave is local-checkpointed as soon as it is listed: a later stage never re-lists a directory
 (a second listing could differ from the first, and race safety depends on listing exactly once).
@@ -51,7 +53,7 @@ _WAVE_SCHEMA = pa.schema(
         ("kind", pa.string()),
     ]
 )
-_VANISHED = "\0vanished"  # a row marking a directory gone before it could be listed
+TASKS_PER_CORE = 4
 _BATCH_ROWS = 20_000
 MAX_WAVES = 64  # deeper than any Paimon layout: a symlink loop or a runaway tree, not a table
 
@@ -98,27 +100,50 @@ def list_directory(file_io: FileIO, path: str) -> list[FileStatus]:
     return statuses
 
 
-def _wave_lister(file_io: FileIO, root: str, naming: FileNaming):
-    """The mapInArrow function of one wave: relative directories in, their entries out."""
+class WaveCounters:
+    """Spark accumulators the listing tasks add to, so the driver learns counts without another job."""
+
+    def __init__(self, spark: Any) -> None:
+        context = spark.sparkContext
+        self.files = context.accumulator(0)
+        self.directories = context.accumulator(0)  # directories listed
+        self.frontier = context.accumulator(0)  # directories handed to the next wave
+        self.vanished = context.accumulator(0)
+
+
+def _wave_lister(file_io: FileIO, root: str, naming: FileNaming, recursive: bool, counters: WaveCounters):
+    """The mapInArrow function of one wave: relative directories in, their entries out.
+
+    Not `recursive`: the subdirectories found are output rows (is_dir) for the next wave.
+    `recursive`: each directory's whole subtree is listed in this task, depth first, streaming rows.
+    """
 
     def list_wave(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         rows: dict[str, list] = {name: [] for name in _WAVE_SCHEMA.names}
         for batch in batches:
-            for directory in batch.column("path").to_pylist():
+            pending = batch.column("path").to_pylist()
+            while pending:
+                directory = pending.pop()
                 full = file_io.join(root, directory) if directory else root
                 try:
                     statuses = list_directory(file_io, full)
                 except MissingFileError:
                     if not directory:
                         raise  # the table root itself: never an empty table by accident
-                    _append(rows, directory, True, 0, 0, _VANISHED, None)
+                    counters.vanished.add(1)
                     continue
+                counters.directories.add(1)
+                files = 0
                 for status in statuses:
                     name = status.path.rstrip("/").rsplit("/", 1)[-1]
                     relative = f"{directory}/{name}" if directory else name
-                    if status.is_dir:
+                    if status.is_dir and recursive:
+                        pending.append(relative)
+                    elif status.is_dir:
+                        counters.frontier.add(1)
                         _append(rows, relative, True, 0, 0, None, None)
                     else:
+                        files += 1
                         judgement = judge_file(relative, naming)
                         _append(
                             rows,
@@ -129,6 +154,7 @@ def _wave_lister(file_io: FileIO, root: str, naming: FileNaming):
                             judgement.rule,
                             judgement.kind,
                         )
+                counters.files.add(files)
                 if len(rows["path"]) >= _BATCH_ROWS:
                     yield pa.RecordBatch.from_pydict(rows, schema=_WAVE_SCHEMA)
                     rows = {name: [] for name in _WAVE_SCHEMA.names}
@@ -154,41 +180,45 @@ def list_table_files(
     naming: FileNaming,
     log: logging.Logger | logging.LoggerAdapter | None = None,
 ) -> Listing:
-    """List every file below `root` on the executors, wave by wave (see the module docstring)."""
+    """List every file below `root` on the executors, wave by wave (see the module docstring).
+
+    Levels are expanded one wave each until the frontier has enough directories to keep every core
+    busy (`tasks_per_core` per core); that wave then lists each of its directories' subtrees whole.
+    """
     from pyspark.sql import functions as F
 
     log = log or logging.getLogger(__name__)
     parallelism = max(1, spark.sparkContext.defaultParallelism)
+    wide_enough = parallelism * TASKS_PER_CORE
     frontier = spark.createDataFrame([("",)], "path string").coalesce(1)
     frontier_size = 1
     file_waves = []
-    directories = vanished = waves = 0
-    lister = _wave_lister(file_io, root, naming)
+    waves = 0
+    counters = WaveCounters(spark)
     while frontier_size:
         if waves >= MAX_WAVES:
             raise StorageError(f"list {root}: more than {MAX_WAVES} directory levels (a symlink loop?)")
-        slices = max(1, min(frontier_size, parallelism * 4))
-        wave = frontier.repartition(slices).mapInArrow(lister, _WAVE_COLUMNS).localCheckpoint(eager=True)
+        recursive = frontier_size >= wide_enough
+        lister = _wave_lister(file_io, root, naming, recursive, counters)
+        if frontier_size > 1:
+            frontier = frontier.repartition(min(frontier_size, wide_enough))
+        files_before, frontier_before = counters.files.value, counters.frontier.value
+        wave = frontier.mapInArrow(lister, _WAVE_COLUMNS).localCheckpoint(eager=True)
         waves += 1
-        counts = wave.groupBy(
-            F.when(F.col("rule") == _VANISHED, "vanished").when(F.col("is_dir"), "dir").otherwise("file")
-        ).count()
-        by_kind = {row[0]: row[1] for row in counts.collect()}
-        vanished += by_kind.get("vanished", 0)
-        frontier_size = by_kind.get("dir", 0)
-        directories += frontier_size
+        frontier_size = counters.frontier.value - frontier_before
         log.info(
-            "listing wave %d: %s files, %s directories for the next wave",
+            "listing wave %d%s: %s files, %s directories for the next wave",
             waves,
-            f"{by_kind.get('file', 0):,}",
+            " (whole subtrees)" if recursive else "",
+            f"{counters.files.value - files_before:,}",
             f"{frontier_size:,}",
         )
         file_waves.append(wave.filter(~F.col("is_dir")).drop("is_dir"))
-        frontier = wave.filter(F.col("is_dir") & F.col("rule").isNull()).select("path")
+        frontier = wave.filter(F.col("is_dir")).select("path")
     files = file_waves[0]
     for wave_files in file_waves[1:]:
         files = files.unionByName(wave_files)
-    return Listing(files, directories, vanished, waves)
+    return Listing(files, counters.directories.value, counters.vanished.value, waves)
 
 
 # -- a storage inventory instead of a listing ------------------------------------------------------

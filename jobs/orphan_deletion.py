@@ -203,7 +203,7 @@ def remove_empty_directories(spark: Any, deleted_files: Any, file_io: FileIO, ro
     from pyspark.sql import functions as F
     from pyspark.sql.types import ArrayType, StringType
 
-    parents = F.udf(removable_parents, ArrayType(StringType()))
+    parents = F.udf(lambda path: removable_parents(path), ArrayType(StringType()))
     chains = deleted_files.select(parents("path").alias("chain")).filter(F.size("chain") > 0)
     innermost = chains.select(F.col("chain")[0].alias("dir"), "chain").dropDuplicates(["dir"])
 

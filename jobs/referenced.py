@@ -143,15 +143,15 @@ def referenced_paths(
         read = root_frame.mapInArrow(_root_reader(table), _ROOT_OUT_COLUMNS).localCheckpoint(eager=True)
     else:
         read = spark.createDataFrame([], _ROOT_OUT_COLUMNS)
-    vanished = read.filter(F.col("what") == _VANISHED).count()
+    counts = {
+        row["what"]: row["n"]
+        for row in read.groupBy("what").agg(F.countDistinct("value").alias("n")).collect()
+    }
+    vanished = counts.get(_VANISHED, 0)
+    manifest_count, index_count = counts.get(_MANIFEST, 0), counts.get(_INDEX_MANIFEST, 0)
     from_roots = read.filter(F.col("what") == _FILE).select(F.col("value").alias("path"))
-
-    def names_of(what: str) -> tuple[Any, int]:
-        names = read.filter(F.col("what") == what).select("value").distinct().localCheckpoint(eager=True)
-        return names, names.count()
-
-    manifests, manifest_count = names_of(_MANIFEST)
-    index_manifests, index_count = names_of(_INDEX_MANIFEST)
+    manifests = read.filter(F.col("what") == _MANIFEST).select("value").distinct()
+    index_manifests = read.filter(F.col("what") == _INDEX_MANIFEST).select("value").distinct()
     log.info("referenced set: reading %d manifests and %d index manifests", manifest_count, index_count)
     data_files = manifests.repartition(max(1, min(manifest_count, parallelism * 4))).mapInArrow(
         _manifest_reader(table, index=False), REFERENCED_COLUMNS

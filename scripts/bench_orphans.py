@@ -20,6 +20,7 @@ driver peak that does not grow with the file count.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import tempfile
@@ -173,6 +174,8 @@ def main() -> None:
     parser.add_argument("--manifests", type=int, default=1000)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = get_or_create_spark("bench-orphans", {"spark.driver.memory": "2g"})
     print(f"load average before: {os.getloadavg()}", flush=True)
     results = [run_size(spark, int(size), args.manifests) for size in args.files.split(",")]

@@ -184,7 +184,9 @@ def test_pypaimon_tables_keep_every_file_including_dynamic_bucket_index_files(sp
     warehouse = str(tmp_path / "wh")
     tables = oracle.create_sample_tables(warehouse)
     age_tree(warehouse)
-    for name, info in tables.items():
+    # One of each layout (the referenced-set equality test above covers every sample table).
+    for name in ("append_parted", "pk_fixed", "pk_dynamic", "dropped_part", "fmt_orc"):
+        info = tables[name]
         table = Table.open(warehouse, info.identifier)
         before = {
             **{i: oracle.read_rows(warehouse, info.identifier, snapshot_id=i) for i in info.snapshot_ids},
