@@ -274,9 +274,17 @@ def write_partition_deletes(
 
     parallelism = spark.sparkContext.defaultParallelism
     writers = max(1, min(-(-max(expected_files, 1) // FILES_PER_WRITER), parallelism * 4, len(partitions)))
-    entries = _manifest_frame(spark, manifests).mapInArrow(read, PAYLOADS)
-    arranged = entries.repartitionByRange(writers, "partition").sortWithinPartitions("partition", "ord")
-    results = arranged.mapInArrow(merge_and_write, WRITTEN).collect()
+    from pyspark import StorageLevel
+
+    # the range shuffle samples its input first: keep the kept entries rather than reading twice
+    entries = (
+        _manifest_frame(spark, manifests).mapInArrow(read, PAYLOADS).persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    try:
+        arranged = entries.repartitionByRange(writers, "partition").sortWithinPartitions("partition", "ord")
+        results = arranged.mapInArrow(merge_and_write, WRITTEN).collect()
+    finally:
+        entries.unpersist()
     metas = [pickle.loads(row["meta"]) for row in results if row["meta"] is not None]
     errors = [row["error"] for row in results if row["error"]]
     if errors:
