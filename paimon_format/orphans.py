@@ -168,10 +168,20 @@ def manifest_references(table: Table, manifest_name: str) -> list[str]:
     """Table-relative paths of every data/changelog file (with extra files) a manifest names.
 
     ADD and DELETE entries alike: a DELETE names a file an older retained snapshot may still read.
+    Same paths as `Table.entry_relpaths`, with each bucket directory rendered once per manifest
+    (rendering partition values is most of the cost otherwise).
     """
+    directories: dict[tuple[bytes, int], str] = {}
     paths: list[str] = []
     for entry in read_manifest(table.file_io, table.manifest_path(manifest_name)):
-        paths.extend(table.entry_relpaths(entry))
+        key = (entry.partition, entry.bucket)
+        directory = directories.get(key)
+        if directory is None:
+            directory = directories[key] = table.bucket_relpath(entry.partition, entry.bucket)
+        meta = entry.file
+        if not meta.external_path:
+            paths.append(posixpath.join(directory, meta.file_name))
+        paths.extend(posixpath.join(directory, extra) for extra in meta.extra_files)
     return paths
 
 

@@ -7,9 +7,9 @@ job never opens data files) in 100 partitions x 4 buckets, referenced by `--mani
 written with our manifest writer and a few snapshots whose base/delta lists cover them, plus 1%
 planted orphan data files. Then times, in the same run:
 
-(a) the job on local[2] as a dry run (listing on executors, referenced set on executors, anti join),
-    with the driver's Python heap peak (tracemalloc) during the job, then the real run deleting the
-    orphans;
+(a) the job on local[2] (after one warm-up run on a small table) as a dry run (listing and the
+    referenced set on executors, one join), with the driver's Python heap peak (tracemalloc)
+    during the job, then the real run deleting the orphans;
 (b) a single process: an `os.scandir` walk, every manifest read in one process
     (`scan.referenced_files`), a set difference with the same name rules and age filter.
 
@@ -177,6 +177,10 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     spark = get_or_create_spark("bench-orphans", {"spark.driver.memory": "2g"})
+    # The first Spark jobs of a process pay for JIT compilation and Python worker start-up (~30 s on
+    # a loaded 2-core machine); a long-lived cluster session has paid that already, so warm up first.
+    warm, _ = build(str(Path(tempfile.mkdtemp(prefix="bench-orphans-warmup-")) / "db.db" / "t"), 2000, 10)
+    remove_orphan_files(spark, warm, OrphanSettings(older_than_ms=0, force=True), dry_run=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     results = [run_size(spark, int(size), args.manifests) for size in args.files.split(",")]
     print(f"load average after: {os.getloadavg()}")
