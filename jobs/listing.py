@@ -183,7 +183,7 @@ def list_table_files(
     """List every file below `root` on the executors, wave by wave (see the module docstring).
 
     Levels are expanded one wave each until the frontier has enough directories to keep every core
-    busy (`tasks_per_core` per core); that wave then lists each of its directories' subtrees whole.
+    busy (TASKS_PER_CORE tasks per core); that wave then lists each of its directories' subtrees whole.
     """
     from pyspark.sql import functions as F
 
