@@ -262,7 +262,9 @@ def expire_snapshots(
             record.sample(f"{name}_to_delete", [row["path"] for row in sample if row["stage"] == stage])
         missing = totals.get(ALREADY_DELETED, (0, 0))[0]
         record.count("snapshots_to_expire", plan.count)
-        record.sample("snapshots_to_expire", [manager.snapshot_path(i) for i in plan.expired_ids])
+        record.sample(
+            "snapshots_to_expire", [manager.snapshot_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]]
+        )
         record.count("already_deleted_metadata", missing)
         if missing:
             log.warning(
