@@ -185,6 +185,16 @@ def test_retain_max_and_age_and_limit_through_the_job(spark_session, tmp_path):
     assert missing_needed(table) == set() and leftovers(table) == set()
 
 
+def test_consumer_keeps_its_next_snapshot(spark_session, tmp_path):
+    from paimon_format.snapshot import ConsumerManager
+
+    table = build_sample_table(str(tmp_path / "wh"), commits=6)
+    ConsumerManager(table.file_io, table.path).reset_consumer("stream-1", 3)
+    record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+    assert table.snapshot_manager.snapshot_ids() == [3, 4, 5, 6]
+    assert record.snapshot_ids["limited_by"] == "consumer"
+
+
 def test_dry_run_deletes_nothing_and_reports_the_plan(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     table = busy_table(warehouse)
