@@ -50,8 +50,8 @@ from paimon_format.orphans import (
 from paimon_format.table import Table
 
 OPERATION = "remove-orphan-files"
-# How each listed file ends up (besides the PROTECTED and FOREIGN name rules).
-REFERENCED, ORPHAN, TOO_YOUNG = "referenced", "orphan", "too-young"
+# What an unreferenced deletable file is: deleted now, or kept by the age filter.
+ORPHAN, TOO_YOUNG = "orphan", "too-young"
 
 
 class RemoveOrphanFilesConfig(TableJobConfig):
@@ -186,28 +186,31 @@ def remove_orphan_files(
     record.count("referenced_files", referenced_count)
     crash_point(f"{OPERATION}:referenced")
 
-    # One join and one aggregation classify every listed file; the driver gets ~20 summary rows.
-    flags = referenced.paths.distinct().withColumn("referenced", F.lit(True))
-    classified = (
-        listed.join(flags, "path", "left")
+    # The name rules were applied while listing; one anti join finds the unreferenced deletable files.
+    by_rule = {
+        row["rule"]: (row["files"], row["bytes"] or 0)
+        for row in listed.groupBy("rule")
+        .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
+        .collect()
+    }
+    unreferenced = (
+        listed.filter(F.col("rule") == DELETABLE)
+        .join(referenced.paths, "path", "left_anti")
         .withColumn(
             "status",
-            F.when(F.col("rule") != DELETABLE, F.col("rule"))
-            .when(F.col("referenced").isNotNull(), F.lit(REFERENCED))
-            .when(F.col("modification_time_ms") < cutoff, F.lit(ORPHAN))
-            .otherwise(F.lit(TOO_YOUNG)),
+            F.when(F.col("modification_time_ms") < cutoff, F.lit(ORPHAN)).otherwise(F.lit(TOO_YOUNG)),
         )
         .select("path", "size", "modification_time_ms", "kind", "status")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    candidates = classified.filter(F.col("status") == ORPHAN)
+    candidates = unreferenced.filter(F.col("status") == ORPHAN)
     try:
         summary = (
-            classified.groupBy("status", "kind")
+            unreferenced.groupBy("status", "kind")
             .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
             .collect()
         )
-        files_by = {status: 0 for status in (PROTECTED, FOREIGN, REFERENCED, ORPHAN, TOO_YOUNG)}
+        files_by = {ORPHAN: 0, TOO_YOUNG: 0}
         bytes_by = dict.fromkeys(files_by, 0)
         orphans_by_kind: dict[str, int] = {}
         for row in summary:
@@ -215,20 +218,21 @@ def remove_orphan_files(
             bytes_by[row["status"]] += row["bytes"] or 0
             if row["status"] == ORPHAN:
                 orphans_by_kind[row["kind"]] = row["files"]
-        listed_count = sum(files_by.values())
+        listed_count = sum(files for files, _ in by_rule.values())
         orphan_count, orphan_bytes = files_by[ORPHAN], bytes_by[ORPHAN]
         record.count("listed_files", listed_count)
-        record.add_bytes("listed", sum(bytes_by.values()))
-        record.count("protected_files", files_by[PROTECTED])
-        record.count("foreign_files", files_by[FOREIGN])
+        record.add_bytes("listed", sum(size for _, size in by_rule.values()))
+        record.count("protected_files", by_rule.get(PROTECTED, (0, 0))[0])
+        record.count("foreign_files", by_rule.get(FOREIGN, (0, 0))[0])
         record.count("too_young_files", files_by[TOO_YOUNG])
         record.count("orphan_files", orphan_count)
         record.add_bytes("orphans", orphan_bytes)
         record.details["orphans_by_kind"] = orphans_by_kind
-        for status, key in ((FOREIGN, "foreign_files"), (ORPHAN, "orphan_files")):
-            if files_by[status]:
-                sample = classified.filter(F.col("status") == status).select("path").limit(SAMPLE_LIMIT)
-                record.sample(key, [row["path"] for row in sample.collect()])
+        if by_rule.get(FOREIGN):
+            sample = listed.filter(F.col("rule") == FOREIGN).select("path").limit(SAMPLE_LIMIT)
+            record.sample("foreign_files", [row["path"] for row in sample.collect()])
+        if orphan_count:
+            record.sample("orphan_files", [row["path"] for row in candidates.limit(SAMPLE_LIMIT).collect()])
         log.info(
             "%s files listed, %s referenced, %s orphans (%s bytes) older than the cutoff",
             f"{listed_count:,}",
@@ -276,7 +280,7 @@ def remove_orphan_files(
             )
         return record
     finally:
-        classified.unpersist()
+        unreferenced.unpersist()
 
 
 def _list(
