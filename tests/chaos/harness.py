@@ -1,0 +1,522 @@
+"""The crash matrix: run a job with a fault, check the table, rerun it clean, check again.
+
+Shared by `tests/chaos` (a small CI subset) and `scripts/chaos.py` (the large, time-bounded matrix).
+A case is (job, fault): a storage fault from `paimon_format.faults` (`write:3:halt`, `delete:1`, ...)
+or a named crash step (`step:remove-orphan-files:listed`). Crashes are simulated in-process ("halt":
+storage freezes at that operation, as if the process had died there, so no cleanup code can tidy up)
+so that hundreds of cases share one SparkSession.
+
+What each case proves (`CaseResult`):
+* after the crash: every file the table references exists, and every snapshot that existed before
+  still has exactly its files (readers are fine while nobody has rerun anything yet);
+* after the rerun: pypaimon reads the latest snapshot and every tag with the rows of an uninterrupted
+  run, every retained snapshot that existed before reads as before, nothing is committed twice;
+* what the crash left behind is unreferenced and remove-orphan-files clears it.
+
+A job joins the matrix with one line in `JOBS`. Counting a clean run (plan "none") tells how many
+operations of each kind the job does, so the matrix covers every one of them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import yaml
+
+from paimon_format import faults
+from paimon_format.faults import FaultPlan, SimulatedCrash
+from paimon_format.scan import live_entries
+from paimon_format.table import Table
+from tests.table_states import (
+    IDENTIFIER,
+    build_sample_table,
+    fingerprint,
+    missing_referenced,
+    open_table,
+    row_ids,
+    unreferenced,
+    view,
+)
+
+
+@dataclass(frozen=True)
+class ChaosJob:
+    """How to run one operation in the matrix: its YAML keys (`{source}` = an input directory), and
+    whether it appends (a rerun after its commit landed would add the rows again, so the harness
+    reruns an appending job only when its commit did not land, as an operator checking the table would)."""
+
+    keys: dict[str, Any]
+    appends: bool = False
+
+
+JOBS: dict[str, ChaosJob] = {
+    "write": ChaosJob({"source": {"format": "parquet", "path": "{source}"}}, appends=True),
+    "compact-manifests": ChaosJob({"mode": "full"}),
+    "remove-orphan-files": ChaosJob({"older_than": "1h"}),
+    "drop-partition": ChaosJob({"partitions": [{"dt": "2024-01-02"}]}),
+    "expire-partitions": ChaosJob({"expiration_time": "1d", "max_expires": 1}),
+}
+OLD = time.time() - 3 * 86400  # mtime of the planted orphans: older than any older_than floor
+ORPHAN_CLEANUP = {"older_than": "1s", "force": True}
+_STEP = re.compile(r"crash_point\(\s*f?\"(\{OPERATION\}|[\w-]+):([\w-]+)\"")
+
+
+def available_jobs() -> list[str]:
+    """The JOBS whose module is committed in this checkout (work in progress is left out)."""
+    from jobs.registry import OPERATIONS
+
+    found = []
+    for name in JOBS:
+        module = OPERATIONS[name].module.replace(".", "/") + ".py"
+        if Path(module).exists() and _tracked(module):
+            found.append(name)
+    return found
+
+
+def _tracked(path: str) -> bool:
+    import subprocess
+
+    result = subprocess.run(["git", "ls-files", "--error-unmatch", path], capture_output=True)
+    return result.returncode == 0
+
+
+def crash_steps(operation: str) -> list[str]:
+    """The named crash points in the job's module (`crash_point("<op>:<step>")`)."""
+    from jobs.registry import OPERATIONS
+
+    path = Path(OPERATIONS[operation].module.replace(".", "/") + ".py")
+    steps = []
+    for owner, step in _STEP.findall(path.read_text()):
+        if owner in ("{OPERATION}", operation):
+            steps.append(f"{operation}:{step}")
+    return sorted(set(steps))
+
+
+# -- the fixture every case copies ---------------------------------------------------------------
+
+
+@dataclass
+class Template:
+    """A prepared warehouse, a Parquet source, and what readers saw before any job ran."""
+
+    warehouse: str
+    source: str
+    rows_by_snapshot: dict[int, list[int]]
+    rows_by_tag: dict[str, list[int]]
+    files_by_snapshot: dict[int, set[str]]
+    fingerprint: dict[str, str]
+
+
+def prepare(workdir: str) -> Template:
+    warehouse = os.path.join(workdir, "template", "wh")
+    table = build_sample_table(warehouse, commits=4, rows_per_commit=6)
+    plant_orphans(table)
+    source = os.path.join(workdir, "template", "source")
+    os.makedirs(source)
+    pq.write_table(
+        pa.table({"id": pa.array([900, 901, 902], pa.int64()), "dt": ["2024-01-01"] * 3, "v": list("abc")}),
+        os.path.join(source, "part-0.parquet"),
+    )
+    state = view(warehouse)
+    return Template(
+        warehouse,
+        source,
+        {i: row_ids(rows) for i, rows in state.rows_by_snapshot.items()},
+        {name: row_ids(rows) for name, rows in state.rows_by_tag.items()},
+        snapshot_files(table),
+        fingerprint(warehouse),
+    )
+
+
+def plant_orphans(table: Table) -> None:
+    """Old files no snapshot references (a crashed writer's leftovers) for remove-orphan-files to find."""
+    root = table.path
+    names = [
+        "dt=2024-01-01/bucket-0/data-00000000-0000-4000-8000-000000000001-0.parquet",
+        "manifest/manifest-00000000-0000-4000-8000-000000000002-0",
+    ]
+    for name in names:
+        path = os.path.join(root, name)
+        with open(path, "wb") as handle:
+            handle.write(b"orphan")
+        os.utime(path, (OLD, OLD))
+
+
+def snapshot_files(table: Table) -> dict[int, set[str]]:
+    manager = table.snapshot_manager
+    return {
+        i: {e.file.file_name for e in live_entries(table, manager.snapshot(i))}
+        for i in manager.snapshot_ids()
+    }
+
+
+# -- running a job -------------------------------------------------------------------------------
+
+
+def write_config(job: str, warehouse: str, template: Template, path: str, extra: dict | None = None) -> str:
+    keys = json.loads(json.dumps(JOBS[job].keys if job in JOBS else {}).replace("{source}", template.source))
+    config = {"warehouse": warehouse, "table": IDENTIFIER, **keys, **(extra or {})}
+    with open(path, "w") as handle:
+        yaml.safe_dump(config, handle)
+    return path
+
+
+def run_job(operation: str, config: str, record_path: str) -> tuple[int | str, dict]:
+    """Run the CLI in-process; "crash" when a simulated crash ended it."""
+    from jobs.__main__ import main
+
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        code: int | str = main(
+            [operation, "--config", config, "--output", record_path, "--log-level", "ERROR"]
+        )
+    except SimulatedCrash:
+        # a dead process leaves no log handlers behind; this one lives on, so restore its logging
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+        return "crash", {}
+    try:
+        with open(record_path) as handle:
+            return code, json.load(handle)
+    except (FileNotFoundError, json.JSONDecodeError):
+        return code, {}
+
+
+def count_operations(job: str, template: Template, workdir: str) -> dict[str, int]:
+    """How many reads, writes, lists, deletes and creates a clean run of `job` makes (all processes)."""
+    warehouse = shutil.copytree(template.warehouse, os.path.join(workdir, f"count-{job}", "wh"))
+    state = os.path.join(workdir, f"count-{job}", "faults")
+    plan = FaultPlan.parse("none", state)
+    config = write_config(job, warehouse, template, os.path.join(workdir, f"count-{job}", "job.yaml"))
+    with faults.injected(plan):
+        code, record = run_job(job, config, os.path.join(workdir, f"count-{job}", "run.json"))
+        if code != 0:
+            raise AssertionError(f"clean run of {job} failed ({code}): {record.get('error')}")
+        try:
+            with open(os.path.join(state, "counts.json")) as handle:
+                return json.load(handle)
+        except FileNotFoundError:
+            return {}
+
+
+@dataclass
+class Reference:
+    """An uninterrupted run: what readers see afterwards, and how many snapshots it committed."""
+
+    latest_rows: list[int]
+    rows_by_tag: dict[str, list[int]]
+    snapshot_ids: list[int]
+    new_snapshots: int
+
+
+def reference_run(job: str, template: Template, workdir: str) -> Reference:
+    base = os.path.join(workdir, f"reference-{job}")
+    warehouse = shutil.copytree(template.warehouse, os.path.join(base, "wh"))
+    code, record = run_job(
+        job, write_config(job, warehouse, template, f"{base}/job.yaml"), f"{base}/run.json"
+    )
+    if code != 0:
+        raise AssertionError(f"clean run of {job} failed ({code}): {record.get('error')}")
+    state = view(warehouse)
+    ids = sorted(state.rows_by_snapshot)
+    return Reference(
+        row_ids(state.latest_rows),
+        {name: row_ids(rows) for name, rows in state.rows_by_tag.items()},
+        ids,
+        len([i for i in ids if i not in template.rows_by_snapshot]),
+    )
+
+
+# -- one case ------------------------------------------------------------------------------------
+
+
+@dataclass
+class CaseResult:
+    job: str
+    fault: str
+    exit_code: int | str = 0
+    injected: int = 0  # faults that actually hit
+    untouched: bool = False  # the failed run left every byte as it was: its rerun is the reference run
+    rerun: bool = False
+    orphans_checked_by_job: bool = False
+    lost_files: list[str] = field(default_factory=list)  # referenced but missing, at any check
+    lost_commits: list[str] = field(default_factory=list)  # rows/snapshots/tags not as they must be
+    double_commits: int = 0
+    orphans_left: list[str] = field(default_factory=list)  # leftovers orphan cleaning would not clear
+    problems: list[str] = field(default_factory=list)  # anything else wrong (e.g. a rerun failing)
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.lost_files or self.lost_commits or self.double_commits or self.orphans_left or self.problems
+        )
+
+
+def run_case(
+    job: str, fault: str, template: Template, reference: Reference, workdir: str, run_orphan_job: bool = False
+) -> CaseResult:
+    """Run `job` with `fault`, check, rerun clean, check against `reference`, check the leftovers.
+
+    Leftovers are judged by remove-orphan-files' own rule (`judge_file`); with `run_orphan_job` the
+    job itself runs and must leave nothing unreferenced behind.
+    """
+    result = CaseResult(job, fault)
+    case_dir = tempfile.mkdtemp(prefix="case-", dir=workdir)
+    try:
+        warehouse = shutil.copytree(template.warehouse, os.path.join(case_dir, "wh"))
+        config = write_config(job, warehouse, template, os.path.join(case_dir, "job.yaml"))
+        plan = FaultPlan.parse(
+            "none" if fault.startswith("step:") else fault, os.path.join(case_dir, "faults")
+        )
+        step = fault.removeprefix("step:") if fault.startswith("step:") else None
+        with faults.injected(plan), faults.halt_at_step(step, plan) if step else nullcontext():
+            result.exit_code, _ = run_job(job, config, os.path.join(case_dir, "crashed.json"))
+            result.injected = len(faults.hits(plan))
+        if result.exit_code != 0 and fingerprint(warehouse) == template.fingerprint:
+            result.untouched = True
+            return result
+        table = open_table(warehouse)
+        _check_after_crash(table, template, result)
+
+        landed = table.snapshot_manager.latest_id() != max(template.rows_by_snapshot)
+        if result.exit_code != 0 and not (JOBS[job].appends and landed):
+            result.rerun = True
+            code, record = run_job(job, config, os.path.join(case_dir, "rerun.json"))
+            if code != 0:
+                result.problems.append(f"rerun exited {code}: {record.get('error')}")
+        _check_final(warehouse, template, reference, result)
+        _check_leftovers(warehouse, template, case_dir, result, run_orphan_job)
+    finally:
+        shutil.rmtree(case_dir, ignore_errors=True)
+    return result
+
+
+def _check_after_crash(table: Table, template: Template, result: CaseResult) -> None:
+    try:
+        result.lost_files += sorted(missing_referenced(table))
+        present = set(table.snapshot_manager.snapshot_ids())
+        for snapshot_id, files in template.files_by_snapshot.items():
+            if snapshot_id in present and snapshot_files_of(table, snapshot_id) != files:
+                result.lost_commits.append(f"after the crash, snapshot {snapshot_id} changed its files")
+    except Exception as error:  # noqa: BLE001 - an unreadable table is the finding itself
+        result.problems.append(f"after the crash the table is unreadable: {type(error).__name__}: {error}")
+
+
+def snapshot_files_of(table: Table, snapshot_id: int) -> set[str]:
+    return {e.file.file_name for e in live_entries(table, table.snapshot_manager.snapshot(snapshot_id))}
+
+
+def _check_final(warehouse: str, template: Template, reference: Reference, result: CaseResult) -> None:
+    if result.problems:
+        return
+    try:
+        state = view(warehouse)
+        result.lost_files += sorted(missing_referenced(open_table(warehouse)))
+    except Exception as error:  # noqa: BLE001
+        result.problems.append(
+            f"after the rerun pypaimon cannot read the table: {type(error).__name__}: {error}"
+        )
+        return
+    if row_ids(state.latest_rows) != reference.latest_rows:
+        result.lost_commits.append(
+            f"latest snapshot {state.latest} rows differ from an uninterrupted run "
+            f"({len(state.latest_rows)} vs {len(reference.latest_rows)} rows)"
+        )
+    for name, rows in reference.rows_by_tag.items():
+        if name not in state.rows_by_tag:
+            result.lost_commits.append(f"tag {name} is gone")
+        elif row_ids(state.rows_by_tag[name]) != rows:
+            result.lost_commits.append(f"tag {name} reads different rows")
+    for snapshot_id, rows in state.rows_by_snapshot.items():
+        if (
+            snapshot_id in template.rows_by_snapshot
+            and row_ids(rows) != template.rows_by_snapshot[snapshot_id]
+        ):
+            result.lost_commits.append(f"snapshot {snapshot_id} reads different rows than before the job")
+    for snapshot_id in reference.snapshot_ids:
+        if snapshot_id in template.rows_by_snapshot and snapshot_id not in state.rows_by_snapshot:
+            result.lost_commits.append(f"snapshot {snapshot_id} is gone but an uninterrupted run keeps it")
+    new = len([i for i in state.rows_by_snapshot if i not in template.rows_by_snapshot])
+    result.double_commits = max(0, new - reference.new_snapshots)
+
+
+def _check_leftovers(
+    warehouse: str, template: Template, case_dir: str, result: CaseResult, run_orphan_job: bool
+) -> None:
+    """Leftovers must be unreferenced files remove-orphan-files deletes (by its rule, or by running it)."""
+    from paimon_format.orphans import DELETABLE, judge_file
+
+    left = unreferenced(open_table(warehouse))
+    result.orphans_left = sorted(p for p in left if judge_file(p).rule != DELETABLE)
+    if not (run_orphan_job and left and not result.problems and "remove-orphan-files" in available_jobs()):
+        return
+    _age_everything(warehouse)
+    config = write_config(
+        "remove-orphan-files", warehouse, template, os.path.join(case_dir, "orphans.yaml"), ORPHAN_CLEANUP
+    )
+    code, record = run_job("remove-orphan-files", config, os.path.join(case_dir, "orphans.json"))
+    result.orphans_checked_by_job = True
+    if code != 0:
+        result.problems.append(f"remove-orphan-files exited {code}: {record.get('error')}")
+        return
+    table = open_table(warehouse)
+    result.orphans_left = sorted(unreferenced(table))
+    result.lost_files += sorted(missing_referenced(table))
+
+
+def _age_everything(warehouse: str) -> None:
+    """Make every file look old, so older_than does not keep a crash's fresh leftovers."""
+    for directory, _, files in os.walk(warehouse):
+        for name in files:
+            os.utime(os.path.join(directory, name), (OLD, OLD))
+
+
+# -- the matrix ----------------------------------------------------------------------------------
+
+
+def fault_cases(job: str, counts: dict[str, int], actions: tuple[str, ...] = ("halt", "fail")) -> list[str]:
+    """Every counted operation of a clean run, hit once per action, plus every named crash step."""
+    cases = []
+    for operation in faults.OPERATIONS:
+        for nth in range(1, counts.get(operation, 0) + 1):
+            cases.extend(f"{operation}:{nth}:{action}" for action in actions)
+    cases.extend(f"step:{step}" for step in crash_steps(job))
+    return cases
+
+
+# -- races ---------------------------------------------------------------------------------------
+
+RACE_PARTITION = "2024-01-05"  # the writer's rows go here: no job in JOBS drops or expires it
+_WRITER = """
+import json, os, sys
+import pyarrow as pa
+from paimon_format.commit import SnapshotCommit
+from tests.table_states import append_rows, open_table
+warehouse, first_id, stop_file, min_commits, max_commits, partition = sys.argv[1:7]
+first_id, min_commits, max_commits = int(first_id), int(min_commits), int(max_commits)
+table = open_table(warehouse)
+committer = SnapshotCommit(table)
+commits = []
+while len(commits) < min_commits or (len(commits) < max_commits and not os.path.exists(stop_file)):
+    ids = [first_id + 2 * len(commits), first_id + 2 * len(commits) + 1]
+    data = pa.table({"id": pa.array(ids, pa.int64()), "dt": [partition] * 2, "v": ["race"] * 2})
+    commits.append({"snapshot": append_rows(table, data, committer), "ids": ids})
+    if len(commits) == 1:
+        print("ready", flush=True)
+print(json.dumps({"user": committer.commit_user, "commits": commits}), flush=True)
+"""
+
+
+@dataclass
+class RaceResult:
+    job: str
+    rounds: int = 0
+    writer_commits: int = 0
+    job_failures: list[str] = field(default_factory=list)
+    races_lost: int = 0  # the job gave up with exit 3 after the writer kept winning: allowed, nothing changed
+    lost_commits: list[str] = field(default_factory=list)
+    lost_files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.job_failures or self.lost_commits or self.lost_files)
+
+
+def race(
+    job: str,
+    template: Template,
+    reference: Reference,
+    workdir: str,
+    rounds: int = 2,
+    max_writer_commits: int = 12,
+) -> RaceResult:
+    """A writer process commits in a loop while `job` runs, `rounds` times on one table.
+
+    Afterwards every commit the writer made is in the snapshot history (or, for a job that expires
+    snapshots, its rows are in the latest snapshot), the latest snapshot holds all the writer's rows
+    plus exactly what an uninterrupted run of the job leaves, and no referenced file is missing.
+    """
+    import subprocess
+    import sys
+
+    result = RaceResult(job)
+    base = tempfile.mkdtemp(prefix=f"race-{job}-", dir=workdir)
+    warehouse = shutil.copytree(template.warehouse, os.path.join(base, "wh"))
+    config = write_config(job, warehouse, template, os.path.join(base, "job.yaml"))
+    written: list[int] = []
+    history: list[tuple[int, str]] = []
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    for round_ in range(rounds):
+        stop = os.path.join(base, f"stop-{round_}")
+        writer = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _WRITER,
+                warehouse,
+                str(100_000 + round_ * 10_000),
+                stop,
+                "2",
+                RACE_PARTITION,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        ready = writer.stdout.readline().strip()  # blocks until the writer's first commit landed
+        code, record = (
+            run_job(job, config, os.path.join(base, f"run-{round_}.json")) if ready == "ready" else (None, {})
+        )
+        open(stop, "w").close()
+        out, err = writer.communicate(timeout=300)
+        if ready != "ready" or writer.returncode != 0:
+            result.job_failures.append(f"writer failed: {err.strip().splitlines()[-1:]}")
+            continue
+        if code == 3:
+            result.races_lost += 1
+        elif code != 0:
+            result.job_failures.append(f"round {round_}: {job} exited {code}: {record.get('error')}")
+        report = json.loads(out.strip().splitlines()[-1])
+        result.rounds += 1
+        result.writer_commits += len(report["commits"])
+        for commit in report["commits"]:
+            written.extend(commit["ids"])
+            history.append((commit["snapshot"], report["user"]))
+    table = open_table(warehouse)
+    manager = table.snapshot_manager
+    present = set(manager.snapshot_ids())
+    for snapshot_id, user in history:
+        if snapshot_id in present and manager.snapshot(snapshot_id).commit_user != user:
+            result.lost_commits.append(f"snapshot {snapshot_id} is not the writer's commit")
+    state = view(warehouse)
+    latest = row_ids(state.latest_rows)
+    missing = sorted(set(written) - set(latest))
+    if missing:
+        result.lost_commits.append(f"{len(missing)} rows the writer committed are not in the latest snapshot")
+    others = sorted(set(latest) - set(written))
+    allowed = [reference.latest_rows] + (
+        [template.rows_by_snapshot[max(template.rows_by_snapshot)]] if result.races_lost == rounds else []
+    )
+    if others not in allowed:
+        result.lost_commits.append(
+            "the rows besides the writer's differ from an uninterrupted run of the job"
+        )
+    result.lost_files = sorted(missing_referenced(table))
+    shutil.rmtree(base, ignore_errors=True)
+    return result
