@@ -472,6 +472,7 @@ def race(
                 str(100_000 + round_ * 10_000),
                 stop,
                 "2",
+                str(max_writer_commits),
                 RACE_PARTITION,
             ],
             stdout=subprocess.PIPE,
