@@ -25,6 +25,7 @@ from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from jobs.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
 from paimon_format.manifest import ManifestFileMeta, read_manifest, rolling_write_manifests
@@ -93,13 +94,7 @@ def plan_compaction(
 
 
 def run(context: JobContext, config: CompactManifestsConfig) -> None:
-    try:
-        table = Table.open(
-            config.warehouse, config.table, config.storage_options, config.allow_unsafe_overwrite_commit
-        )
-        table.schema  # noqa: B018 - fails early, with the path, when it is not a table
-    except ValueError as error:
-        raise BadInputError(str(error)) from None
+    table = open_existing_table(config)
     compact_manifests(
         context.spark,
         table,

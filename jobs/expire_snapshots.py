@@ -42,6 +42,7 @@ from jobs.orphan_deletion import delete_files
 from jobs.registry import JobContext
 from jobs.report import SAMPLE_LIMIT, RunRecord
 from jobs.spark import assert_small, parallelize_small
+from jobs.table_open import open_existing_table
 from paimon_format.crash_points import crash_point
 from paimon_format.errors import MissingFileError, StorageError
 from paimon_format.expire import ExpireRange, ExpireSettings, plan_range
@@ -139,13 +140,7 @@ def cutoff_ms(older_than: str, now_ms: int) -> int:
 
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
-    try:
-        table = Table.open(
-            config.warehouse, config.table, config.storage_options, config.allow_unsafe_overwrite_commit
-        )
-        table.schema  # noqa: B018 - fails early, with the path, when it is not a table
-    except ValueError as error:
-        raise BadInputError(str(error)) from None
+    table = open_existing_table(config)
     expire_snapshots(
         context.spark,
         table,

@@ -433,15 +433,10 @@ RECORD_PARTITION_LIMIT = 100
 def open_partitioned_table(config: Any) -> Table:
     """The configured table, which must exist and be partitioned (else exit 2 naming it)."""
     from jobs.errors import BadInputError
+    from jobs.table_open import open_existing_table
 
-    try:
-        table = Table.open(
-            config.warehouse, config.table, config.storage_options, config.allow_unsafe_overwrite_commit
-        )
-        schema = table.schema
-    except ValueError as error:
-        raise BadInputError(str(error)) from None
-    if not schema.partition_keys:
+    table = open_existing_table(config)
+    if not table.schema.partition_keys:
         raise BadInputError(f"{table.path}: table {config.table} has no partition keys; nothing to drop")
     return table
 

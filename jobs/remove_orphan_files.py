@@ -36,6 +36,7 @@ from jobs.orphan_deletion import delete_files, remove_empty_directories
 from jobs.referenced import referenced_paths
 from jobs.registry import JobContext
 from jobs.report import SAMPLE_LIMIT, RunRecord
+from jobs.table_open import open_existing_table
 from paimon_format.crash_points import crash_point
 from paimon_format.options import parse_duration_ms
 from paimon_format.orphans import (
@@ -131,11 +132,7 @@ class DeletionFailed(JobError):
 
 
 def run(context: JobContext, config: RemoveOrphanFilesConfig) -> None:
-    try:
-        table = Table.open(config.warehouse, config.table, config.storage_options)
-        table.schema  # noqa: B018 - fails early, with the path, when it is not a table
-    except ValueError as error:
-        raise BadInputError(str(error)) from None
+    table = open_existing_table(config)
     remove_orphan_files(
         context.spark,
         table,

@@ -350,7 +350,7 @@ def write_dataframe(
     record.snapshot_ids["previous"] = previous
 
     if previous is not None:  # a snapshot naming a schema that is gone is a broken table: refuse
-        target.schema_manager.schema(target.snapshot_manager.snapshot(previous).schema_id)
+        target.check_metadata()
 
     direct = files is not None and not schema.primary_keys and num_buckets <= 0
     if files is not None and not direct:

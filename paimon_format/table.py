@@ -107,6 +107,26 @@ class Table:
             raise TableNotFoundError(f"{self.path}: not a Paimon table (no schema/schema-N file)")
         return latest
 
+    def check_metadata(self) -> None:
+        """Refuse a table whose own metadata contradicts itself, before a job plans anything on it.
+
+        The table must have a schema, its latest snapshot must parse, and the schema that snapshot
+        names must exist: a job that never reads the snapshot's schema (dropping partitions, cleaning
+        orphans) would otherwise work on a table readers cannot read, and readers need that schema.
+        Raises `TableNotFoundError` / `CorruptFileError` naming the file (exit 2 in `jobs`).
+        """
+        self.schema  # noqa: B018 - a table without a schema is not a table
+        latest = self.snapshot_manager.latest()
+        if latest is None:
+            return
+        try:
+            self.schema_manager.schema(latest.schema_id)
+        except TableNotFoundError:
+            raise TableNotFoundError(
+                f"{self.snapshot_manager.snapshot_path(latest.id)}: names schema {latest.schema_id}, "
+                f"but {self.schema_manager.schema_path(latest.schema_id)} does not exist"
+            ) from None
+
     def refresh(self) -> None:
         """Forget cached metadata (after this process created or altered the table)."""
         for name in ("schema", "options", "partition_types"):
