@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -28,3 +29,25 @@ def s3(moto_s3, s3_proxy) -> tuple[str, dict[str, Any], ThrottlingProxy]:
     s3_proxy.reset()
     options = {"endpoint_url": s3_proxy.endpoint_url, "client_kwargs": {"region_name": "us-east-1"}}
     return f"s3://{bucket}/t-{uuid.uuid4().hex[:12]}", options, s3_proxy
+
+
+@pytest.fixture
+def age_s3_objects(moto_s3) -> Callable[[list[str], float], None]:
+    """`age(paths, seconds)`: move the objects' Last-Modified on the moto server `seconds` back.
+
+    S3 has no utime: an object's modification time is its upload time, so a test that needs old
+    files (an orphan past remove-orphan-files' `older_than`) makes the server remember them as old,
+    as a real lake's forgotten files are. The job and its safety settings stay untouched.
+    """
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+
+    _, bucket, _ = moto_s3
+
+    def age(paths: list[str], seconds: float) -> None:
+        keys = s3_backends[DEFAULT_ACCOUNT_ID]["global"].buckets[bucket].keys
+        for path in paths:
+            key = keys[path.removeprefix(f"s3://{bucket}/")]
+            key.last_modified = key.last_modified - dt.timedelta(seconds=seconds)
+
+    return age
