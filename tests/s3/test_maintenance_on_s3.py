@@ -158,6 +158,15 @@ def test_remove_orphan_files_on_s3_deletes_old_orphans_only(
     young = plant(table, f"dt=2024-01-02/bucket-0/data-{uuid.uuid4()}-0.parquet")
     before = view(download(warehouse, options, tmp_path / "before"))
 
+    proxy.reset()
+    code, record = run_job(
+        tmp_path, "remove-orphan-files", job_config(warehouse, options), capsys, "--dry-run"
+    )
+    assert code == 0, record["error"]
+    assert record["counts"]["orphan_files"] == 3 and record["counts"]["too_young_files"] == 1
+    assert proxy.count("PUT") == proxy.count("POST") == proxy.count("DELETE") == 0  # a dry run writes nothing
+    assert bucket_keys(table) == listed_before | {young}
+
     code, record = run_job(tmp_path, "remove-orphan-files", job_config(warehouse, options), capsys)
     assert code == 0, record["error"]
     assert record["counts"]["orphan_files"] == 3 and record["counts"]["too_young_files"] == 1
@@ -189,7 +198,7 @@ def test_remove_orphan_files_on_s3_fails_with_nothing_deleted_when_a_listing_is_
     deletes = proxy.count("POST", "delete") + proxy.count("DELETE")
     proxy.reset()
     assert denied >= 1
-    assert code != 0 and "dt=2024-01-03" in record["error"], record["error"]
+    assert code == 1 and "dt=2024-01-03" in record["error"], record["error"]  # a storage failure
     assert deletes == 0
     assert bucket_keys(table) == listed_before
 
