@@ -34,6 +34,12 @@ from tests.table_states import (
 JOBS: dict[str, dict] = {
     "compact-manifests": {"mode": "full"},
     "write": {"source": {"format": "parquet", "path": "{source}"}},
+    "remove-orphan-files": {"older_than": "1h"},
+    "drop-partition": {"partitions": [{"dt": "2024-01-02"}]},
+    "expire-partitions": {"expiration_time": "1d", "max_expires": 1},
+    # retain_max 1: the latest snapshot's delta (where the corpus breaks a manifest) decides what the
+    # expired ones lost, so the job reads it; like Java, it reads no manifest it does not need
+    "expire-snapshots": {"retain_min": 1, "retain_max": 1},
 }
 # Jobs for which a table that does not exist yet is no error (write creates it).
 CREATES_TABLES = {"write"}
@@ -210,6 +216,10 @@ WRONG_HINTS = {
 }
 
 
+# operation -> what readers see after a run on an untouched copy of the module's template
+_CLEAN_RESULTS: dict[str, tuple] = {}
+
+
 @pytest.mark.parametrize("hint", sorted(WRONG_HINTS))
 @pytest.mark.parametrize("operation", sorted(JOBS))
 def test_wrong_hint_files_are_ignored_never_trusted(
@@ -219,6 +229,9 @@ def test_wrong_hint_files_are_ignored_never_trusted(
     The job's result equals the result on an untouched copy."""
     results = {}
     for variant in ("clean", "wrong"):
+        if variant == "clean" and operation in _CLEAN_RESULTS:
+            results[variant] = _CLEAN_RESULTS[operation]  # one clean run per job serves every hint
+            continue
         warehouse = copy_warehouse(template, str(tmp_path / variant))
         if variant == "wrong":
             name, text = WRONG_HINTS[hint]
@@ -234,4 +247,5 @@ def test_wrong_hint_files_are_ignored_never_trusted(
             {i: row_ids(rows) for i, rows in state.rows_by_snapshot.items()},
             {t: row_ids(rows) for t, rows in state.rows_by_tag.items()},
         )
+        _CLEAN_RESULTS.setdefault(operation, results["clean"])
     assert results["wrong"] == results["clean"]
