@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -129,7 +130,8 @@ def single_process(table: Table, cutoff_ms: int) -> tuple[int, int]:
 
 
 def run_size(spark, files: int, manifests: int) -> dict[str, float]:
-    root = str(Path(tempfile.mkdtemp(prefix="bench-orphans-")) / "db.db" / "t")
+    workdir = tempfile.mkdtemp(prefix="bench-orphans-")
+    root = str(Path(workdir) / "db.db" / "t")
     start = time.perf_counter()
     table, planted = build(root, files, manifests)
     print(
@@ -139,15 +141,21 @@ def run_size(spark, files: int, manifests: int) -> dict[str, float]:
     )
     settings = OrphanSettings(older_than_ms=0, force=True)
 
+    # Other engineers run Spark on the same 2 cores: the 1-minute load around each timed phase says
+    # how comparable (a) and (b) are.
+    single_load = [os.getloadavg()[0]]
     start = time.perf_counter()
     listed, found = single_process(table, int(time.time() * 1000))
     single = time.perf_counter() - start
+    single_load.append(os.getloadavg()[0])
     assert found == planted, (found, planted)
 
+    job_load = [os.getloadavg()[0]]
     tracemalloc.start()
     start = time.perf_counter()
     record = remove_orphan_files(spark, table, settings, dry_run=True)
     job = time.perf_counter() - start
+    job_load.append(os.getloadavg()[0])
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert record.counts["orphan_files"] == planted, record.counts
@@ -159,12 +167,14 @@ def run_size(spark, files: int, manifests: int) -> dict[str, float]:
     assert deleted == planted
     print(
         f"[{files:,}] (a) job dry run {job:.1f} s = {listed / job:,.0f} files/s; driver Python heap peak "
-        f"{peak / 2**20:.1f} MiB\n"
-        f"[{files:,}] (b) single process {single:.1f} s = {listed / single:,.0f} files/s\n"
+        f"{peak / 2**20:.1f} MiB; load {job_load[0]:.1f} -> {job_load[1]:.1f}\n"
+        f"[{files:,}] (b) single process {single:.1f} s = {listed / single:,.0f} files/s; "
+        f"load {single_load[0]:.1f} -> {single_load[1]:.1f}\n"
         f"[{files:,}] a/b speed ratio {single / job:.2f}; "
         f"real run deleting {deleted:,} orphans {delete_run:.1f} s",
         flush=True,
     )
+    shutil.rmtree(workdir)  # a million files in the shared /tmp
     return {"files": listed, "job_s": job, "single_s": single, "peak_mib": peak / 2**20}
 
 
@@ -179,8 +189,10 @@ def main() -> None:
     spark = get_or_create_spark("bench-orphans", {"spark.driver.memory": "2g"})
     # The first Spark jobs of a process pay for JIT compilation and Python worker start-up (~30 s on
     # a loaded 2-core machine); a long-lived cluster session has paid that already, so warm up first.
-    warm, _ = build(str(Path(tempfile.mkdtemp(prefix="bench-orphans-warmup-")) / "db.db" / "t"), 2000, 10)
+    warm_dir = tempfile.mkdtemp(prefix="bench-orphans-warmup-")
+    warm, _ = build(str(Path(warm_dir) / "db.db" / "t"), 2000, 10)
     remove_orphan_files(spark, warm, OrphanSettings(older_than_ms=0, force=True), dry_run=True)
+    shutil.rmtree(warm_dir)
     print(f"load average before: {os.getloadavg()}", flush=True)
     results = [run_size(spark, int(size), args.manifests) for size in args.files.split(",")]
     print(f"load average after: {os.getloadavg()}")
