@@ -271,11 +271,14 @@ class FileIO:
             entries = self.fs.ls(fs_path, detail=True)
         statuses = []
         for info in entries:
-            name = str(info["name"]).rstrip("/")
+            raw_name = str(info["name"])
+            name = raw_name.rstrip("/")
             if name == fs_path.rstrip("/"):
-                if info.get("type") != "directory":
+                # The listed prefix's own directory marker: a zero-byte "dir/" key (S3 console "Create
+                # folder", Hadoop S3A mkdirs) that s3fs reports as a file named with the slash.
+                if info.get("type") != "directory" and not raw_name.endswith("/"):
                     raise StorageError(f"list {path}: not a directory")
-                continue  # a directory marker of the listed prefix itself
+                continue
             statuses.append(self._status(join_path(path, name.rsplit("/", 1)[-1]), info))
         return statuses
 

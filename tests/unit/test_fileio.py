@@ -235,6 +235,31 @@ def test_s3_recursive_listing_paginates(moto_s3, monkeypatch) -> None:
     assert listed == sorted(f"d{i % 2}/f{i}" for i in range(5))
 
 
+def test_s3_list_dir_skips_directory_markers(moto_s3) -> None:
+    """Zero-byte "dir/" keys (S3 console folders, Hadoop S3A mkdirs) are the listed prefix itself."""
+    import boto3
+
+    endpoint_url, bucket, options = moto_s3
+    key = f"markers-{uuid.uuid4().hex}/table"
+    client = boto3.client("s3", endpoint_url=endpoint_url, region_name="us-east-1")
+    for marker in ("", "dt=1/", "dt=1/bucket-0/", "tag/"):
+        client.put_object(Bucket=bucket, Key=f"{key}/{marker}", Body=b"")
+    root = f"s3://{bucket}/{key}"
+    io = FileIO.for_path(root, options)
+    io.write_bytes(io.join(root, "dt=1", "bucket-0", "data-0.parquet"), b"x")
+    assert [(s.path, s.is_dir) for s in io.list_dir(root)] == [
+        (io.join(root, "dt=1"), True),
+        (io.join(root, "tag"), True),
+    ]
+    assert [s.path for s in io.list_dir(io.join(root, "dt=1"))] == [io.join(root, "dt=1", "bucket-0")]
+    assert [s.path for s in io.list_dir(io.join(root, "dt=1", "bucket-0"))] == [
+        io.join(root, "dt=1", "bucket-0", "data-0.parquet")
+    ]
+    assert io.list_dir(io.join(root, "tag")) == []  # a marker alone: an empty directory
+    with pytest.raises(StorageError, match="not a directory"):
+        io.list_dir(io.join(root, "dt=1", "bucket-0", "data-0.parquet"))
+
+
 # -- create_if_absent ---------------------------------------------------------------------------
 
 
