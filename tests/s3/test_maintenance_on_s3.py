@@ -84,6 +84,37 @@ def plant(table: Table, relative: str) -> str:
     return relative
 
 
+def _bucket_client(table: Table):
+    import boto3
+
+    return boto3.client("s3", endpoint_url=table.file_io.fs.endpoint_url, region_name="us-east-1")
+
+
+def _key(table: Table, relative: str) -> tuple[str, str]:
+    bucket, key = table.path.removeprefix("s3://").split("/", 1)
+    return bucket, f"{key}/{relative}"
+
+
+def put_directory_markers(table: Table, *relatives: str) -> list[str]:
+    """Zero-byte "dir/" keys, as the S3 console's "Create folder" or Hadoop S3A's mkdirs leave them."""
+    client = _bucket_client(table)
+    for relative in relatives:
+        bucket, key = _key(table, relative)
+        client.put_object(Bucket=bucket, Key=key, Body=b"")
+    return list(relatives)
+
+
+def marker_exists(table: Table, relative: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    bucket, key = _key(table, relative)
+    try:
+        _bucket_client(table).head_object(Bucket=bucket, Key=key)
+    except ClientError:
+        return False
+    return True
+
+
 def build_named_table(warehouse: str, name: str, options: dict, commits: int) -> Table:
     """A partitioned append table `db.<name>` with `commits` snapshots (the second table of a run)."""
     root = f"{warehouse}/db.db/{name}"
@@ -143,9 +174,12 @@ def test_expire_snapshots_on_s3_keeps_what_retained_snapshots_read_and_deletes_t
 def test_remove_orphan_files_on_s3_deletes_old_orphans_only(
     spark_session, s3, age_s3_objects, tmp_path, capsys
 ):
+    """Also with directory markers ("dir/" keys that S3 consoles and Hadoop S3A leave): not files of
+    the table, so listed past and kept."""
     prefix, options, proxy = s3
     warehouse = f"{prefix}/wh"
     table = build_sample_table(warehouse, commits=2, storage_options=options)
+    markers = put_directory_markers(table, "dt=2024-01-01/", "dt=2024-01-01/bucket-0/", "branch/")
     orphans = {
         plant(table, f"dt=2024-01-01/bucket-0/data-{uuid.uuid4()}-0.parquet"),
         plant(table, f"manifest/manifest-{uuid.uuid4()}-0"),
@@ -173,6 +207,7 @@ def test_remove_orphan_files_on_s3_deletes_old_orphans_only(
 
     listed_after = bucket_keys(table)
     assert listed_after == (listed_before | {young}) - orphans
+    assert all(marker_exists(table, marker) for marker in markers)
     assert view(download(warehouse, options, tmp_path / "after")) == before
     assert not missing_referenced(open_table(warehouse, options))
 
