@@ -111,6 +111,50 @@ def missing_referenced(table: Table) -> set[str]:
     return referenced_files(table) - listed_files(table)
 
 
+def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
+    """What readers of every retained snapshot, tag, changelog and branch open, plus the metadata
+    files themselves: like `referenced_files`, but a data file only while it is live (a file a
+    retained manifest names in a DELETE entry alone is gone for readers; expiry deletes it).
+
+    `expiring`: main-branch snapshot ids an interrupted expiry was removing; they are no root (the
+    expiry deletes their files before their snapshot files, as Paimon does, so a reader must not
+    start from them) but their snapshot files still count as present."""
+    from paimon_format.scan import (
+        changelog_entries,
+        index_entries,
+        index_file_relpaths,
+        live_entries,
+        manifest_names,
+        snapshot_metadata_files,
+        snapshot_sources,
+    )
+
+    files: set[str] = set()
+    for branch_table in [table] + [table.for_branch(n) for n in table.branch_manager.branch_names()]:
+        prefix = "" if branch_table.branch == "main" else f"branch/branch-{branch_table.branch}/"
+        manager = branch_table.snapshot_manager
+        files |= {f"{prefix}schema/schema-{i}" for i in branch_table.schema_manager.list_ids()}
+        files |= {f"{prefix}snapshot/snapshot-{i}" for i in manager.snapshot_ids()}
+        files |= {f"{prefix}tag/tag-{name}" for name in branch_table.tag_manager.tag_names()}
+        files |= {f"{prefix}changelog/changelog-{i}" for i in manager.changelog_ids()}
+    for source in snapshot_sources(table):
+        snapshot, branch_table = source.snapshot, source.table
+        if source.kind == "snapshot" and branch_table.branch == "main" and snapshot.id in expiring:
+            continue
+        files.update(snapshot_metadata_files(snapshot))
+        files.update(f"manifest/{name}" for name in manifest_names(branch_table, snapshot))
+        for entry in live_entries(branch_table, snapshot) + changelog_entries(branch_table, snapshot):
+            files.update(table.entry_relpaths(entry))
+        for index_entry in index_entries(branch_table, snapshot):
+            files.update(index_file_relpaths(index_entry))
+    return files
+
+
+def missing_needed(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
+    """Files a reader needs that do not exist (must always be empty, also after an expiry)."""
+    return needed_files(table, expiring) - listed_files(table)
+
+
 def unreferenced(table: Table) -> set[str]:
     """Files no snapshot, tag or branch needs, apart from the hints: what remove-orphan-files clears."""
     hints = {"snapshot/LATEST", "snapshot/EARLIEST"}

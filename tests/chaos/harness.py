@@ -36,14 +36,19 @@ import pyarrow.parquet as pq
 import yaml
 
 from paimon_format import faults
+from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.faults import FaultPlan, SimulatedCrash
 from paimon_format.scan import live_entries
 from paimon_format.table import Table
+from paimon_format.writer import write_table_files
 from tests.table_states import (
     IDENTIFIER,
+    append_rows,
+    batch,
     build_sample_table,
     fingerprint,
-    missing_referenced,
+    listed_files,
+    missing_needed,
     open_table,
     row_ids,
     unreferenced,
@@ -59,6 +64,9 @@ class ChaosJob:
 
     keys: dict[str, Any]
     appends: bool = False
+    # a job that only deletes: after crash + rerun the table holds exactly the files an uninterrupted
+    # run leaves (same set deleted, nothing more, nothing less)
+    same_files: bool = False
 
 
 JOBS: dict[str, ChaosJob] = {
@@ -67,6 +75,9 @@ JOBS: dict[str, ChaosJob] = {
     "remove-orphan-files": ChaosJob({"older_than": "1h"}),
     "drop-partition": ChaosJob({"partitions": [{"dt": "2024-01-02"}]}),
     "expire-partitions": ChaosJob({"expiration_time": "1d", "max_expires": 1}),
+    # keeps snapshots 5 and 6: expires 1-4, deleting the files snapshot 5's overwrite replaced (those
+    # tag t2 does not hold), the expired manifest lists and the manifests only they named
+    "expire-snapshots": ChaosJob({"retain_min": 2, "retain_max": 2}, same_files=True),
 }
 OLD = time.time() - 3 * 86400  # mtime of the planted orphans: older than any older_than floor
 ORPHAN_CLEANUP = {"older_than": "1s", "force": True}
@@ -122,6 +133,9 @@ class Template:
 def prepare(workdir: str) -> Template:
     warehouse = os.path.join(workdir, "template", "wh")
     table = build_sample_table(warehouse, commits=4, rows_per_commit=6)
+    replacement = batch(40, 2, days=1).set_column(1, "dt", pa.array([REPLACED_PARTITION] * 2))
+    replace_partition(table, REPLACED_PARTITION, replacement)
+    append_rows(table, batch(50, 6))
     plant_orphans(table)
     source = os.path.join(workdir, "template", "source")
     os.makedirs(source)
@@ -138,6 +152,21 @@ def prepare(workdir: str) -> Template:
         snapshot_files(table),
         fingerprint(warehouse),
     )
+
+
+REPLACED_PARTITION = "2024-01-03"  # snapshot 5 overwrites it: files an expiry of snapshots 3-4 deletes
+
+
+def replace_partition(table: Table, partition: str, data: pa.Table) -> int:
+    """An OVERWRITE snapshot replacing one partition's files with `data` (drops files for expiry)."""
+    latest = table.snapshot_manager.latest()
+    first_sequence = latest.total_record_count + 1000
+    written = write_table_files(table.file_io, table.path, table.schema, data, first_sequence)
+    messages = [CommitMessage(part, bucket, -1, files) for part, bucket, files in written]
+    snapshot = SnapshotCommit(table).overwrite(
+        messages, lambda part: table.partition_values(part)[0] == partition
+    )
+    return snapshot.id
 
 
 def plant_orphans(table: Table) -> None:
@@ -222,6 +251,7 @@ class Reference:
     rows_by_tag: dict[str, list[int]]
     snapshot_ids: list[int]
     new_snapshots: int
+    files: set[str] = field(default_factory=set)  # table-relative paths of every file afterwards
 
 
 def reference_run(job: str, template: Template, workdir: str) -> Reference:
@@ -239,7 +269,16 @@ def reference_run(job: str, template: Template, workdir: str) -> Reference:
         {name: row_ids(rows) for name, rows in state.rows_by_tag.items()},
         ids,
         len([i for i in ids if i not in template.rows_by_snapshot]),
+        comparable_files(open_table(warehouse)),
     )
+
+
+HINTS = {"snapshot/LATEST", "snapshot/EARLIEST"}
+
+
+def comparable_files(table: Table) -> set[str]:
+    """Every file of the table apart from the hints (which only speed up reads, and may lag)."""
+    return listed_files(table) - HINTS
 
 
 # -- one case ------------------------------------------------------------------------------------
@@ -291,7 +330,7 @@ def run_case(
             result.untouched = True
             return result
         table = open_table(warehouse)
-        _check_after_crash(table, template, result)
+        _check_after_crash(table, template, reference, result)
 
         landed = table.snapshot_manager.latest_id() != max(template.rows_by_snapshot)
         if result.exit_code != 0 and not (JOBS[job].appends and landed):
@@ -306,12 +345,18 @@ def run_case(
     return result
 
 
-def _check_after_crash(table: Table, template: Template, result: CaseResult) -> None:
+def _check_after_crash(table: Table, template: Template, reference: Reference, result: CaseResult) -> None:
+    """Before any rerun, readers of every snapshot an uninterrupted run keeps, and of every tag, are
+    fine. Snapshots an uninterrupted run expires may be half-deleted: expiry deletes their files
+    before their snapshot files (as Paimon does), and the rerun finishes them."""
+    expiring = frozenset(template.files_by_snapshot) - frozenset(reference.snapshot_ids)
     try:
-        result.lost_files += sorted(missing_referenced(table))
+        result.lost_files += sorted(missing_needed(table, expiring))
         present = set(table.snapshot_manager.snapshot_ids())
         for snapshot_id, files in template.files_by_snapshot.items():
-            if snapshot_id in present and snapshot_files_of(table, snapshot_id) != files:
+            if snapshot_id in expiring or snapshot_id not in present:
+                continue
+            if snapshot_files_of(table, snapshot_id) != files:
                 result.lost_commits.append(f"after the crash, snapshot {snapshot_id} changed its files")
     except Exception as error:  # noqa: BLE001 - an unreadable table is the finding itself
         result.problems.append(f"after the crash the table is unreadable: {type(error).__name__}: {error}")
@@ -326,7 +371,7 @@ def _check_final(warehouse: str, template: Template, reference: Reference, resul
         return
     try:
         state = view(warehouse)
-        result.lost_files += sorted(missing_referenced(open_table(warehouse)))
+        result.lost_files += sorted(missing_needed(open_table(warehouse)))
     except Exception as error:  # noqa: BLE001
         result.problems.append(
             f"after the rerun pypaimon cannot read the table: {type(error).__name__}: {error}"
@@ -353,6 +398,25 @@ def _check_final(warehouse: str, template: Template, reference: Reference, resul
             result.lost_commits.append(f"snapshot {snapshot_id} is gone but an uninterrupted run keeps it")
     new = len([i for i in state.rows_by_snapshot if i not in template.rows_by_snapshot])
     result.double_commits = max(0, new - reference.new_snapshots)
+    if JOBS[result.job].same_files:
+        _check_same_files(warehouse, reference, result)
+
+
+def _check_same_files(warehouse: str, reference: Reference, result: CaseResult) -> None:
+    """A deleting job, crashed and rerun, deletes exactly what an uninterrupted run deletes."""
+    files = comparable_files(open_table(warehouse))
+    kept_wrongly = sorted(files - reference.files)
+    deleted_wrongly = sorted(reference.files - files)
+    remaining = open_table(warehouse).snapshot_manager.snapshot_ids()
+    if remaining != sorted(reference.snapshot_ids):
+        result.lost_commits.append(
+            f"snapshots {remaining} remain, an uninterrupted run keeps {sorted(reference.snapshot_ids)}"
+        )
+    result.lost_files += [f"{path} (an uninterrupted run keeps it)" for path in deleted_wrongly]
+    if kept_wrongly:
+        result.problems.append(
+            f"{len(kept_wrongly)} files an uninterrupted run deletes are left, e.g. {kept_wrongly[:3]}"
+        )
 
 
 def _check_leftovers(
@@ -376,7 +440,7 @@ def _check_leftovers(
         return
     table = open_table(warehouse)
     result.orphans_left = sorted(unreferenced(table))
-    result.lost_files += sorted(missing_referenced(table))
+    result.lost_files += sorted(missing_needed(table))
 
 
 def _age_everything(warehouse: str) -> None:
@@ -518,6 +582,6 @@ def race(
         result.lost_commits.append(
             "the rows besides the writer's differ from an uninterrupted run of the job"
         )
-    result.lost_files = sorted(missing_referenced(table))
+    result.lost_files = sorted(missing_needed(table))
     shutil.rmtree(base, ignore_errors=True)
     return result
