@@ -56,6 +56,15 @@ from tests.table_states import (
 )
 
 
+def _minutes_since(moment: str) -> int:
+    """Minutes from `moment` (UTC) to now: an expiration time whose cutoff falls on that moment,
+    give or take the length of the run."""
+    import datetime as dt
+
+    start = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.timezone.utc)
+    return int((dt.datetime.now(dt.timezone.utc) - start).total_seconds() // 60)
+
+
 @dataclass(frozen=True)
 class ChaosJob:
     """How to run one operation in the matrix: its YAML keys (`{source}` = an input directory), and
@@ -74,7 +83,9 @@ JOBS: dict[str, ChaosJob] = {
     "compact-manifests": ChaosJob({"mode": "full"}),
     "remove-orphan-files": ChaosJob({"older_than": "1h"}),
     "drop-partition": ChaosJob({"partitions": [{"dt": "2024-01-02"}]}),
-    "expire-partitions": ChaosJob({"expiration_time": "1d", "max_expires": 1}),
+    # exactly dt=2024-01-01 is past its expiration time (no max_expires: a rerun after the commit
+    # landed must find nothing more to expire, as after an uninterrupted run)
+    "expire-partitions": ChaosJob({"expiration_time": f"{_minutes_since('2024-01-01T12:00:00')} min"}),
     # keeps snapshots 5 and 6: expires 1-4, deleting the files snapshot 5's overwrite replaced (those
     # tag t2 does not hold), the expired manifest lists and the manifests only they named
     "expire-snapshots": ChaosJob({"retain_min": 2, "retain_max": 2}, same_files=True),
