@@ -45,9 +45,21 @@ from jobs.spark import assert_small, parallelize_small
 from jobs.table_open import open_existing_table
 from paimon_format.crash_points import crash_point
 from paimon_format.errors import MissingFileError, StorageError
-from paimon_format.expire import ExpireRange, ExpireSettings, plan_range
+from paimon_format.expire import (
+    ChangelogSettings,
+    ExpireRange,
+    ExpireSettings,
+    changelog_settings,
+    decoupled_cause,
+    plan_range,
+)
 from paimon_format.manifest import ADD, read_manifest, read_manifest_list
-from paimon_format.options import parse_duration_ms
+from paimon_format.options import (
+    CHANGELOG_NUM_RETAINED_MAX,
+    CHANGELOG_NUM_RETAINED_MIN,
+    CHANGELOG_TIME_RETAINED,
+    parse_duration_ms,
+)
 from paimon_format.orphans import (
     SNAPSHOT_ROOT,
     index_manifest_references,
@@ -181,6 +193,26 @@ def settings_for(
     return settings
 
 
+def changelog_settings_for(table: Table, settings: ExpireSettings, now_ms: int) -> ChangelogSettings:
+    """The table's changelog retention; unset options fall back to this run's snapshot settings."""
+    options = table.options
+    try:
+        result = changelog_settings(
+            options.changelog_num_retained_min if CHANGELOG_NUM_RETAINED_MIN in options else None,
+            options.changelog_num_retained_max if CHANGELOG_NUM_RETAINED_MAX in options else None,
+            options.changelog_time_retained_ms if CHANGELOG_TIME_RETAINED in options else None,
+            settings,
+            now_ms,
+        )
+        if result.retain_min < 1 or result.retain_max < result.retain_min:
+            raise ValueError(
+                f"changelog retention min {result.retain_min} / max {result.retain_max}: need 1 <= min <= max"
+            )
+    except ValueError as error:
+        raise BadInputError(f"{table.path}: {error}") from None
+    return result
+
+
 def expire_snapshots(
     spark: Any,
     table: Table,
@@ -200,6 +232,12 @@ def expire_snapshots(
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     settings = settings_for(table, retain_min, retain_max, older_than, max_deletes, now_ms)
+    cause = decoupled_cause(changelog_settings_for(table, settings, now_ms), settings)
+    if cause is not None:
+        raise BadInputError(
+            f"{table.path}: table asks for decoupled changelog retention ({cause}); "
+            "expire-snapshots does not write long-lived changelogs"
+        )
     manager = table.snapshot_manager
     ids = manager.snapshot_ids()
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")

@@ -98,3 +98,108 @@ def plan_range(
             begin = snapshot_id + 1
             break
     return ExpireRange(earliest, latest, begin, end, limited_by)
+
+
+# -- decoupled changelog retention -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ChangelogSettings:
+    """How long long-lived changelogs stay (`changelog.num-retained.*`, `changelog.time-retained`).
+
+    Paimon's ExpireConfig: an option the table does not set falls back to the *run's* snapshot
+    setting, so a table without changelog options is never decoupled, whatever the job overrides.
+    """
+
+    retain_min: int
+    retain_max: int
+    cutoff_ms: int  # a changelog committed at or after this time stays
+    max_deletes: int
+
+
+def changelog_settings(
+    retain_min: int | None,
+    retain_max: int | None,
+    time_ms: int | None,
+    snapshot: ExpireSettings,
+    now_ms: int,
+) -> ChangelogSettings:
+    """The table's changelog options as set (None = unset) completed by the run's snapshot settings."""
+    return ChangelogSettings(
+        retain_min=snapshot.retain_min if retain_min is None else retain_min,
+        retain_max=snapshot.retain_max if retain_max is None else retain_max,
+        cutoff_ms=snapshot.cutoff_ms if time_ms is None else now_ms - time_ms,
+        max_deletes=snapshot.max_deletes,
+    )
+
+
+def decoupled_cause(changelog: ChangelogSettings, snapshot: ExpireSettings) -> str | None:
+    """Why changelogs outlive snapshots in this run (Paimon's isChangelogDecoupled), or None.
+
+    Any changelog bound that keeps more than the snapshot bound decouples: the expired snapshots'
+    changelog must then survive as `changelog/changelog-<id>` files.
+    """
+    if changelog.retain_max > snapshot.retain_max:
+        return f"changelog.num-retained.max={changelog.retain_max} > retain_max={snapshot.retain_max}"
+    if changelog.retain_min > snapshot.retain_min:
+        return f"changelog.num-retained.min={changelog.retain_min} > retain_min={snapshot.retain_min}"
+    if changelog.cutoff_ms < snapshot.cutoff_ms:
+        hours = (snapshot.cutoff_ms - changelog.cutoff_ms) / 3_600_000
+        return f"changelog.time-retained keeps changelogs {hours:g} h longer than the snapshot cutoff"
+    return None
+
+
+@dataclass(frozen=True)
+class ChangelogRange:
+    """Long-lived changelogs [begin, end) to expire; begin == end: none."""
+
+    earliest: int
+    latest: int
+    begin: int
+    end: int
+    limited_by: str  # retain_min, consumer, max_deletes, latest_changelog, age or missing_end
+
+    @property
+    def count(self) -> int:
+        return max(self.end - self.begin, 0)
+
+    @property
+    def expired_ids(self) -> range:
+        return range(self.begin, max(self.end, self.begin))
+
+
+def plan_changelog_range(
+    changelog_ids: Sequence[int],
+    time_of: Callable[[int], int],
+    settings: ChangelogSettings,
+    latest_snapshot_id: int,
+    consumer_next: int | None = None,
+) -> ChangelogRange | None:
+    """Which long-lived changelogs go (Paimon's ExpireChangelogImpl), or None when there are none.
+
+    Counted from the latest *snapshot* id, as the ids of snapshots and changelogs are one sequence:
+    the newest `retain_min` ids stay; ids older than the newest `retain_max` go regardless of age;
+    in between a changelog goes only while it is older than the cutoff (its own commit time). The
+    consumer's next snapshot, `max_deletes` past the earliest and the latest changelog itself (the
+    newest one always stays) bound the end, which must be an existing changelog.
+    """
+    if not changelog_ids:
+        return None
+    present = set(changelog_ids)
+    earliest, latest = min(present), max(present)
+    end, limited_by = latest_snapshot_id - settings.retain_min + 1, "retain_min"
+    if consumer_next is not None and consumer_next < end:
+        end, limited_by = consumer_next, "consumer"
+    if earliest + settings.max_deletes < end:
+        end, limited_by = earliest + settings.max_deletes, "max_deletes"
+    if latest < end:
+        end, limited_by = latest, "latest_changelog"
+    if end <= earliest:
+        return ChangelogRange(earliest, latest, earliest, earliest, limited_by)
+    for changelog_id in range(max(latest_snapshot_id - settings.retain_max + 1, earliest), end + 1):
+        if changelog_id in present and time_of(changelog_id) >= settings.cutoff_ms:
+            end, limited_by = changelog_id, "age"
+            break
+    if end not in present:
+        return ChangelogRange(earliest, latest, earliest, earliest, "missing_end")
+    return ChangelogRange(earliest, latest, earliest, end, limited_by)
