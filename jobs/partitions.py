@@ -400,6 +400,7 @@ def drop_partitions(
                 check_conflicts=False,
                 prewritten_delta=lambda _ctx, delta=prewritten: delta,
                 properties=properties,
+                drop_index_of=wanted.__contains__,
             )
         except StalePlan as stale:
             log.info("%s; planning again (%d of %d)", stale, replan + 1, max_replans)

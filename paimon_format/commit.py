@@ -35,11 +35,12 @@ from paimon_format.manifest import (
     ManifestFileMeta,
     read_manifest,
     rolling_write_manifests,
+    write_index_manifest,
     write_manifest_list,
 )
 from paimon_format.manifest_merge import merge_manifests
 from paimon_format.options import CoreOptions
-from paimon_format.scan import EntryMerger, data_manifests
+from paimon_format.scan import EntryMerger, data_manifests, index_entries
 from paimon_format.schema import TableSchema
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
@@ -83,6 +84,10 @@ class CommitMessage:
 
 
 PartitionFilter = Callable[[bytes], bool]
+
+
+def _every_partition(_partition: bytes) -> bool:
+    return True
 
 
 @dataclass
@@ -163,6 +168,7 @@ class SnapshotCommit:
         self._file_prefix = str(uuid.uuid4())
         self._manifest_counter = 0
         self._list_counter = 0
+        self._index_counter = 0
 
     # -- public entry points -----------------------------------------------------------------
 
@@ -204,7 +210,13 @@ class SnapshotCommit:
             deletes = [entry.as_delete() for entry in ctx.live_entries(partition_filter)]
             return deletes + new_entries
 
-        return self.commit(build, kind=OVERWRITE, identifier=identifier, properties=properties)
+        return self.commit(
+            build,
+            kind=OVERWRITE,
+            identifier=identifier,
+            properties=properties,
+            drop_index_of=partition_filter or _every_partition,
+        )
 
     def commit(
         self,
@@ -217,13 +229,16 @@ class SnapshotCommit:
         rewrite_base: BaseRewriter | None = None,
         properties: dict[str, str] | None = None,
         prewritten_delta: PrewrittenDeltaBuilder | None = None,
+        drop_index_of: PartitionFilter | None = None,
     ) -> Snapshot | None:
         """Run commit attempts until one lands, the changes conflict, or the retry budget is spent.
 
         Returns the new snapshot, or None when there was nothing to commit (an empty batch commit
         creates no snapshot, as in Paimon's `snapshot.ignore-empty-commit`). `prewritten_delta`
         adds manifests written elsewhere to the delta (before those of `build_delta`); the
-        conflict check covers only the entries of `build_delta`.
+        conflict check covers only the entries of `build_delta`. `drop_index_of` names the
+        partitions an overwrite replaces: their index files (hash index, deletion vectors) leave
+        the new snapshot's index manifest, as in Paimon, since the files they describe are gone.
         """
         check = kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts
         options = self._options()
@@ -250,6 +265,7 @@ class SnapshotCommit:
                     rewrite_base,
                     properties,
                     prewritten_delta,
+                    drop_index_of,
                 )
             except _LostRace:
                 attempt += 1
@@ -278,6 +294,7 @@ class SnapshotCommit:
         rewrite_base: BaseRewriter | None,
         properties: dict[str, str] | None,
         prewritten_delta: PrewrittenDeltaBuilder | None = None,
+        drop_index_of: PartitionFilter | None = None,
     ) -> Snapshot | None:
         schema = self.table.schema_manager.latest() or self.table.schema
         ctx = AttemptContext(self.table, latest, schema)
@@ -291,7 +308,16 @@ class SnapshotCommit:
         written = _Written()
         try:
             snapshot = self._write_snapshot_files(
-                ctx, delta, changelog, kind, identifier, rewrite_base, properties, written, prewritten
+                ctx,
+                delta,
+                changelog,
+                kind,
+                identifier,
+                rewrite_base,
+                properties,
+                written,
+                prewritten,
+                drop_index_of,
             )
         except BaseException:
             self._remove(written)
@@ -318,6 +344,7 @@ class SnapshotCommit:
         properties: dict[str, str] | None,
         written: _Written,
         prewritten: PrewrittenDelta | None = None,
+        drop_index_of: PartitionFilter | None = None,
     ) -> Snapshot:
         options = CoreOptions({**ctx.schema.options, **self._option_overrides})
         latest = ctx.latest
@@ -353,7 +380,7 @@ class SnapshotCommit:
             delta_manifest_list_size=delta_size,
             changelog_manifest_list=changelog_list,
             changelog_manifest_list_size=changelog_size,
-            index_manifest=latest.index_manifest if latest else None,
+            index_manifest=self._index_manifest(latest, drop_index_of, options, written),
             commit_user=self.commit_user,
             commit_identifier=identifier,
             commit_kind=kind,
@@ -368,6 +395,30 @@ class SnapshotCommit:
             uuid=str(uuid.uuid4()),
             writer_version=WRITER_VERSION,
         )
+
+    def _index_manifest(
+        self,
+        latest: Snapshot | None,
+        drop_index_of: PartitionFilter | None,
+        options: CoreOptions,
+        written: _Written,
+    ) -> str | None:
+        """The new snapshot's index manifest: the latest one, minus the entries of replaced partitions."""
+        if latest is None or not latest.index_manifest or drop_index_of is None:
+            return latest.index_manifest if latest else None
+        entries = index_entries(self.table, latest)
+        kept = [entry for entry in entries if not drop_index_of(entry.partition)]
+        if len(kept) == len(entries):
+            return latest.index_manifest
+        if not kept:
+            return None
+        name = f"index-manifest-{self._file_prefix}-{self._index_counter}"
+        self._index_counter += 1
+        written.add(name)
+        write_index_manifest(
+            self.table.file_io, self.table.manifest_path(name), kept, options.manifest_compression
+        )
+        return name
 
     def _merge_base(
         self, ctx: AttemptContext, previous: list[ManifestFileMeta], options: CoreOptions, written: _Written

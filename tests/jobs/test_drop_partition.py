@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pytest
 
@@ -341,3 +342,85 @@ def test_a_table_pypaimon_wrote_with_an_int_partition(spark_session, tmp_path):
 
     assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["p"] < 1]
     assert pypaimon_rows(warehouse, "db.t", 2) == before
+
+
+def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spark_session, tmp_path):
+    """As in Paimon's overwrite: the HASH index of a dropped partition goes with its files.
+
+    The other partition keeps its very index files; older snapshots keep theirs; a later write of
+    the same keys into the dropped partition reads back once; after expiry and orphan removal the
+    dropped partition's index files are gone from storage and nothing else is.
+    """
+    import pyarrow as pa
+    import pypaimon
+
+    from jobs.expire_snapshots import expire_snapshots
+    from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
+    from paimon_format.scan import index_entries, index_file_relpaths
+
+    warehouse = str(tmp_path / "wh")
+    catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("db", True)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.string())])
+    catalog.create_table(
+        "db.t",
+        pypaimon.Schema.from_pyarrow_schema(
+            schema, partition_keys=["dt"], primary_keys=["id", "dt"], options={"bucket": "-1"}
+        ),
+        False,
+    )
+
+    def upsert(rows: list[tuple[int, str, str]]) -> None:
+        builder = catalog.get_table("db.t").new_batch_write_builder()
+        writer, commit = builder.new_write(), builder.new_commit()
+        writer.write_arrow(
+            pa.Table.from_pylist([dict(zip(schema.names, r, strict=True)) for r in rows], schema)
+        )
+        commit.commit(writer.prepare_commit())
+        writer.close()
+        commit.close()
+
+    upsert([(k, f"p{k % 2}", "a") for k in range(6)])
+    upsert([(k, f"p{k % 2}", "b") for k in range(3, 9)])
+    table = Table.open(warehouse, "db.t")
+    before = table.snapshot_manager.latest()
+    index_before = {(table.partition_dir(e.partition), e.file_name) for e in index_entries(table, before)}
+    assert {part for part, _name in index_before} == {"dt=p0", "dt=p1"}, "the sample has HASH index files"
+    rows_before = pypaimon_rows(warehouse, "db.t")
+
+    drop_partition(spark_session, table, specs=[{"dt": "p0"}])
+
+    dropped = table.snapshot_manager.latest()
+    index_after = {(table.partition_dir(e.partition), e.file_name) for e in index_entries(table, dropped)}
+    assert index_after == {item for item in index_before if item[0] == "dt=p1"}
+    assert {
+        (table.partition_dir(e.partition), e.file_name) for e in index_entries(table, before)
+    } == index_before
+    assert pypaimon_rows(warehouse, "db.t") == [r for r in rows_before if r["dt"] == "p1"]
+    assert pypaimon_rows(warehouse, "db.t", before.id) == rows_before
+
+    upsert([(k, "p0", "c") for k in (0, 2, 4)])
+    upsert([(k, "p0", "d") for k in (0, 2)])
+    expected = [r for r in rows_before if r["dt"] == "p1"] + [
+        {"id": 0, "dt": "p0", "v": "d"},
+        {"id": 2, "dt": "p0", "v": "d"},
+        {"id": 4, "dt": "p0", "v": "c"},
+    ]
+    assert pypaimon_rows(warehouse, "db.t") == sorted(expected, key=lambda r: [str(r[k]) for k in sorted(r)])
+
+    expire_snapshots(spark_session, table, retain_min=1, retain_max=1, older_than="0 ms")
+    remove_orphan_files(
+        spark_session, table, OrphanSettings(older_than_ms=0, force=True, max_orphan_ratio=1.0)
+    )
+    on_disk = {
+        os.path.relpath(os.path.join(d, f), table.path) for d, _s, fs in os.walk(table.path) for f in fs
+    }
+    stale = {f"index/{name}" for part, name in index_before if part == "dt=p0"}
+    assert not stale & on_disk
+    latest = table.snapshot_manager.latest()
+    needed = {
+        f"{table.partition_dir(e.partition)}/bucket-{e.bucket}/{e.file.file_name}"
+        for e in live_entries(table, latest)
+    } | {path for e in index_entries(table, latest) for path in index_file_relpaths(e)}
+    assert needed <= on_disk
+    assert pypaimon_rows(warehouse, "db.t") == sorted(expected, key=lambda r: [str(r[k]) for k in sorted(r)])
