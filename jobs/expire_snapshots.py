@@ -22,6 +22,21 @@ A commit landing during the run only adds roots newer than `end`; they reference
 live in the latest snapshot or new, never files deleted at or before `end`. A tag created on an
 expiring snapshot meanwhile is detected before anything is deleted (exit 3).
 
+Decoupled changelog retention (Paimon's `changelog.num-retained.*` / `changelog.time-retained`
+keeping more than the snapshot settings of this run; unset changelog options fall back to them):
+- every expired snapshot becomes a long-lived changelog: right before its snapshot file is deleted,
+  `changelog/changelog-<id>` is created (create-if-absent, the snapshot's JSON) and
+  `changelog/LATEST` is written. What such a changelog needs (`scan.ChangelogReads`: its changelog
+  manifest list, or with `changelog-producer` = none its delta list and the appended files, plus the
+  base list) is protected from the plan on, as a root (`CHANGELOG_TO_WRITE_ROOT`), so the anti join
+  keeps exactly what Paimon's ExpireSnapshotsImpl keeps when decoupled;
+- then the changelogs beyond the changelog retention go (Paimon's ExpireChangelogImpl range, see
+  `paimon_format.expire.plan_changelog_range`): their lists, manifests, changelog files and the
+  files their deltas name, minus what every retained snapshot, tag, branch and changelog needs;
+  same stage order, then the `changelog-<id>` files oldest first, then `changelog/EARLIEST`.
+A crash anywhere leaves every retained snapshot, tag and changelog readable; a rerun re-plans the
+same ranges (a written changelog is kept, a half-expired one is finished).
+
 Spark-submit entry: `spark-submit jobs/expire_snapshots.py --config conf/expire-snapshots.yaml`.
 """
 
@@ -51,6 +66,7 @@ from paimon_format.expire import (
     ExpireSettings,
     changelog_settings,
     decoupled_cause,
+    plan_changelog_range,
     plan_range,
 )
 from paimon_format.manifest import ADD, read_manifest, read_manifest_list
@@ -61,12 +77,15 @@ from paimon_format.options import (
     parse_duration_ms,
 )
 from paimon_format.orphans import (
+    CHANGELOG_ROOT,
+    CHANGELOG_TO_WRITE_ROOT,
     SNAPSHOT_ROOT,
+    changelog_or_snapshot,
     index_manifest_references,
     metadata_file_relpaths,
     root_references,
 )
-from paimon_format.scan import snapshot_metadata_files
+from paimon_format.scan import changelog_needs_entry, snapshot_metadata_files
 from paimon_format.snapshot import ConsumerManager
 from paimon_format.table import MAIN_BRANCH, Table
 
@@ -76,7 +95,26 @@ STEP_FILES = f"{OPERATION}:files-deleted"
 STEP_MANIFESTS = f"{OPERATION}:manifests-deleted"
 STEP_LISTS = f"{OPERATION}:manifest-lists-deleted"
 STEP_SNAPSHOT = f"{OPERATION}:snapshot-deleted"  # passed once per snapshot file (PAIMON_CRASH_SKIP)
-STEPS = (STEP_PLANNED, STEP_FILES, STEP_MANIFESTS, STEP_LISTS, STEP_SNAPSHOT)
+# decoupled changelog retention only
+STEP_CHANGELOG_WRITTEN = f"{OPERATION}:changelog-written"  # once per changelog-<id>, before its snapshot goes
+STEP_CHANGELOG_PLANNED = f"{OPERATION}:changelog-planned"
+STEP_CHANGELOG_FILES = f"{OPERATION}:changelog-files-deleted"
+STEP_CHANGELOG_MANIFESTS = f"{OPERATION}:changelog-manifests-deleted"
+STEP_CHANGELOG_LISTS = f"{OPERATION}:changelog-manifest-lists-deleted"
+STEP_CHANGELOG_DELETED = f"{OPERATION}:changelog-deleted"  # once per expired changelog-<id>
+STEPS = (
+    STEP_PLANNED,
+    STEP_FILES,
+    STEP_MANIFESTS,
+    STEP_LISTS,
+    STEP_CHANGELOG_WRITTEN,
+    STEP_SNAPSHOT,
+    STEP_CHANGELOG_PLANNED,
+    STEP_CHANGELOG_FILES,
+    STEP_CHANGELOG_MANIFESTS,
+    STEP_CHANGELOG_LISTS,
+    STEP_CHANGELOG_DELETED,
+)
 
 # Deletion stages, in order.
 FILES, MANIFESTS, LISTS = 0, 1, 2
@@ -106,6 +144,7 @@ _FILE_SCHEMA = pa.schema(
     ]
 )
 _DELTA, _META, _LIST, _CHANGELOG, _INDEX, _MISSING = "delta", "meta", "list", "changelog", "index", "missing"
+_DELTA_ALL = "delta-all"  # a delta manifest of an expiring changelog: every file it names is a candidate
 _NO_ORDER, _NO_KIND, _GONE = 0, -1, -2
 _SID_SHIFT, _MANIFEST_SHIFT = 40, 24  # ord = snapshot << 40 | manifest index << 24 | entry position
 
@@ -227,17 +266,14 @@ def expire_snapshots(
     max_per_second: float | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
-    """Expire the main branch's old snapshots (see the module docstring for the order)."""
+    """Expire the main branch's old snapshots (see the module docstring for the order), and on a
+    table with decoupled changelog retention, its old long-lived changelogs."""
     log = log or logging.getLogger("jobs.expire_snapshots")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     settings = settings_for(table, retain_min, retain_max, older_than, max_deletes, now_ms)
-    cause = decoupled_cause(changelog_settings_for(table, settings, now_ms), settings)
-    if cause is not None:
-        raise BadInputError(
-            f"{table.path}: table asks for decoupled changelog retention ({cause}); "
-            "expire-snapshots does not write long-lived changelogs"
-        )
+    retention = changelog_settings_for(table, settings, now_ms)
+    decoupled = decoupled_cause(retention, settings)
     manager = table.snapshot_manager
     ids = manager.snapshot_ids()
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")
@@ -253,16 +289,65 @@ def expire_snapshots(
     record.details["settings"] = {
         "retain_min": settings.retain_min,
         "retain_max": settings.retain_max,
-        "cutoff": dt.datetime.fromtimestamp(settings.cutoff_ms / 1000, dt.timezone.utc).isoformat(),
+        "cutoff": _iso(settings.cutoff_ms),
         "max_deletes": settings.max_deletes,
         "min_consumer_next_snapshot": consumer_next,
     }
+    if decoupled:
+        record.details["changelog_settings"] = {
+            "decoupled": decoupled,
+            "retain_min": retention.retain_min,
+            "retain_max": retention.retain_max,
+            "cutoff": _iso(retention.cutoff_ms),
+            "producer": table.options.changelog_producer,
+        }
+        log.info("changelog retention is decoupled (%s): expired snapshots become changelogs", decoupled)
     if plan is None or plan.count == 0:
         log.info("nothing to expire (%s)", "no snapshot" if plan is None else f"limited by {plan.limited_by}")
         record.count("snapshots_expired", 0)
         if plan is not None:
             record.snapshot_ids.update(earliest=plan.earliest, latest=plan.latest)
-        return record
+    else:
+        _expire_snapshot_range(
+            spark, table, plan, bool(decoupled), dry_run, record, log, batch_size, max_per_second
+        )
+    if decoupled and plan is not None:
+        _expire_changelogs(
+            spark,
+            table,
+            plan,
+            retention,
+            consumer_next,
+            dry_run,
+            record,
+            log,
+            batch_size,
+            max_per_second,
+        )
+    return record
+
+
+def _iso(epoch_ms: int) -> str:
+    return dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc).isoformat()
+
+
+def _expire_snapshot_range(
+    spark: Any,
+    table: Table,
+    plan: ExpireRange,
+    decoupled: bool,
+    dry_run: bool,
+    record: RunRecord,
+    log: Any,
+    batch_size: int,
+    max_per_second: float | None,
+) -> None:
+    """Delete what only snapshots [begin, end) need, then their snapshot files, oldest first.
+
+    Decoupled: each expired snapshot is first written as `changelog/changelog-<id>`, and what that
+    changelog needs is protected like a retained root (`CHANGELOG_TO_WRITE_ROOT`) from the start.
+    """
+    manager = table.snapshot_manager
     record.snapshot_ids.update(
         earliest=plan.earliest, latest=plan.latest, begin=plan.begin, end=plan.end, limited_by=plan.limited_by
     )
@@ -277,75 +362,246 @@ def expire_snapshots(
     tags_at_plan = _tag_snapshot_ids(table)
     crash_point(STEP_PLANNED)
 
-    candidates = _candidates(spark, table, plan, log)
+    def keep_root(branch: str, kind: str, name: str) -> bool:
+        # every main snapshot below `end` is expiring (or a remnant of an earlier expiry)
+        return not (branch == MAIN_BRANCH and kind == SNAPSHOT_ROOT and int(name) < plan.end)
+
+    changelog_roots = (
+        [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in plan.expired_ids] if decoupled else []
+    )
+    reader = _root_reader(table, plan.begin, plan.end)
+    candidates = _candidates(
+        spark, table, (plan.begin, plan.end + 1), reader, plan.end, keep_root, changelog_roots, log
+    )
     try:
-        totals = {
-            row["stage"]: (row["files"], row["bytes"] or 0)
-            for row in candidates.groupBy("stage")
-            .agg({"path": "count", "size": "sum"})
-            .withColumnRenamed("count(path)", "files")
-            .withColumnRenamed("sum(size)", "bytes")
-            .collect()
-        }
-        sample = candidates.filter(f"stage < {ALREADY_DELETED}").limit(3 * SAMPLE_LIMIT).collect()
-        for stage, name in STAGE_NAMES.items():
-            files, nbytes = totals.get(stage, (0, 0))
-            record.count(f"{name}_to_delete", files)
-            record.add_bytes(f"{name}_to_delete", nbytes)
-            record.sample(f"{name}_to_delete", [row["path"] for row in sample if row["stage"] == stage])
-        missing = totals.get(ALREADY_DELETED, (0, 0))[0]
+        totals = _report_candidates(candidates, record, "")
         record.count("snapshots_to_expire", plan.count)
         record.sample(
             "snapshots_to_expire", [manager.snapshot_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]]
         )
-        record.count("already_deleted_metadata", missing)
-        if missing:
-            log.warning(
-                "%d manifests or lists of expiring snapshots were already deleted (an earlier run "
-                "was interrupted after deleting data files); skipped",
-                missing,
+        if decoupled:
+            record.count("changelogs_to_write", plan.count)
+            record.sample(
+                "changelogs_to_write", [manager.changelog_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]]
             )
         if dry_run:
             log.info("dry run: nothing deleted")
-            return record
+            return
 
         if _tag_snapshot_ids(table) - tags_at_plan & set(plan.expired_ids):
             raise SafetyRefusal(
                 f"{table.path}: a tag was created on a snapshot in [{plan.begin}, {plan.end}) while this job "
                 "ran; nothing was deleted, run expire-snapshots again"
             )
-        for stage, step in ((FILES, STEP_FILES), (MANIFESTS, STEP_MANIFESTS), (LISTS, STEP_LISTS)):
-            total = totals.get(stage, (0, 0))[0]
-            outcome = delete_files(
-                spark,
-                candidates.filter(f"stage = {stage}"),
-                table.file_io,
-                table.path,
-                total,
-                batch_size=batch_size,
-                max_per_second=max_per_second,
-            )
-            name = STAGE_NAMES[stage]
-            record.count(f"{name}_deleted", outcome.deleted)
-            record.add_bytes(f"{name}_deleted", outcome.bytes)
-            record.count(f"{name}_already_absent", outcome.absent)
-            if outcome.failed:
-                raise StorageError(
-                    f"{table.path}: {outcome.failed} of {total} {name} could not be deleted "
-                    f"({'; '.join(outcome.errors)}); stopped before the next step, a rerun continues"
-                )
-            log.info("deleted %d %s (%d already absent)", outcome.deleted, name, outcome.absent)
-            crash_point(step)
+        _delete_stages(
+            spark,
+            table,
+            candidates,
+            totals,
+            "",
+            (STEP_FILES, STEP_MANIFESTS, STEP_LISTS),
+            record,
+            log,
+            batch_size,
+            max_per_second,
+        )
     finally:
         candidates.unpersist()
 
     for snapshot_id in plan.expired_ids:  # oldest first: a rerun starts from the oldest one left
+        if decoupled:
+            _write_changelog(table, snapshot_id, record)
+            crash_point(STEP_CHANGELOG_WRITTEN)
         table.file_io.delete(manager.snapshot_path(snapshot_id))
         record.count("snapshots_expired", 1)
         crash_point(STEP_SNAPSHOT)
     manager.write_earliest_hint(plan.end)
     log.info("expired %d snapshots; EARLIEST = %d", plan.count, plan.end)
-    return record
+
+
+def _write_changelog(table: Table, snapshot_id: int, record: RunRecord) -> None:
+    """`changelog/changelog-<id>` = the snapshot's JSON as stored (Paimon's Changelog has the same
+    fields), created atomically; already there (a rerun after a crash) counts as written."""
+    manager = table.snapshot_manager
+    try:
+        data = table.file_io.read_bytes(manager.snapshot_path(snapshot_id))
+    except MissingFileError:
+        if table.file_io.exists(manager.changelog_path(snapshot_id)):
+            return  # written and its snapshot deleted by an interrupted run
+        raise
+    if table.file_io.create_if_absent(manager.changelog_path(snapshot_id), data):
+        record.count("changelogs_written", 1)
+    else:
+        record.count("changelogs_already_written", 1)
+    manager.write_changelog_latest_hint(snapshot_id)
+
+
+def _report_candidates(candidates: Any, record: RunRecord, prefix: str) -> dict[int, tuple[int, int]]:
+    """Counts, bytes and samples per stage into the record; returns {stage: (files, bytes)}."""
+    totals = {
+        row["stage"]: (row["files"], row["bytes"] or 0)
+        for row in candidates.groupBy("stage")
+        .agg({"path": "count", "size": "sum"})
+        .withColumnRenamed("count(path)", "files")
+        .withColumnRenamed("sum(size)", "bytes")
+        .collect()
+    }
+    sample = candidates.filter(f"stage < {ALREADY_DELETED}").limit(3 * SAMPLE_LIMIT).collect()
+    for stage, name in STAGE_NAMES.items():
+        files, nbytes = totals.get(stage, (0, 0))
+        record.count(f"{prefix}{name}_to_delete", files)
+        record.add_bytes(f"{prefix}{name}_to_delete", nbytes)
+        record.sample(f"{prefix}{name}_to_delete", [row["path"] for row in sample if row["stage"] == stage])
+    missing = totals.get(ALREADY_DELETED, (0, 0))[0]
+    record.count(f"{prefix}already_deleted_metadata", missing)
+    if missing:
+        logging.getLogger("jobs.expire_snapshots").warning(
+            "%d manifests or lists of expiring %s were already deleted (an earlier run was interrupted "
+            "after deleting data files); skipped",
+            missing,
+            "changelogs" if prefix else "snapshots",
+        )
+    return totals
+
+
+def _delete_stages(
+    spark: Any,
+    table: Table,
+    candidates: Any,
+    totals: dict[int, tuple[int, int]],
+    prefix: str,
+    steps: tuple[str, str, str],
+    record: RunRecord,
+    log: Any,
+    batch_size: int,
+    max_per_second: float | None,
+) -> None:
+    """Files, then manifests, then manifest lists; a failed delete stops before the next stage."""
+    for stage, step in zip((FILES, MANIFESTS, LISTS), steps, strict=True):
+        total = totals.get(stage, (0, 0))[0]
+        outcome = delete_files(
+            spark,
+            candidates.filter(f"stage = {stage}"),
+            table.file_io,
+            table.path,
+            total,
+            batch_size=batch_size,
+            max_per_second=max_per_second,
+        )
+        name = f"{prefix}{STAGE_NAMES[stage]}"
+        record.count(f"{name}_deleted", outcome.deleted)
+        record.add_bytes(f"{name}_deleted", outcome.bytes)
+        record.count(f"{name}_already_absent", outcome.absent)
+        if outcome.failed:
+            raise StorageError(
+                f"{table.path}: {outcome.failed} of {total} {name} could not be deleted "
+                f"({'; '.join(outcome.errors)}); stopped before the next step, a rerun continues"
+            )
+        log.info("deleted %d %s (%d already absent)", outcome.deleted, name, outcome.absent)
+        crash_point(step)
+
+
+# -- long-lived changelogs (decoupled retention) -----------------------------------------------------
+
+
+def _expire_changelogs(
+    spark: Any,
+    table: Table,
+    plan: ExpireRange,
+    settings: ChangelogSettings,
+    consumer_next: int | None,
+    dry_run: bool,
+    record: RunRecord,
+    log: Any,
+    batch_size: int,
+    max_per_second: float | None,
+) -> None:
+    """Paimon's ExpireChangelogImpl: delete the long-lived changelogs beyond the changelog retention.
+
+    Candidates: the metadata of changelogs [begin, end) (changelog, delta and base manifest lists and
+    their manifests), the files their changelog manifests add, and every file their delta
+    manifests name; minus what every retained snapshot, tag, branch and changelog needs. A dry run
+    plans with the changelogs the snapshot expiry would have written.
+    """
+    manager = table.snapshot_manager
+    existing = set(manager.changelog_ids())
+    to_write = [] if not dry_run else [i for i in plan.expired_ids if i not in existing]
+    changelog_ids = sorted(existing | set(to_write))
+    assert_small(len(changelog_ids), SNAPSHOT_LIMIT, "changelog ids")
+
+    def time_of(changelog_id: int) -> int:
+        found = changelog_or_snapshot(table, changelog_id)
+        if found is None:
+            raise StorageError(f"{manager.changelog_path(changelog_id)}: changelog vanished while planning")
+        return found.time_millis
+
+    cplan = plan_changelog_range(changelog_ids, time_of, settings, plan.latest, consumer_next)
+    if cplan is None or cplan.count == 0:
+        log.info(
+            "no long-lived changelog to expire (%s)",
+            "none" if cplan is None else f"limited by {cplan.limited_by}",
+        )
+        record.count("changelogs_expired", 0)
+        if cplan is not None:
+            record.details["changelog_ids"] = {"earliest": cplan.earliest, "latest": cplan.latest}
+        return
+    record.details["changelog_ids"] = {
+        "earliest": cplan.earliest,
+        "latest": cplan.latest,
+        "begin": cplan.begin,
+        "end": cplan.end,
+        "limited_by": cplan.limited_by,
+    }
+    log.info(
+        "expiring changelogs [%d, %d) of [%d, %d] (%s)",
+        cplan.begin,
+        cplan.end,
+        cplan.earliest,
+        cplan.latest,
+        cplan.limited_by,
+    )
+    crash_point(STEP_CHANGELOG_PLANNED)
+
+    def keep_root(branch: str, kind: str, name: str) -> bool:
+        if branch != MAIN_BRANCH:
+            return True
+        if kind == SNAPSHOT_ROOT:
+            return int(name) >= plan.end  # below: expired by this run (or the dry run's plan)
+        if kind == CHANGELOG_ROOT:
+            return not cplan.begin <= int(name) < cplan.end
+        return True
+
+    planned = [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in to_write if i >= cplan.end]
+    ids = (cplan.begin, cplan.end)
+    candidates = _candidates(spark, table, ids, _changelog_reader(table), -1, keep_root, planned, log)
+    try:
+        totals = _report_candidates(candidates, record, "changelog_")
+        present = set(changelog_ids)
+        expiring = [i for i in cplan.expired_ids if i in present]
+        record.count("changelogs_to_expire", len(expiring))
+        record.sample("changelogs_to_expire", [manager.changelog_path(i) for i in expiring[:SAMPLE_LIMIT]])
+        if dry_run:
+            return
+        _delete_stages(
+            spark,
+            table,
+            candidates,
+            totals,
+            "changelog_",
+            (STEP_CHANGELOG_FILES, STEP_CHANGELOG_MANIFESTS, STEP_CHANGELOG_LISTS),
+            record,
+            log,
+            batch_size,
+            max_per_second,
+        )
+    finally:
+        candidates.unpersist()
+    for changelog_id in expiring:  # oldest first: a rerun starts from the oldest one left
+        table.file_io.delete(manager.changelog_path(changelog_id))
+        record.count("changelogs_expired", 1)
+        crash_point(STEP_CHANGELOG_DELETED)
+    manager.write_changelog_earliest_hint(cplan.end)
+    log.info("expired %d changelogs; changelog EARLIEST = %d", len(expiring), cplan.end)
 
 
 def _tag_snapshot_ids(table: Table) -> set[int]:
@@ -355,17 +611,30 @@ def _tag_snapshot_ids(table: Table) -> set[int]:
 # -- candidates on the executors ---------------------------------------------------------------------
 
 
-def _candidates(spark: Any, table: Table, plan: ExpireRange, log: Any) -> Any:
+def _candidates(
+    spark: Any,
+    table: Table,
+    ids: tuple[int, int],
+    reader: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    end: int,
+    keep_root: Callable[[str, str, str], bool],
+    extra_roots: list[tuple[str, str, str]],
+    log: Any,
+) -> Any:
     """DataFrame (path, size, stage) of the files to delete, checkpointed; stage ALREADY_DELETED rows
-    name metadata of expiring snapshots that an interrupted run already deleted (counted only)."""
+    name metadata of expiring snapshots or changelogs that an interrupted run already deleted
+    (counted only). `reader` maps the ids [first, last) to metadata rows and manifests to read;
+    `keep_root`/`extra_roots` say which roots stay (their needs are never candidates)."""
     from pyspark.sql import functions as F
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
-    begin, end = plan.begin, plan.end
-    ids = spark.range(begin, end + 1, numPartitions=max(1, min(end + 1 - begin, parallelism * 4)))
-    roots = ids.select(F.col("id").alias("sid")).mapInArrow(_root_reader(table, begin, end), _ROOT_COLUMNS)
+    first, last = ids
+    frame = spark.range(first, last, numPartitions=max(1, min(last - first, parallelism * 4)))
+    roots = frame.select(F.col("id").alias("sid")).mapInArrow(reader, _ROOT_COLUMNS)
     roots = roots.localCheckpoint(eager=True)
-    to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX)).dropDuplicates(["what", "name"])
+    to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX, _DELTA_ALL)).dropDuplicates(
+        ["what", "name"]
+    )
     entries = to_read.repartition(parallelism * 2).mapInArrow(_manifest_reader(table, end), _FILE_COLUMNS)
     entries = entries.localCheckpoint(eager=True)
     missing = (
@@ -398,11 +667,9 @@ def _candidates(spark: Any, table: Table, plan: ExpireRange, log: Any) -> Any:
         .agg(F.max("size").alias("size"), F.min("stage").alias("stage"))
     )
 
-    def keep_root(branch: str, kind: str, name: str) -> bool:
-        # every main snapshot below `end` is expiring (or a remnant of an earlier expiry)
-        return not (branch == MAIN_BRANCH and kind == SNAPSHOT_ROOT and int(name) < end)
-
-    protected = _retained_needs(spark, table, everything.filter(F.col("stage") == FILES), keep_root, log)
+    protected = _retained_needs(
+        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log
+    )
     candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
     roots.unpersist()
     entries.unpersist()
@@ -411,20 +678,30 @@ def _candidates(spark: Any, table: Table, plan: ExpireRange, log: Any) -> Any:
 
 _NEEDS_COLUMNS = "root string, what string, value string"
 _NEEDS_SCHEMA = pa.schema([("root", pa.string()), ("what", pa.string()), ("value", pa.string())])
-_LIVE_COLUMNS = "manifest string, path string, delta int"
-_LIVE_SCHEMA = pa.schema([("manifest", pa.string()), ("path", pa.string()), ("delta", pa.int32())])
+_LIVE_COLUMNS = "manifest string, path string, delta int, appended int"
+_LIVE_SCHEMA = pa.schema(
+    [("manifest", pa.string()), ("path", pa.string()), ("delta", pa.int32()), ("appended", pa.int32())]
+)
 ROOT_LIMIT = 1_000_000
 
 
 def _retained_needs(
-    spark: Any, table: Table, file_candidates: Any, keep_root: Callable[[str, str, str], bool], log: Any
+    spark: Any,
+    table: Table,
+    file_candidates: Any,
+    keep_root: Callable[[str, str, str], bool],
+    extra_roots: list[tuple[str, str, str]],
+    log: Any,
 ) -> Any:
     """Paths the retained roots need among the candidates: a DataFrame of one `path` column.
 
-    Roots: every snapshot kept, every tag and long-lived changelog of every branch. Their metadata
-    files (lists, manifests, index manifest, statistics) and index files count as needed as named.
+    Roots: every snapshot kept, every tag and long-lived changelog of every branch, plus
+    `extra_roots` (changelogs this run writes). Their metadata files (lists, manifests, index
+    manifest, statistics) and index files count as needed as named.
     A data or changelog file is needed when it is *live* in some root: added more often than
     deleted within that root's manifests (a level upgrade deletes and re-adds the same file name).
+    Of a changelog's delta manifests (no changelog producer) only the appended ADDs count
+    (`scan.changelog_needs_entry`): compaction output is not changelog.
     A DELETE entry alone does not protect a file, or nothing deleted before the last manifest
     compaction could ever expire. Every read here is strict: a failure fails the job.
     """
@@ -435,6 +712,7 @@ def _retained_needs(
     for branch in [MAIN_BRANCH, *table.branch_manager.branch_names()]:
         _files, branch_roots = metadata_file_relpaths(table, branch)
         roots.extend((branch, kind, name) for kind, name in branch_roots if keep_root(branch, kind, name))
+    roots.extend(extra_roots)
     log.info("reading what %d retained snapshots, tags and changelogs need", len(roots))
     root_frame = spark.createDataFrame(
         parallelize_small(spark, roots, limit=ROOT_LIMIT, what="retained roots"),
@@ -451,7 +729,9 @@ def _retained_needs(
                 if found is None:
                     continue  # expired concurrently: needs nothing
                 key = f"{branch}/{kind}/{name}"
-                values = [("file", path) for path in found.files] + [("manifest", m) for m in found.manifests]
+                values = [("file", path) for path in found.files] + [
+                    ("appended" if m in found.appended_only else "manifest", m) for m in found.manifests
+                ]
                 if found.index_manifest:
                     values.append(("index", found.index_manifest))
                 for what, value in values:
@@ -475,8 +755,12 @@ def _retained_needs(
 
     index_files = index_names.mapInArrow(read_index, "path string")
     root_manifests = (
-        needs.filter(F.col("what") == "manifest")
-        .select("root", F.col("value").alias("manifest"))
+        needs.filter(F.col("what").isin("manifest", "appended"))
+        .select(
+            "root",
+            F.col("value").alias("manifest"),
+            (F.col("what") == "appended").cast("int").alias("appended_only"),
+        )
         .dropDuplicates()
     )
     manifests = root_manifests.select("manifest").distinct()
@@ -484,12 +768,14 @@ def _retained_needs(
     def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for name in batch.column("manifest").to_pylist():
-                out: dict[str, list] = {"manifest": [], "path": [], "delta": []}
+                out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "appended": []}
                 for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                    appended = 1 if changelog_needs_entry(entry, appended_only=True) else 0
                     for path in table.entry_relpaths(entry):
                         out["manifest"].append(name)
                         out["path"].append(path)
                         out["delta"].append(1 if entry.kind == ADD else -1)
+                        out["appended"].append(appended)
                 yield pa.RecordBatch.from_pydict(out, schema=_LIVE_SCHEMA)
 
     entries = manifests.repartition(parallelism * 2).mapInArrow(read_entries, _LIVE_COLUMNS)
@@ -497,7 +783,11 @@ def _retained_needs(
         entries.join(file_candidates.select("path"), "path", "left_semi")
         .join(root_manifests, "manifest")
         .groupBy("root", "path")
-        .agg(F.sum("delta").alias("balance"))
+        .agg(
+            F.sum(F.when(F.col("appended_only") == 1, F.col("appended")).otherwise(F.col("delta"))).alias(
+                "balance"
+            )
+        )
         .filter(F.col("balance") > 0)
         .select("path")
     )
@@ -543,6 +833,40 @@ def _root_reader(table: Table, begin: int, end: int):
                             rows.append((_CHANGELOG, meta.file_name, meta.file_size, _NO_ORDER, sid))
                 if snapshot.index_manifest:
                     rows.append((_INDEX, snapshot.index_manifest, 0, _NO_ORDER, sid))
+            yield pa.RecordBatch.from_pylist(
+                [dict(zip(_ROOT_SCHEMA.names, row, strict=True)) for row in rows], schema=_ROOT_SCHEMA
+            )
+
+    return read
+
+
+def _changelog_reader(table: Table):
+    """Per expiring changelog id: its lists and manifests (candidates) and the manifests to read:
+    changelog manifests (their ADDs) and delta manifests (every file they name). Everything on this
+    side is read leniently: what an interrupted run already deleted is only counted."""
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            rows: list[tuple[str, str, int, int, int]] = []
+            for sid in batch.column("sid").to_pylist():
+                changelog = changelog_or_snapshot(table, sid)
+                if changelog is None:
+                    continue  # a gap, or deleted by an interrupted run
+                for list_name, size, what in (
+                    (changelog.changelog_manifest_list, changelog.changelog_manifest_list_size, _CHANGELOG),
+                    (changelog.delta_manifest_list, changelog.delta_manifest_list_size, _DELTA_ALL),
+                    (changelog.base_manifest_list, changelog.base_manifest_list_size, _META),
+                ):
+                    if not list_name:
+                        continue
+                    metas = _read_list(table, list_name, lenient=True, rows=rows, sid=sid)
+                    if metas is None:
+                        continue
+                    rows.append((_LIST, f"manifest/{list_name}", size or 0, _NO_ORDER, sid))
+                    for meta in metas:
+                        rows.append((_META, f"manifest/{meta.file_name}", meta.file_size, _NO_ORDER, sid))
+                        if what != _META:
+                            rows.append((what, meta.file_name, meta.file_size, _NO_ORDER, sid))
             yield pa.RecordBatch.from_pylist(
                 [dict(zip(_ROOT_SCHEMA.names, row, strict=True)) for row in rows], schema=_ROOT_SCHEMA
             )

@@ -34,10 +34,12 @@ from paimon_format.paths import (
 )
 from paimon_format.scan import (
     changelog_manifests,
+    changelog_reads,
     data_manifests,
     index_file_relpaths,
     snapshot_metadata_files,
 )
+from paimon_format.snapshot import Snapshot
 from paimon_format.table import MAIN_BRANCH, Table
 
 DELETABLE = "deletable"  # deleted when unreferenced and older than older_than
@@ -121,6 +123,9 @@ def exceeds_ratio(candidates: int, listed: int, max_ratio: float) -> bool:
 SNAPSHOT_ROOT = "snapshot"
 TAG_ROOT = "tag"
 CHANGELOG_ROOT = "changelog"
+# A snapshot that expire-snapshots expires on a decoupled table: its changelog-<id> is (about to be)
+# written, so it needs what that changelog needs. Read from changelog/ or, not yet written, snapshot/.
+CHANGELOG_TO_WRITE_ROOT = "changelog-to-write"
 
 
 @dataclass(frozen=True)
@@ -128,16 +133,40 @@ class RootReferences:
     """What one snapshot, tag or long-lived changelog names: files by path, manifests by name.
 
     Manifests are returned by name so that the caller can read each shared manifest once.
+    `appended_only` marks the manifests of which a changelog needs only the appended ADD entries
+    (`scan.changelog_needs_entry`); a caller may still protect every file they name (safe, wider).
     """
 
     files: list[str]  # table-relative: manifest lists, index manifest, statistics, manifest files
     manifests: list[str]  # data and changelog manifests to read for their entries
     index_manifest: str | None
+    appended_only: frozenset[str] = frozenset()
 
 
 def branch_prefix(branch: str) -> str:
     """Where a branch's metadata directories live, relative to the table root ("" for main)."""
     return "" if branch == MAIN_BRANCH else f"branch/branch-{branch}/"
+
+
+def changelog_or_snapshot(table: Table, changelog_id: int) -> Snapshot | None:
+    """`changelog-<id>`, or the snapshot it is written from when not written yet; None if neither."""
+    try:
+        return table.snapshot_manager.changelog(changelog_id)
+    except SnapshotNotFoundError:
+        pass
+    try:
+        return table.snapshot_manager.snapshot(changelog_id)
+    except SnapshotNotFoundError:
+        return None
+
+
+def changelog_references(table: Table, changelog: Snapshot) -> RootReferences:
+    """What a long-lived changelog needs (`scan.ChangelogReads`): no index manifest, no statistics."""
+    reads = changelog_reads(table, changelog)
+    manifests = [meta.file_name for meta in reads.read]
+    files = [f"manifest/{name}" for name in reads.lists]
+    files += [f"manifest/{meta.file_name}" for meta in reads.read + reads.named]
+    return RootReferences(files, manifests, None, reads.appended_only)
 
 
 def root_references(table: Table, kind: str, name: str) -> RootReferences | None:
@@ -146,13 +175,20 @@ def root_references(table: Table, kind: str, name: str) -> RootReferences | None
     A snapshot, tag or changelog deleted between listing and reading was expired concurrently and
     needs nothing; every other read failure (a missing manifest list, corrupt JSON) propagates.
     """
+    if kind in (CHANGELOG_ROOT, CHANGELOG_TO_WRITE_ROOT):
+        if kind == CHANGELOG_ROOT:
+            try:
+                changelog: Snapshot | None = table.snapshot_manager.changelog(int(name))
+            except SnapshotNotFoundError:
+                return None
+        else:
+            changelog = changelog_or_snapshot(table, int(name))
+        return None if changelog is None else changelog_references(table, changelog)
     try:
         if kind == SNAPSHOT_ROOT:
             snapshot = table.snapshot_manager.snapshot(int(name))
         elif kind == TAG_ROOT:
             snapshot = table.tag_manager.tag(name)
-        elif kind == CHANGELOG_ROOT:
-            snapshot = table.snapshot_manager.changelog(int(name))
         else:
             raise ValueError(f"unknown metadata root kind {kind!r}")
     except SnapshotNotFoundError:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from paimon_format.errors import InvalidTableStateError, SnapshotNotFoundError
+from paimon_format.errors import InvalidTableStateError, MissingFileError, SnapshotNotFoundError
 from paimon_format.manifest import (
     ADD,
     DELETE,
@@ -69,6 +69,60 @@ def index_entries(table: Table, snapshot: Snapshot) -> list[IndexManifestEntry]:
 def read_entries(table: Table, manifests: Iterable[ManifestFileMeta]) -> Iterator[ManifestEntry]:
     for meta in manifests:
         yield from read_manifest(table.file_io, table.manifest_path(meta.file_name))
+
+
+# -- what a long-lived changelog needs ----------------------------------------------------------
+
+COMPACT_FILE_SOURCE = 1  # DataFileMeta.file_source: 0 = APPEND, 1 = COMPACT, None (old files) = APPEND
+
+
+@dataclass(frozen=True)
+class ChangelogReads:
+    """The metadata a long-lived changelog (`changelog/changelog-<id>`) keeps, as Paimon keeps it.
+
+    A streaming reader of the changelog opens its changelog manifest list (produced changelog) or,
+    when the table produces none (`changelog-producer` = none), its delta manifest list: the
+    changelog *is* the delta, i.e. the files the delta ADDed from appends (compaction output is not
+    changelog). Paimon also keeps the base manifest list and manifests of such a changelog (they are
+    not read, but its ExpireChangelogImpl deletes them later). Index manifests and statistics are
+    not kept: snapshot expiry deletes them.
+    """
+
+    lists: list[str]  # manifest list names
+    read: list[ManifestFileMeta]  # manifests whose entries name needed files
+    named: list[ManifestFileMeta]  # manifests kept as files only (the base)
+    appended_only: frozenset[str]  # of `read`: only ADD entries of appended files are needed
+
+
+def changelog_reads(table: Table, changelog: Snapshot) -> ChangelogReads:
+    """Read the lists a changelog needs (strictly, except the unread base list; see ChangelogReads)."""
+    lists: list[str] = []
+    read: list[ManifestFileMeta] = []
+    named: list[ManifestFileMeta] = []
+    appended: set[str] = set()
+    if changelog.changelog_manifest_list:
+        lists.append(changelog.changelog_manifest_list)
+        read.extend(read_list(table, changelog.changelog_manifest_list))
+    if table.options.changelog_producer == "none":
+        if changelog.delta_manifest_list:
+            lists.append(changelog.delta_manifest_list)
+            delta = read_list(table, changelog.delta_manifest_list)
+            read.extend(delta)
+            appended.update(meta.file_name for meta in delta)
+        if changelog.base_manifest_list:
+            try:
+                named.extend(read_list(table, changelog.base_manifest_list))
+                lists.append(changelog.base_manifest_list)
+            except MissingFileError:
+                pass  # not read by anyone: a changelog from a producing table may lack it
+    return ChangelogReads(lists, read, named, frozenset(appended))
+
+
+def changelog_needs_entry(entry: ManifestEntry, appended_only: bool) -> bool:
+    """Whether a changelog needs the file of one entry of one of its `read` manifests."""
+    if entry.kind != ADD:
+        return False
+    return not appended_only or entry.file.file_source != COMPACT_FILE_SOURCE
 
 
 # -- merging ADD and DELETE entries -----------------------------------------------------------
@@ -216,7 +270,8 @@ def referenced_files(table: Table) -> set[str]:
 
     Includes schemas, snapshot, tag and changelog files themselves (not the LATEST/EARLIEST hints),
     manifest lists, manifests, index manifests, index files, statistics, data files with their
-    extra files, and changelog files.
+    extra files, and changelog files. A long-lived changelog needs only what its streaming readers
+    open (`changelog_reads`); its manifests count whole, like every other root's.
     Single-process; the orphan-file job computes the same set on executors.
     """
     referenced: set[str] = set()
@@ -234,14 +289,23 @@ def referenced_files(table: Table) -> set[str]:
     seen_index_manifests: set[str] = set()
     for source in snapshot_sources(table):
         snapshot = source.snapshot
-        referenced.update(snapshot_metadata_files(snapshot))
-        for meta in data_manifests(source.table, snapshot) + changelog_manifests(source.table, snapshot):
+        if source.kind == "changelog":
+            reads = changelog_reads(source.table, snapshot)
+            referenced.update(f"manifest/{name}" for name in reads.lists)
+            referenced.update(f"manifest/{meta.file_name}" for meta in reads.named)
+            manifests = reads.read
+        else:
+            referenced.update(snapshot_metadata_files(snapshot))
+            manifests = data_manifests(source.table, snapshot) + changelog_manifests(source.table, snapshot)
+        for meta in manifests:
             if meta.file_name in seen_manifests:
                 continue
             seen_manifests.add(meta.file_name)
             referenced.add(f"manifest/{meta.file_name}")
             for entry in read_manifest(table.file_io, table.manifest_path(meta.file_name)):
                 referenced.update(table.entry_relpaths(entry))
+        if source.kind == "changelog":
+            continue  # snapshot expiry deleted the index files of the changelog's snapshot
         if snapshot.index_manifest and snapshot.index_manifest not in seen_index_manifests:
             seen_index_manifests.add(snapshot.index_manifest)
             for index_entry in index_entries(source.table, snapshot):

@@ -475,6 +475,18 @@ class SnapshotManager:
         """Ids of `changelog/changelog-N` files (changelogs outliving their snapshots), sorted."""
         return _numbered_ids(self.file_io, self.changelog_dir(), _CHANGELOG_FILE_RE)
 
+    def write_changelog_latest_hint(self, changelog_id: int) -> None:
+        """`changelog/LATEST`, as Paimon's ChangelogManager writes it after each long-lived changelog."""
+        self.file_io.write_bytes(
+            self.file_io.join(self.changelog_dir(), LATEST), str(int(changelog_id)).encode()
+        )
+
+    def write_changelog_earliest_hint(self, changelog_id: int) -> None:
+        """`changelog/EARLIEST`, written after a changelog expiry (readers verify it, then list)."""
+        self.file_io.write_bytes(
+            self.file_io.join(self.changelog_dir(), EARLIEST), str(int(changelog_id)).encode()
+        )
+
     def changelog(self, changelog_id: int) -> Snapshot:
         path = self.changelog_path(changelog_id)
         try:

@@ -1,19 +1,67 @@
 """expire-snapshots on tables whose changelog outlives snapshots (`changelog.num-retained.*`,
 `changelog.time-retained`): Paimon's decoupled changelog retention.
+
+Oracles: pypaimon reads every retained snapshot and tag before and after; `changelog_needs` below
+is written independently of the job from Paimon's rules (a changelog of a table without changelog
+producer is the delta: its delta and base lists, their manifests and the appended files the delta
+ADDs; with a producer: the changelog manifest list, its manifests and the files they ADD); after an
+expiry nothing a retained snapshot, tag or changelog needs is missing and nothing else is left.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from jobs.errors import BadInputError
-from jobs.expire_snapshots import expire_snapshots
-from paimon_format.expire import ChangelogSettings, ExpireSettings, decoupled_cause
-from tests.factories import make_table
-from tests.table_states import TABLE_OPTIONS, append_rows, batch, fingerprint, table_root
+from jobs.expire_snapshots import (
+    STEP_CHANGELOG_DELETED,
+    STEP_CHANGELOG_FILES,
+    STEP_CHANGELOG_LISTS,
+    STEP_CHANGELOG_WRITTEN,
+    STEP_FILES,
+    STEP_SNAPSHOT,
+    expire_snapshots,
+)
+from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
+from paimon_format import crash_points
+from paimon_format.commit import COMPACT, CommitMessage, SnapshotCommit
+from paimon_format.expire import (
+    ChangelogSettings,
+    ExpireSettings,
+    decoupled_cause,
+    plan_changelog_range,
+)
+from paimon_format.manifest import ADD, read_manifest, read_manifest_list
+from paimon_format.scan import (
+    changelog_entries,
+    index_entries,
+    index_file_relpaths,
+    live_entries,
+    manifest_names,
+    snapshot_metadata_files,
+)
+from paimon_format.writer import write_table_files
+from tests.factories import data_file, make_table, message, partition_of
+from tests.table_states import (
+    TABLE_OPTIONS,
+    append_rows,
+    batch,
+    fingerprint,
+    listed_files,
+    open_table,
+    table_root,
+    view,
+)
 
 FUTURE = "2100-01-01 00:00:00"  # every snapshot is older than this cutoff
 NOW = 10_000_000
+HINTS = {"snapshot/LATEST", "snapshot/EARLIEST", "changelog/LATEST", "changelog/EARLIEST"}
 
 
 # -- when is a table decoupled (Paimon's ExpireConfig.isChangelogDecoupled) ---------------------------
@@ -38,15 +86,353 @@ def test_equal_or_shorter_changelog_bounds_are_not_decoupled():
     assert decoupled_cause(ChangelogSettings(1, 5, NOW + 1, 50), snapshot) is None
 
 
-def test_refused_while_long_lived_changelogs_are_not_written(spark_session, tmp_path):
-    options = {"snapshot.num-retained.min": "1", "snapshot.num-retained.max": "3"}
-    table = make_table(
-        table_root(str(tmp_path / "wh")),
-        options={**TABLE_OPTIONS, **options, "changelog.num-retained.max": "30"},
+# -- which changelogs go (Paimon's ExpireChangelogImpl) ------------------------------------------------
+
+
+def old(_changelog_id: int) -> int:
+    return 1_000
+
+
+def test_changelog_range_counts_from_the_latest_snapshot():
+    # changelogs 1..10, snapshots 11..20: keep the newest 15 ids -> changelogs 6..10 stay
+    plan = plan_changelog_range(range(1, 11), old, ChangelogSettings(15, 15, NOW, 100), 20)
+    assert (plan.begin, plan.end, plan.limited_by) == (1, 6, "retain_min")
+
+
+def test_the_latest_changelog_always_stays():
+    plan = plan_changelog_range(range(1, 11), old, ChangelogSettings(1, 1, NOW, 100), 20)
+    assert (plan.begin, plan.end, plan.limited_by) == (1, 10, "latest_changelog")
+
+
+def test_changelog_age_limits_between_min_and_max():
+    times = {i: (NOW - 1 if i < 4 else NOW + 1) for i in range(1, 11)}
+    plan = plan_changelog_range(range(1, 11), times.__getitem__, ChangelogSettings(1, 100, NOW, 100), 20)
+    assert (plan.end, plan.limited_by) == (4, "age")
+    # beyond retain_max, age does not matter
+    plan = plan_changelog_range(range(1, 11), times.__getitem__, ChangelogSettings(1, 12, NOW, 100), 20)
+    assert plan.end == 9
+
+
+def test_changelog_consumer_and_limit():
+    settings = ChangelogSettings(1, 1, NOW, 100)
+    assert plan_changelog_range(range(1, 11), old, settings, 20, consumer_next=4).end == 4
+    assert plan_changelog_range(range(1, 11), old, ChangelogSettings(1, 1, NOW, 3), 20).end == 4
+    assert plan_changelog_range([], old, settings, 20) is None
+
+
+# -- tables -------------------------------------------------------------------------------------------
+
+DECOUPLED = {
+    "snapshot.num-retained.min": "2",
+    "snapshot.num-retained.max": "2",
+    "changelog.num-retained.min": "4",
+    "changelog.num-retained.max": "4",
+}
+
+
+def compact_partition(table, day: str) -> None:
+    """A COMPACT commit that rewrites the live files of one partition into one compacted file."""
+    latest = table.snapshot_manager.latest()
+    partition = partition_of(table, day)
+    old_entries = [e for e in live_entries(table, latest) if e.partition == partition]
+    parts = [pq.ParquetFile(table.data_file_path(e)).read(columns=["id", "v"]) for e in old_entries]
+    merged = pa.concat_tables(parts)
+    rows = pa.table({"id": merged["id"], "dt": [day] * merged.num_rows, "v": merged["v"]})
+    written = write_table_files(
+        table.file_io, table.path, table.schema, rows, latest.total_record_count + 10_000
     )
-    for i in range(6):
+    messages = [
+        CommitMessage(p, bucket, -1, [dataclasses.replace(f, file_source=1, level=1) for f in files])
+        for p, bucket, files in written
+    ]
+    adds = [entry for m in messages for entry in m.entries()]
+    deletes = [entry.as_delete() for entry in old_entries]
+    SnapshotCommit(table).commit(lambda _ctx: deletes + adds, kind=COMPACT)
+
+
+def decoupled_table(warehouse: str, **options: str):
+    """Snapshots 1-4 append, 5 and 6 compact partition 2024-01-01 (5's output is compacted again by
+    6), 7 and 8 append; tag t3 on snapshot 3."""
+    table = make_table(table_root(warehouse), options={**TABLE_OPTIONS, **DECOUPLED, **options})
+    for i in range(4):
         append_rows(table, batch(10 * i, 6))
+    table.tag_manager.create_tag("t3", table.snapshot_manager.snapshot(3))
+    compact_partition(table, "2024-01-01")
+    compact_partition(table, "2024-01-01")
+    for i in range(2):
+        append_rows(table, batch(100 + 10 * i, 6))
+    return table
+
+
+def set_options(table, **options: str) -> None:
+    """ALTER TABLE SET: a new schema with the options changed."""
+    schema = table.schema
+    new = dataclasses.replace(schema, id=schema.id + 1, options={**schema.options, **options})
+    assert table.schema_manager.commit_new_schema(new)
+    table.refresh()
+
+
+# -- an independent oracle ------------------------------------------------------------------------
+
+
+def changelog_needs(table, changelog) -> set[str]:
+    """What a streaming reader of a long-lived changelog opens, and what Paimon keeps for it."""
+    files: set[str] = set()
+
+    def manifests_of(list_name: str) -> list[str]:
+        files.add(f"manifest/{list_name}")
+        names = [m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(list_name))]
+        files.update(f"manifest/{name}" for name in names)
+        return names
+
+    if changelog.changelog_manifest_list:
+        for name in manifests_of(changelog.changelog_manifest_list):
+            for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                if entry.kind == ADD:
+                    files.update(table.entry_relpaths(entry))
+    if table.options.changelog_producer == "none":
+        manifests_of(changelog.base_manifest_list)
+        for name in manifests_of(changelog.delta_manifest_list):
+            for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                if entry.kind == ADD and entry.file.file_source != 1:
+                    files.update(table.entry_relpaths(entry))
+    return files
+
+
+def needed(table) -> set[str]:
+    """Every file a retained snapshot, tag or changelog needs, plus the metadata files themselves."""
+    manager = table.snapshot_manager
+    files = {f"snapshot/snapshot-{i}" for i in manager.snapshot_ids()}
+    files |= {f"changelog/changelog-{i}" for i in manager.changelog_ids()}
+    files |= {f"schema/schema-{i}" for i in table.schema_manager.list_ids()}
+    files |= {f"tag/tag-{name}" for name in table.tag_manager.tag_names()}
+    for snapshot in [manager.snapshot(i) for i in manager.snapshot_ids()] + list(
+        table.tag_manager.tags().values()
+    ):
+        files.update(snapshot_metadata_files(snapshot))
+        files.update(f"manifest/{name}" for name in manifest_names(table, snapshot))
+        for entry in live_entries(table, snapshot) + changelog_entries(table, snapshot):
+            files.update(table.entry_relpaths(entry))
+        for index_entry in index_entries(table, snapshot):
+            files.update(index_file_relpaths(index_entry))
+    for changelog_id in manager.changelog_ids():
+        files |= changelog_needs(table, manager.changelog(changelog_id))
+    return files
+
+
+def assert_exactly_needed(table) -> None:
+    listed = listed_files(table)
+    assert needed(table) - listed == set()  # nothing a retained reader opens is missing
+    assert listed - needed(table) - HINTS == set()  # nothing only expired ones needed is left
+
+
+# -- the job on a decoupled table --------------------------------------------------------------------
+
+
+def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    young = {
+        "changelog.num-retained.min": "1",
+        "changelog.num-retained.max": "30",
+        "changelog.time-retained": "1d",
+    }
+    table = decoupled_table(warehouse, **young)  # every changelog is younger than a day: all stay
+    manager = table.snapshot_manager
+    snapshot_bytes = {i: Path(manager.snapshot_path(i)).read_bytes() for i in manager.snapshot_ids()}
+    before = view(warehouse)
+    appended_in_compacted_day = {
+        path
+        for i in range(1, 5)
+        for path in changelog_needs(table, manager.snapshot(i))
+        if "dt=2024-01-01" in path
+    }
+    compacted_by_5 = {
+        p
+        for e in live_entries(table, manager.snapshot(5))
+        for p in table.entry_relpaths(e)
+        if "dt=2024-01-01" in p
+    }
+    assert appended_in_compacted_day and compacted_by_5
+
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+
+    assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [1, 2, 3, 4, 5, 6]
+    assert record.counts["changelogs_written"] == 6 and record.counts["changelogs_expired"] == 0
+    for i in range(1, 7):  # the snapshot's JSON, as stored
+        assert Path(manager.changelog_path(i)).read_bytes() == snapshot_bytes[i]
+    assert Path(manager.changelog_dir(), "LATEST").read_text() == "6"
+    listed = listed_files(table)
+    assert appended_in_compacted_day <= listed  # compacted away, but still the changelog of 1-4
+    assert not compacted_by_5 & listed  # compaction output is not changelog: gone with snapshot 6
+    assert_exactly_needed(table)
+    after = view(warehouse)
+    assert {i: after.rows_by_snapshot[i] for i in (7, 8)} == {i: before.rows_by_snapshot[i] for i in (7, 8)}
+    assert after.rows_by_tag == before.rows_by_tag
+
+    # remove-orphan-files afterwards finds nothing: the changelogs are roots with the same needs
+    orphans = remove_orphan_files(spark_session, table, OrphanSettings(older_than_ms=0, force=True))
+    assert orphans.counts["orphan_files"] == 0 and listed_files(table) == listed
+
+    # a smaller changelog retention: changelogs 1-4 go (the newest 4 ids, 5-8, stay)
+    set_options(table, **{"changelog.num-retained.max": "4", "changelog.num-retained.min": "4"})
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [5, 6]
+    assert record.counts["changelogs_expired"] == 4 and record.counts["changelog_files_deleted"] > 0
+    assert Path(manager.changelog_dir(), "EARLIEST").read_text() == "5"
+    tagged = {p for e in live_entries(table, table.tag_manager.tag("t3")) for p in table.entry_relpaths(e)}
+    only_changelog = appended_in_compacted_day - tagged  # snapshot 4's appended files
+    assert only_changelog and not only_changelog & listed_files(table)  # no changelog left reads them
+    assert appended_in_compacted_day & tagged <= listed_files(table)
+    assert_exactly_needed(table)
+    after = view(warehouse)
+    assert {i: after.rows_by_snapshot[i] for i in (7, 8)} == {i: before.rows_by_snapshot[i] for i in (7, 8)}
+    assert after.rows_by_tag == before.rows_by_tag
+
+
+def test_non_decoupled_table_writes_no_changelog(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = decoupled_table(
+        warehouse, **{"changelog.num-retained.min": "1", "changelog.num-retained.max": "2"}
+    )
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    assert table.snapshot_manager.snapshot_ids() == [7, 8] and table.snapshot_manager.changelog_ids() == []
+    assert "changelogs_written" not in record.counts and "changelog_settings" not in record.details
+    assert_exactly_needed(table)
+
+
+def test_dry_run_reports_changelogs_to_write_and_to_expire(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = decoupled_table(warehouse)
     before = fingerprint(table.path)
-    with pytest.raises(BadInputError, match="changelog.num-retained.max=30"):
-        expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, older_than=FUTURE, dry_run=True)
     assert fingerprint(table.path) == before
+    assert record.counts["snapshots_to_expire"] == 6 and record.counts["changelogs_to_write"] == 6
+    assert record.counts["changelogs_to_expire"] == 4  # changelogs 1-4 of 1-6 (min 4 ids of 8 stay)
+    assert record.samples["changelogs_to_write"][0].endswith("changelog/changelog-1")
+    assert record.counts["changelog_files_to_delete"] > 0
+
+
+def test_one_run_writes_and_expires_like_two(spark_session, tmp_path):
+    """DECOUPLED keeps 4 ids: changelogs 1-6 are written, 1-4 expire in the same run."""
+    warehouse = str(tmp_path / "wh")
+    table = decoupled_table(warehouse)
+    before = view(warehouse)
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    assert table.snapshot_manager.changelog_ids() == [5, 6] and record.counts["changelogs_expired"] == 4
+    assert_exactly_needed(table)
+    after = view(warehouse)
+    assert after.rows_by_tag == before.rows_by_tag
+    rerun = expire_snapshots(spark_session, table, older_than=FUTURE)
+    assert rerun.counts["snapshots_expired"] == 0 and rerun.counts["changelogs_expired"] == 0
+
+
+def test_produced_changelog_keeps_its_files_not_the_delta(spark_session, tmp_path):
+    """changelog-producer = input: a changelog needs its changelog manifests and files only."""
+    root = table_root(str(tmp_path / "wh"))
+    options = {**DECOUPLED, "changelog-producer": "input", "bucket": "1"}
+    table = make_table(root, primary_keys=("id", "dt"), options=options)
+    commit = SnapshotCommit(table)
+
+    def touch(*names: str) -> None:
+        for name in names:
+            path = Path(root) / "dt=p" / "bucket-0" / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(b"x")
+
+    files = {n: data_file(f"data-{n}.parquet") for n in ("a", "b", "c", "d", "e")}
+    logs = {n: data_file(f"changelog-{n}.parquet") for n in ("a", "b", "c", "d", "e")}
+    touch(*(f.file_name for f in [*files.values(), *logs.values()]))
+    order = ["a", "b", "c", "d", "e"]
+    for i, name in enumerate(order):
+        deleted = [files[order[i - 1]]] if i else []
+        msg = message(table, ["p"], files[name], bucket=0, total_buckets=1, deleted=deleted)
+        commit.append([dataclasses.replace(msg, changelog_files=[logs[name]])])
+
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)  # snapshots 1-3 go
+
+    manager = table.snapshot_manager
+    assert manager.snapshot_ids() == [4, 5] and manager.changelog_ids() == [2, 3]  # 4 ids stay
+    assert record.counts["changelogs_expired"] == 1
+    listed = listed_files(table)
+    assert {f"dt=p/bucket-0/changelog-{n}.parquet" for n in "bcde"} <= listed
+    assert "dt=p/bucket-0/changelog-a.parquet" not in listed
+    assert not {f"dt=p/bucket-0/data-{n}.parquet" for n in "abc"} & listed  # no delta kept
+    assert not {f"manifest/{manager.changelog(i).delta_manifest_list}" for i in (2, 3)} & listed
+    assert_exactly_needed(table)
+
+
+def test_refused_options_are_bad_input(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    table = make_table(table_root(warehouse), options={**TABLE_OPTIONS, **DECOUPLED})
+    append_rows(table, batch(0, 6))
+    set_options(table, **{"changelog.num-retained.min": "9", "changelog.num-retained.max": "5"})
+    before = fingerprint(table.path)
+    with pytest.raises(BadInputError, match="changelog"):
+        expire_snapshots(spark_session, table, older_than=FUTURE)
+    assert fingerprint(table.path) == before
+
+
+# -- crash at each step, then a rerun: the same files as an uninterrupted run -------------------------
+
+
+class Crash(BaseException):
+    pass
+
+
+@pytest.fixture(scope="module")
+def crash_template(spark_session, tmp_path_factory):
+    base = tmp_path_factory.mktemp("changelog-crash")
+    template, reference = str(base / "template"), str(base / "reference")
+    decoupled_table(template)
+    shutil.copytree(template, reference)
+    expire_snapshots(spark_session, open_table(reference), older_than=FUTURE)
+    return template, listed_files(open_table(reference))
+
+
+@pytest.mark.parametrize(
+    ("step", "skip"),
+    [
+        (STEP_FILES, 0),
+        (STEP_CHANGELOG_WRITTEN, 2),
+        (STEP_SNAPSHOT, 3),
+        (STEP_CHANGELOG_FILES, 0),
+        (STEP_CHANGELOG_LISTS, 0),
+        (STEP_CHANGELOG_DELETED, 1),
+    ],
+)
+def test_crash_then_rerun_ends_like_an_uninterrupted_run(
+    spark_session, tmp_path, monkeypatch, crash_template, step, skip
+):
+    template, reference_files = crash_template
+    crashed = str(tmp_path / "crashed")
+    shutil.copytree(template, crashed)
+
+    def crash(reached: str) -> None:
+        raise Crash(reached)
+
+    monkeypatch.setenv(crash_points.CRASH_ENV, step)
+    monkeypatch.setenv(crash_points.SKIP_ENV, str(skip))
+    crash_points.reset_passes()
+    previous = crash_points.set_crash_handler(crash)
+    try:
+        with pytest.raises(Crash):
+            expire_snapshots(spark_session, open_table(crashed), older_than=FUTURE)
+    finally:
+        crash_points.set_crash_handler(previous)
+        crash_points.reset_passes()
+        monkeypatch.delenv(crash_points.CRASH_ENV)
+
+    table = open_table(crashed)
+    manager = table.snapshot_manager
+    listed = listed_files(table)
+    for snapshot_id in (7, 8):  # retained snapshots and the changelogs that stay are whole
+        snapshot = manager.snapshot(snapshot_id)
+        assert {f"manifest/{m}" for m in manifest_names(table, snapshot)} <= listed
+        assert {p for e in live_entries(table, snapshot) for p in table.entry_relpaths(e)} <= listed
+    for changelog_id in manager.changelog_ids():
+        if changelog_id >= 5:
+            assert changelog_needs(table, manager.changelog(changelog_id)) <= listed
+
+    expire_snapshots(spark_session, table, older_than=FUTURE)  # the rerun
+    assert listed_files(table) == reference_files
+    assert_exactly_needed(table)
