@@ -251,21 +251,35 @@ def run_job(warehouse: str, crash_at: str | None = None, skip: int = 0) -> subpr
     )
 
 
+@pytest.fixture(scope="module")
+def crash_template(spark_session, tmp_path_factory):
+    """One busy table, what pypaimon reads of it, and the files left by an uninterrupted expiry.
+
+    Built once for every crash step: each case copies the template, so the steps share the costly
+    table building, the oracle reads and the reference run.
+    """
+    import shutil
+
+    base = tmp_path_factory.mktemp("expire-crash")
+    template, reference = str(base / "template"), str(base / "reference")
+    busy_table(template)
+    expected_view = view(template)
+    shutil.copytree(template, reference)
+    expire_snapshots(spark_session, open_table(reference), retain_min=3, older_than=FUTURE)
+    return template, expected_view, listed_files(open_table(reference))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("step", "skip"),
     [(STEP_PLANNED, 0), (STEP_FILES, 0), (STEP_MANIFESTS, 0), (STEP_LISTS, 0), (STEP_SNAPSHOT, 2)],
 )
-def test_crash_then_rerun_ends_like_an_uninterrupted_run(spark_session, tmp_path, step, skip):
+def test_crash_then_rerun_ends_like_an_uninterrupted_run(spark_session, tmp_path, crash_template, step, skip):
     import shutil
 
-    template = str(tmp_path / "template")
-    busy_table(template)
-    expected_view = view(template)
-    reference, crashed = str(tmp_path / "reference"), str(tmp_path / "crashed")
-    shutil.copytree(template, reference)
+    template, expected_view, reference_files = crash_template
+    crashed = str(tmp_path / "crashed")
     shutil.copytree(template, crashed)
-    expire_snapshots(spark_session, open_table(reference), retain_min=3, older_than=FUTURE)
 
     result = run_job(crashed, crash_at=step, skip=skip)
     assert result.returncode == 137, result.stderr[-2000:]
@@ -274,7 +288,7 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(spark_session, tmp_path
 
     expire_snapshots(spark_session, crashed_table, retain_min=3, older_than=FUTURE)  # the rerun
 
-    assert listed_files(crashed_table) == listed_files(open_table(reference))
+    assert listed_files(crashed_table) == reference_files
     after = view(crashed)
     for snapshot_id, rows in after.rows_by_snapshot.items():
         assert rows == expected_view.rows_by_snapshot[snapshot_id]
