@@ -33,7 +33,8 @@ keeping more than the snapshot settings of this run; unset changelog options fal
 - then the changelogs beyond the changelog retention go (Paimon's ExpireChangelogImpl range, see
   `paimon_format.expire.plan_changelog_range`): their lists, manifests, changelog files and the
   files their deltas name, minus what every retained snapshot, tag, branch and changelog needs;
-  same stage order, then the `changelog-<id>` files oldest first, then `changelog/EARLIEST`.
+  same stage order, then the `changelog-<id>` files oldest first, then `changelog/EARLIEST`
+  (written before planning too when absent: pypaimon finds the earliest changelog only by it).
 A crash anywhere leaves every retained snapshot, tag and changelog readable; a rerun re-plans the
 same ranges (a written changelog is kept, a half-expired one is finished).
 
@@ -525,6 +526,10 @@ def _expire_changelogs(
     """
     manager = table.snapshot_manager
     existing = set(manager.changelog_ids())
+    if existing and not dry_run and not table.file_io.exists(manager.changelog_earliest_hint_path()):
+        # Java writes EARLIEST only after a changelog expiry and lists without it; pypaimon
+        # finds the earliest changelog by this hint alone, so it is there as soon as changelogs are.
+        manager.write_changelog_earliest_hint(min(existing))
     to_write = [] if not dry_run else [i for i in plan.expired_ids if i not in existing]
     changelog_ids = sorted(existing | set(to_write))
     assert_small(len(changelog_ids), SNAPSHOT_LIMIT, "changelog ids")

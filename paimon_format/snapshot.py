@@ -481,11 +481,13 @@ class SnapshotManager:
             self.file_io.join(self.changelog_dir(), LATEST), str(int(changelog_id)).encode()
         )
 
+    def changelog_earliest_hint_path(self) -> str:
+        return self.file_io.join(self.changelog_dir(), EARLIEST)
+
     def write_changelog_earliest_hint(self, changelog_id: int) -> None:
-        """`changelog/EARLIEST`, written after a changelog expiry (readers verify it, then list)."""
-        self.file_io.write_bytes(
-            self.file_io.join(self.changelog_dir(), EARLIEST), str(int(changelog_id)).encode()
-        )
+        """`changelog/EARLIEST`, written after a changelog expiry (Java verifies it, then lists;
+        pypaimon trusts it and has no other way to find the earliest changelog)."""
+        self.file_io.write_bytes(self.changelog_earliest_hint_path(), str(int(changelog_id)).encode())
 
     def changelog(self, changelog_id: int) -> Snapshot:
         path = self.changelog_path(changelog_id)

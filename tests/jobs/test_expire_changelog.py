@@ -220,6 +220,16 @@ def needed(table) -> set[str]:
     return files
 
 
+def pypaimon_changelogs(warehouse: str) -> tuple[int | None, int | None, dict[int, str]]:
+    """pypaimon's view of the long-lived changelogs: earliest and latest id (hints, then listing) and
+    the delta manifest list of each (pypaimon parses changelogs but does not read them as a stream)."""
+    import pypaimon
+
+    manager = pypaimon.CatalogFactory.create({"warehouse": warehouse}).get_table("db.t").changelog_manager()
+    deltas = {changelog.id: changelog.delta_manifest_list for changelog in manager.changelogs()}
+    return manager.earliest_long_lived_changelog_id(), manager.latest_long_lived_changelog_id(), deltas
+
+
 def assert_exactly_needed(table) -> None:
     listed = listed_files(table)
     assert needed(table) - listed == set()  # nothing a retained reader opens is missing
@@ -261,6 +271,11 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
     for i in range(1, 7):  # the snapshot's JSON, as stored
         assert Path(manager.changelog_path(i)).read_bytes() == snapshot_bytes[i]
     assert Path(manager.changelog_dir(), "LATEST").read_text() == "6"
+    assert pypaimon_changelogs(warehouse) == (
+        1,
+        6,
+        {i: manager.changelog(i).delta_manifest_list for i in range(1, 7)},
+    )
     listed = listed_files(table)
     assert appended_in_compacted_day <= listed  # compacted away, but still the changelog of 1-4
     assert not compacted_by_5 & listed  # compaction output is not changelog: gone with snapshot 6
@@ -279,6 +294,7 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
     assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [5, 6]
     assert record.counts["changelogs_expired"] == 4 and record.counts["changelog_files_deleted"] > 0
     assert Path(manager.changelog_dir(), "EARLIEST").read_text() == "5"
+    assert pypaimon_changelogs(warehouse)[:2] == (5, 6)
     tagged = {p for e in live_entries(table, table.tag_manager.tag("t3")) for p in table.entry_relpaths(e)}
     only_changelog = appended_in_compacted_day - tagged  # snapshot 4's appended files
     assert only_changelog and not only_changelog & listed_files(table)  # no changelog left reads them
