@@ -375,6 +375,10 @@ def test_produced_changelog_keeps_its_files_not_the_delta(spark_session, tmp_pat
     assert not {f"dt=p/bucket-0/data-{n}.parquet" for n in "abc"} & listed  # no delta kept
     assert not {f"manifest/{manager.changelog(i).delta_manifest_list}" for i in (2, 3)} & listed
     assert_exactly_needed(table)
+    # remove-orphan-files reads these changelogs (their delta lists are gone, as after Paimon's own
+    # decoupled expiry) without failing, and finds nothing to delete
+    orphans = remove_orphan_files(spark_session, table, OrphanSettings(older_than_ms=0, force=True))
+    assert orphans.counts["orphan_files"] == 0 and listed_files(table) == listed
 
 
 def test_refused_options_are_bad_input(spark_session, tmp_path):
