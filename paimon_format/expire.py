@@ -45,7 +45,7 @@ class ExpireRange:
     latest: int
     begin: int  # first snapshot to expire
     end: int  # first snapshot kept (exclusive end); begin == end: nothing to expire
-    limited_by: str  # which limit set `end`: retain_min, age, max_deletes or consumer
+    limited_by: str  # which limit set `end`: retain_min, age, max_deletes or consumer (changelogs: more)
 
     @property
     def count(self) -> int:
@@ -149,23 +149,9 @@ def decoupled_cause(changelog: ChangelogSettings, snapshot: ExpireSettings) -> s
     return None
 
 
-@dataclass(frozen=True)
-class ChangelogRange:
-    """Long-lived changelogs [begin, end) to expire; begin == end: none."""
-
-    earliest: int
-    latest: int
-    begin: int
-    end: int
-    limited_by: str  # retain_min, consumer, max_deletes, latest_changelog, age or missing_end
-
-    @property
-    def count(self) -> int:
-        return max(self.end - self.begin, 0)
-
-    @property
-    def expired_ids(self) -> range:
-        return range(self.begin, max(self.end, self.begin))
+# Long-lived changelogs [begin, end) to expire share the snapshot range's shape; `limited_by` adds
+# latest_changelog and missing_end.
+ChangelogRange = ExpireRange
 
 
 def plan_changelog_range(
