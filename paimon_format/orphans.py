@@ -192,12 +192,27 @@ def root_references(table: Table, kind: str, name: str) -> RootReferences | None
         else:
             raise ValueError(f"unknown metadata root kind {kind!r}")
     except SnapshotNotFoundError:
+        if kind == SNAPSHOT_ROOT:
+            return _handed_over_to_changelog(table, int(name))
         return None
     manifests = [
         meta.file_name for meta in data_manifests(table, snapshot) + changelog_manifests(table, snapshot)
     ]
     files = snapshot_metadata_files(snapshot) + [f"manifest/{manifest}" for manifest in manifests]
     return RootReferences(files, manifests, snapshot.index_manifest or None)
+
+
+def _handed_over_to_changelog(table: Table, snapshot_id: int) -> RootReferences | None:
+    """A snapshot gone since the listing may live on as `changelog-<id>` (decoupled expiry).
+
+    Expiry writes the changelog first and then deletes the snapshot; a listing taken before the
+    changelog existed never names it, so its needs are read here, from the snapshot's root.
+    """
+    try:
+        changelog = table.snapshot_manager.changelog(snapshot_id)
+    except SnapshotNotFoundError:
+        return None
+    return changelog_references(table, changelog)
 
 
 def manifest_references(table: Table, manifest_name: str) -> list[str]:
