@@ -705,8 +705,8 @@ def _retained_needs(
     manifest, statistics) and index files count as needed as named.
     A data or changelog file is needed when it is *live* in some root: added more often than
     deleted within that root's manifests (a level upgrade deletes and re-adds the same file name).
-    Of a changelog's delta manifests (no changelog producer) only the appended ADDs count
-    (`scan.changelog_needs_entry`): compaction output is not changelog.
+    Of a changelog's delta manifests (no changelog producer) every append-origin entry counts, ADD
+    or DELETE (`scan.changelog_needs_entry`): compaction output is not changelog.
     A DELETE entry alone does not protect a file, or nothing deleted before the last manifest
     compaction could ever expire. Every read here is strict: a failure fails the job.
     """

@@ -133,7 +133,7 @@ class RootReferences:
     """What one snapshot, tag or long-lived changelog names: files by path, manifests by name.
 
     Manifests are returned by name so that the caller can read each shared manifest once.
-    `appended_only` marks the manifests of which a changelog needs only the appended ADD entries
+    `appended_only` marks the manifests of which a changelog needs only the append-origin entries
     (`scan.changelog_needs_entry`); a caller may still protect every file they name (safe, wider).
     """
 

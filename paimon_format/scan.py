@@ -91,7 +91,7 @@ class ChangelogReads:
     lists: list[str]  # manifest list names
     read: list[ManifestFileMeta]  # manifests whose entries name needed files
     named: list[ManifestFileMeta]  # manifests kept as files only (the base)
-    appended_only: frozenset[str]  # of `read`: only ADD entries of appended files are needed
+    appended_only: frozenset[str]  # of `read`: only entries of append-origin files are needed
 
 
 def changelog_reads(table: Table, changelog: Snapshot) -> ChangelogReads:
@@ -119,10 +119,16 @@ def changelog_reads(table: Table, changelog: Snapshot) -> ChangelogReads:
 
 
 def changelog_needs_entry(entry: ManifestEntry, appended_only: bool) -> bool:
-    """Whether a changelog needs the file of one entry of one of its `read` manifests."""
-    if entry.kind != ADD:
-        return False
-    return not appended_only or entry.file.file_source != COMPACT_FILE_SOURCE
+    """Whether a changelog needs the file of one entry of one of its `read` manifests.
+
+    Produced changelog: its ADDed files. A delta read as changelog (no producer): every file of
+    append origin it names, ADD or DELETE: an OVERWRITE's deleted files are the "before" rows a
+    `streaming-read-overwrite` reader opens, and Paimon's snapshot expiry keeps every append-origin
+    file of a decoupled delta until its changelog expires. Compaction output is never changelog.
+    """
+    if not appended_only:
+        return entry.kind == ADD
+    return entry.file.file_source != COMPACT_FILE_SOURCE
 
 
 # -- merging ADD and DELETE entries -----------------------------------------------------------

@@ -3,8 +3,9 @@
 
 Oracles: pypaimon reads every retained snapshot and tag before and after; `changelog_needs` below
 is written independently of the job from Paimon's rules (a changelog of a table without changelog
-producer is the delta: its delta and base lists, their manifests and the appended files the delta
-ADDs; with a producer: the changelog manifest list, its manifests and the files they ADD); after an
+producer is the delta: its delta and base lists, their manifests and the append-origin files the
+delta names, ADD or DELETE; with a producer: the changelog manifest list, its manifests and the
+files they ADD); after an
 expiry nothing a retained snapshot, tag or changelog needs is missing and nothing else is left.
 """
 
@@ -194,7 +195,7 @@ def changelog_needs(table, changelog) -> set[str]:
         manifests_of(changelog.base_manifest_list)
         for name in manifests_of(changelog.delta_manifest_list):
             for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                if entry.kind == ADD and entry.file.file_source != 1:
+                if entry.file.file_source != 1:  # append origin, ADD or DELETE (an overwrite's before)
                     files.update(table.entry_relpaths(entry))
     return files
 
@@ -292,12 +293,21 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
     set_options(table, **{"changelog.num-retained.max": "4", "changelog.num-retained.min": "4"})
     record = expire_snapshots(spark_session, table, older_than=FUTURE)
     assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [5, 6]
-    assert record.counts["changelogs_expired"] == 4 and record.counts["changelog_files_deleted"] > 0
+    assert record.counts["changelogs_expired"] == 4
     assert Path(manager.changelog_dir(), "EARLIEST").read_text() == "5"
     assert pypaimon_changelogs(warehouse)[:2] == (5, 6)
     tagged = {p for e in live_entries(table, table.tag_manager.tag("t3")) for p in table.entry_relpaths(e)}
     only_changelog = appended_in_compacted_day - tagged  # snapshot 4's appended files
-    assert only_changelog and not only_changelog & listed_files(table)  # no changelog left reads them
+    # changelog 5 (the compaction) still names them as deleted: the "before" rows of its change
+    assert only_changelog and only_changelog <= listed_files(table)
+    assert_exactly_needed(table)
+
+    # smaller still: changelog 5 goes too (6, the newest, always stays) and with it those files
+    set_options(table, **{"changelog.num-retained.max": "2", "changelog.num-retained.min": "2"})
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [6]
+    assert record.counts["changelogs_expired"] == 1 and record.counts["changelog_files_deleted"] > 0
+    assert not only_changelog & listed_files(table)  # no changelog left reads them
     assert appended_in_compacted_day & tagged <= listed_files(table)
     assert_exactly_needed(table)
     after = view(warehouse)
@@ -325,7 +335,7 @@ def test_dry_run_reports_changelogs_to_write_and_to_expire(spark_session, tmp_pa
     assert record.counts["snapshots_to_expire"] == 6 and record.counts["changelogs_to_write"] == 6
     assert record.counts["changelogs_to_expire"] == 4  # changelogs 1-4 of 1-6 (min 4 ids of 8 stay)
     assert record.samples["changelogs_to_write"][0].endswith("changelog/changelog-1")
-    assert record.counts["changelog_files_to_delete"] > 0
+    assert record.counts["changelog_manifest_lists_to_delete"] > 0  # files: changelog 5 names them
 
 
 def test_one_run_writes_and_expires_like_two(spark_session, tmp_path):
