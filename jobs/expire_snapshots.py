@@ -367,9 +367,8 @@ def _expire_snapshot_range(
         # every main snapshot below `end` is expiring (or a remnant of an earlier expiry)
         return not (branch == MAIN_BRANCH and kind == SNAPSHOT_ROOT and int(name) < plan.end)
 
-    changelog_roots = (
-        [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in plan.expired_ids] if decoupled else []
-    )
+    writable = _writable_changelogs(table, plan.expired_ids, record, log) if decoupled else set()
+    changelog_roots = [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in sorted(writable)]
     reader = _root_reader(table, plan.begin, plan.end)
     candidates = _candidates(
         spark, table, (plan.begin, plan.end + 1), reader, plan.end, keep_root, changelog_roots, log
@@ -381,10 +380,8 @@ def _expire_snapshot_range(
             "snapshots_to_expire", [manager.snapshot_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]]
         )
         if decoupled:
-            record.count("changelogs_to_write", plan.count)
-            record.sample(
-                "changelogs_to_write", [manager.changelog_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]]
-            )
+            record.count("changelogs_to_write", len(writable))
+            record.sample("changelogs_to_write", [manager.changelog_path(i) for i in sorted(writable)])
         if dry_run:
             log.info("dry run: nothing deleted")
             return
@@ -410,7 +407,7 @@ def _expire_snapshot_range(
         candidates.unpersist()
 
     for snapshot_id in plan.expired_ids:  # oldest first: a rerun starts from the oldest one left
-        if decoupled:
+        if snapshot_id in writable:
             _write_changelog(table, snapshot_id, record)
             crash_point(STEP_CHANGELOG_WRITTEN)
         table.file_io.delete(manager.snapshot_path(snapshot_id))
@@ -418,6 +415,32 @@ def _expire_snapshot_range(
         crash_point(STEP_SNAPSHOT)
     manager.write_earliest_hint(plan.end)
     log.info("expired %d snapshots; EARLIEST = %d", plan.count, plan.end)
+
+
+def _writable_changelogs(table: Table, expired_ids: range, record: RunRecord, log: Any) -> set[int]:
+    """The expiring snapshots that can still become changelogs: those whose lists a changelog reads
+    exist (or whose changelog already does). A run made before the table was decoupled may have
+    crashed after deleting an expiring snapshot's lists; such a snapshot expires without a changelog
+    (reported), rather than failing every rerun on a list that cannot come back."""
+    manager = table.snapshot_manager
+    produces = table.options.changelog_producer != "none"
+    writable: set[int] = set()
+    for snapshot_id in expired_ids:
+        if table.file_io.exists(manager.changelog_path(snapshot_id)):
+            writable.add(snapshot_id)
+            continue
+        snapshot = manager.snapshot(snapshot_id)
+        lists = [snapshot.changelog_manifest_list] + ([] if produces else [snapshot.delta_manifest_list])
+        if all(table.file_io.exists(table.manifest_path(name)) for name in lists if name):
+            writable.add(snapshot_id)
+        else:
+            record.count("changelogs_not_writable", 1)
+            log.warning(
+                "snapshot %d lost its manifest lists to an earlier interrupted expiry: it expires "
+                "without a long-lived changelog",
+                snapshot_id,
+            )
+    return writable
 
 
 def _write_changelog(table: Table, snapshot_id: int, record: RunRecord) -> None:

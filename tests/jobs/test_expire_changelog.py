@@ -26,6 +26,7 @@ from jobs.expire_snapshots import (
     STEP_CHANGELOG_LISTS,
     STEP_CHANGELOG_WRITTEN,
     STEP_FILES,
+    STEP_LISTS,
     STEP_SNAPSHOT,
     expire_snapshots,
 )
@@ -466,3 +467,43 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
     expire_snapshots(spark_session, table, older_than=FUTURE)  # the rerun
     assert listed_files(table) == reference_files
     assert_exactly_needed(table)
+
+
+def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_changelogs(
+    spark_session, tmp_path, monkeypatch, crash_template
+):
+    """A run with snapshot retention equal to the changelog's (not decoupled) crashes after deleting
+    the manifest lists of snapshots 1-4; the next run is decoupled. Those the tag does not hold cannot
+    become changelogs any more: they expire without one (reported) instead of failing every rerun."""
+    template, _reference_files = crash_template
+    crashed = str(tmp_path / "crashed")
+    shutil.copytree(template, crashed)
+
+    def crash(reached: str) -> None:
+        raise Crash(reached)
+
+    monkeypatch.setenv(crash_points.CRASH_ENV, STEP_LISTS)
+    crash_points.reset_passes()
+    previous = crash_points.set_crash_handler(crash)
+    try:
+        with pytest.raises(Crash):
+            expire_snapshots(
+                spark_session, open_table(crashed), retain_min=4, retain_max=4, older_than=FUTURE
+            )
+    finally:
+        crash_points.set_crash_handler(previous)
+        crash_points.reset_passes()
+        monkeypatch.delenv(crash_points.CRASH_ENV)
+    table = open_table(crashed)
+    assert table.snapshot_manager.snapshot_ids()[:1] == [1] and not table.snapshot_manager.changelog_ids()
+    lost_to_the_crashed_run = listed_files(open_table(template)) - listed_files(table)
+
+    record = expire_snapshots(spark_session, table, older_than=FUTURE)  # decoupled now
+
+    manager = table.snapshot_manager
+    assert record.counts["changelogs_not_writable"] == 3  # 1, 2 and 4: tag t3 kept snapshot 3's lists
+    assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [5, 6]
+    listed = listed_files(table)
+    # the coupled run had already deleted what compaction 5 removed; nothing else is missing or extra
+    assert needed(table) - listed <= lost_to_the_crashed_run
+    assert listed - needed(table) - HINTS == set()
