@@ -150,6 +150,37 @@ def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[st
     return files
 
 
+def changelog_needs(table: Table, changelog: Any) -> set[str]:
+    """What a streaming reader of a long-lived changelog opens, and what Paimon keeps for it: an
+    oracle written from Paimon's rules, independently of `paimon_format.scan` (which the jobs use).
+
+    With a changelog producer: the changelog manifest list, its manifests and the files they ADD.
+    Without (`changelog-producer` = none) the changelog is the delta: the delta and base lists,
+    their manifests and the append-origin files the delta names, ADD or DELETE."""
+    from paimon_format.manifest import ADD, read_manifest, read_manifest_list
+
+    files: set[str] = set()
+
+    def manifests_of(list_name: str) -> list[str]:
+        files.add(f"manifest/{list_name}")
+        names = [m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(list_name))]
+        files.update(f"manifest/{name}" for name in names)
+        return names
+
+    if changelog.changelog_manifest_list:
+        for name in manifests_of(changelog.changelog_manifest_list):
+            for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                if entry.kind == ADD:
+                    files.update(table.entry_relpaths(entry))
+    if table.options.changelog_producer == "none":
+        manifests_of(changelog.base_manifest_list)
+        for name in manifests_of(changelog.delta_manifest_list):
+            for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                if entry.file.file_source != 1:  # append origin, ADD or DELETE (an overwrite's before)
+                    files.update(table.entry_relpaths(entry))
+    return files
+
+
 def missing_needed(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
     """Files a reader needs that do not exist (must always be empty, also after an expiry)."""
     return needed_files(table, expiring) - listed_files(table)

@@ -1,12 +1,12 @@
 """expire-snapshots on tables whose changelog outlives snapshots (`changelog.num-retained.*`,
 `changelog.time-retained`): Paimon's decoupled changelog retention.
 
-Oracles: pypaimon reads every retained snapshot and tag before and after; `changelog_needs` below
-is written independently of the job from Paimon's rules (a changelog of a table without changelog
-producer is the delta: its delta and base lists, their manifests and the append-origin files the
-delta names, ADD or DELETE; with a producer: the changelog manifest list, its manifests and the
-files they ADD); after an
-expiry nothing a retained snapshot, tag or changelog needs is missing and nothing else is left.
+Oracles: pypaimon reads every retained snapshot and tag before and after; `changelog_needs` (in
+tests/table_states.py, shared with the chaos matrix) is written independently of the job from
+Paimon's rules (a changelog of a table without changelog producer is the delta: its delta and base
+lists, their manifests and the append-origin files the delta names, ADD or DELETE; with a producer:
+the changelog manifest list, its manifests and the files they ADD); after an expiry nothing a
+retained snapshot, tag or changelog needs is missing and nothing else is left.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from paimon_format.expire import (
     decoupled_cause,
     plan_changelog_range,
 )
-from paimon_format.manifest import ADD, read_manifest, read_manifest_list
 from paimon_format.scan import (
     changelog_entries,
     index_entries,
@@ -54,6 +53,7 @@ from tests.table_states import (
     TABLE_OPTIONS,
     append_rows,
     batch,
+    changelog_needs,
     fingerprint,
     listed_files,
     open_table,
@@ -175,30 +175,6 @@ def set_options(table, **options: str) -> None:
 
 
 # -- an independent oracle ------------------------------------------------------------------------
-
-
-def changelog_needs(table, changelog) -> set[str]:
-    """What a streaming reader of a long-lived changelog opens, and what Paimon keeps for it."""
-    files: set[str] = set()
-
-    def manifests_of(list_name: str) -> list[str]:
-        files.add(f"manifest/{list_name}")
-        names = [m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(list_name))]
-        files.update(f"manifest/{name}" for name in names)
-        return names
-
-    if changelog.changelog_manifest_list:
-        for name in manifests_of(changelog.changelog_manifest_list):
-            for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                if entry.kind == ADD:
-                    files.update(table.entry_relpaths(entry))
-    if table.options.changelog_producer == "none":
-        manifests_of(changelog.base_manifest_list)
-        for name in manifests_of(changelog.delta_manifest_list):
-            for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                if entry.file.file_source != 1:  # append origin, ADD or DELETE (an overwrite's before)
-                    files.update(table.entry_relpaths(entry))
-    return files
 
 
 def needed(table) -> set[str]:
