@@ -308,8 +308,9 @@ def expire_snapshots(
         record.count("snapshots_expired", 0)
         if plan is not None:
             record.snapshot_ids.update(earliest=plan.earliest, latest=plan.latest)
+        writable: set[int] = set()
     else:
-        _expire_snapshot_range(
+        writable = _expire_snapshot_range(
             spark, table, plan, bool(decoupled), dry_run, record, log, batch_size, max_per_second
         )
     if decoupled and plan is not None:
@@ -319,6 +320,7 @@ def expire_snapshots(
             plan,
             retention,
             consumer_next,
+            writable,
             dry_run,
             record,
             log,
@@ -342,8 +344,9 @@ def _expire_snapshot_range(
     log: Any,
     batch_size: int,
     max_per_second: float | None,
-) -> None:
+) -> set[int]:
     """Delete what only snapshots [begin, end) need, then their snapshot files, oldest first.
+    Returns the ids that become (or, in a dry run, would become) long-lived changelogs.
 
     Decoupled: each expired snapshot is first written as `changelog/changelog-<id>`, and what that
     changelog needs is protected like a retained root (`CHANGELOG_TO_WRITE_ROOT`) from the start.
@@ -384,7 +387,7 @@ def _expire_snapshot_range(
             record.sample("changelogs_to_write", [manager.changelog_path(i) for i in sorted(writable)])
         if dry_run:
             log.info("dry run: nothing deleted")
-            return
+            return writable
 
         if _tag_snapshot_ids(table) - tags_at_plan & set(plan.expired_ids):
             raise SafetyRefusal(
@@ -415,6 +418,7 @@ def _expire_snapshot_range(
         crash_point(STEP_SNAPSHOT)
     manager.write_earliest_hint(plan.end)
     log.info("expired %d snapshots; EARLIEST = %d", plan.count, plan.end)
+    return writable
 
 
 def _writable_changelogs(table: Table, expired_ids: range, record: RunRecord, log: Any) -> set[int]:
@@ -534,6 +538,7 @@ def _expire_changelogs(
     plan: ExpireRange,
     settings: ChangelogSettings,
     consumer_next: int | None,
+    writable: set[int],
     dry_run: bool,
     record: RunRecord,
     log: Any,
@@ -545,7 +550,7 @@ def _expire_changelogs(
     Candidates: the metadata of changelogs [begin, end) (changelog, delta and base manifest lists and
     their manifests), the files their changelog manifests add, and every file their delta
     manifests name; minus what every retained snapshot, tag, branch and changelog needs. A dry run
-    plans with the changelogs the snapshot expiry would have written.
+    plans with the changelogs the snapshot expiry would have written (`writable`).
     """
     manager = table.snapshot_manager
     existing = set(manager.changelog_ids())
@@ -553,7 +558,7 @@ def _expire_changelogs(
         # Java writes EARLIEST only after a changelog expiry and lists without it; pypaimon
         # finds the earliest changelog by this hint alone, so it is there as soon as changelogs are.
         manager.write_changelog_earliest_hint(min(existing))
-    to_write = [] if not dry_run else [i for i in plan.expired_ids if i not in existing]
+    to_write = [] if not dry_run else sorted(i for i in writable if i not in existing)
     changelog_ids = sorted(existing | set(to_write))
     assert_small(len(changelog_ids), SNAPSHOT_LIMIT, "changelog ids")
 

@@ -472,7 +472,12 @@ def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_
         monkeypatch.delenv(crash_points.CRASH_ENV)
     table = open_table(crashed)
     assert table.snapshot_manager.snapshot_ids()[:1] == [1] and not table.snapshot_manager.changelog_ids()
-    lost_to_the_crashed_run = listed_files(open_table(template)) - listed_files(table)
+    listed_after_crash = listed_files(table)
+    lost_to_the_crashed_run = listed_files(open_table(template)) - listed_after_crash
+
+    dry = expire_snapshots(spark_session, table, older_than=FUTURE, dry_run=True)
+    assert dry.counts["changelogs_to_write"] == 3 and dry.counts["changelogs_not_writable"] == 3
+    assert listed_files(table) == listed_after_crash
 
     record = expire_snapshots(spark_session, table, older_than=FUTURE)  # decoupled now
 
