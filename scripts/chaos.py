@@ -61,12 +61,13 @@ def main(argv: list[str] | None = None) -> int:
 
         spark = get_or_create_spark("chaos", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
         spark.sparkContext.setLogLevel("OFF")
-        jobs = [j for j in args.jobs.split(",") if j] or harness.available_jobs()
+        jobs = [j for j in args.jobs.split(",") if j] or harness.available_jobs(full=True)
         template = harness.prepare(workdir)
+        templates = {job: harness.for_job(template, job, workdir) for job in jobs}
         references, queues = {}, {}
         for job in jobs:
-            counts = harness.count_operations(job, template, workdir)
-            references[job] = harness.reference_run(job, template, workdir)
+            counts = harness.count_operations(job, templates[job], workdir)
+            references[job] = harness.reference_run(job, templates[job], workdir)
             queues[job] = harness.fault_cases(job, counts)
             random.Random(args.seed).shuffle(queues[job])
             print(f"{job}: {counts} -> {len(queues[job])} cases", file=out)
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             orphan_turn += 1
             run_orphans = args.orphan_job_every > 0 and orphan_turn % args.orphan_job_every == 0
             result = harness.run_case(
-                job, fault, template, references[job], workdir, run_orphan_job=run_orphans
+                job, fault, templates[job], references[job], workdir, run_orphan_job=run_orphans
             )
             results.append(result)
             if not result.ok:
@@ -86,7 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         races = []
         for job in jobs:
             if job != "write" and args.race_rounds > 0 and time.monotonic() - started < args.seconds * 1.5:
-                races.append(harness.race(job, template, references[job], workdir, rounds=args.race_rounds))
+                races.append(
+                    harness.race(job, templates[job], references[job], workdir, rounds=args.race_rounds)
+                )
     elapsed = time.monotonic() - started
     print_table(results, races, jobs, elapsed, out)
     lost = any(not r.ok for r in results) or any(not r.ok for r in races)
@@ -124,7 +127,7 @@ def interleave(queues: dict[str, list[str]]):
 def print_table(results, races, jobs, elapsed: float, out) -> None:
     by_job = {job: [r for r in results if r.job == job] for job in jobs}
     header = (
-        f"{'job':<20} {'cases':>6} {'crashes':>8} {'failures':>9} {'untouched':>10} {'reruns':>7} "
+        f"{'job':<26} {'cases':>6} {'crashes':>8} {'failures':>9} {'untouched':>10} {'reruns':>7} "
         f"{'orphan job':>11} {'files lost':>11} {'commits lost':>13} {'doubled':>8} {'other':>6}"
     )
     out.write("\n" + header + "\n" + "-" * len(header) + "\n")
@@ -149,12 +152,12 @@ def print_table(results, races, jobs, elapsed: float, out) -> None:
     out.write("-" * len(header) + "\n" + _row("total", totals))
     if races:
         out.write(
-            f"\n{'race (writer vs job)':<20} {'rounds':>6} {'writer commits':>15} {'job gave up (3)':>16} "
+            f"\n{'race (writer vs job)':<26} {'rounds':>6} {'writer commits':>15} {'job gave up (3)':>16} "
             f"{'files lost':>11} {'commits lost':>13} {'failures':>9}\n"
         )
         for race in races:
             out.write(
-                f"{race.job:<20} {race.rounds:>6} {race.writer_commits:>15} {race.races_lost:>16} "
+                f"{race.job:<26} {race.rounds:>6} {race.writer_commits:>15} {race.races_lost:>16} "
                 f"{len(race.lost_files):>11} {len(race.lost_commits):>13} {len(race.job_failures):>9}\n"
             )
     out.write(
@@ -165,7 +168,7 @@ def print_table(results, races, jobs, elapsed: float, out) -> None:
 def _row(name: str, c: Counter) -> str:
     widths = [("cases", 6), ("crashes", 8), ("failures", 9), ("untouched", 10), ("reruns", 7)]
     widths += [("orphan_job", 11), ("files_lost", 11), ("commits_lost", 13), ("doubled", 8), ("other", 6)]
-    return f"{name:<20} " + " ".join(f"{c[key]:>{width}}" for key, width in widths) + "\n"
+    return f"{name:<26} " + " ".join(f"{c[key]:>{width}}" for key, width in widths) + "\n"
 
 
 if __name__ == "__main__":

@@ -187,8 +187,9 @@ def missing_needed(table: Table, expiring: frozenset[int] = frozenset()) -> set[
 
 
 def unreferenced(table: Table) -> set[str]:
-    """Files no snapshot, tag or branch needs, apart from the hints: what remove-orphan-files clears."""
-    hints = {"snapshot/LATEST", "snapshot/EARLIEST"}
+    """Files no snapshot, tag, branch or changelog needs, apart from the hints: what
+    remove-orphan-files clears."""
+    hints = {"snapshot/LATEST", "snapshot/EARLIEST", "changelog/LATEST", "changelog/EARLIEST"}
     return {p for p in listed_files(table) - referenced_files(table) if p not in hints}
 
 

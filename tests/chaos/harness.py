@@ -19,6 +19,7 @@ operations of each kind the job does, so the matrix covers every one of them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -46,6 +47,7 @@ from tests.table_states import (
     append_rows,
     batch,
     build_sample_table,
+    changelog_needs,
     fingerprint,
     listed_files,
     missing_needed,
@@ -76,6 +78,12 @@ class ChaosJob:
     # a job that only deletes: after crash + rerun the table holds exactly the files an uninterrupted
     # run leaves (same set deleted, nothing more, nothing less)
     same_files: bool = False
+    # the CLI operation, when the key names a variant of it (default: the key itself)
+    operation: str = ""
+    # ALTER TABLE SET on the variant's copy of the template before any run (`for_job`)
+    table_options: dict[str, str] = field(default_factory=dict)
+    # in the CI subset (`tests/chaos`, at its time budget); False: `scripts/chaos.py` only
+    ci: bool = True
 
 
 JOBS: dict[str, ChaosJob] = {
@@ -89,22 +97,38 @@ JOBS: dict[str, ChaosJob] = {
     # keeps snapshots 5 and 6: expires 1-4, deleting the files snapshot 5's overwrite replaced (those
     # tag t2 does not hold), the expired manifest lists and the manifests only they named
     "expire-snapshots": ChaosJob({"retain_min": 2, "retain_max": 2}, same_files=True),
+    # decoupled changelog retention (keeps 3 ids, snapshots keep 2): snapshots 1-4 become changelogs
+    # 1-4 and changelogs 1-3 expire in the same run, 3 with the file of dt=2024-01-03 it appended
+    # (snapshot 5 overwrote it); changelog 4 stays and keeps its own
+    "expire-snapshots-decoupled": ChaosJob(
+        {"retain_min": 2, "retain_max": 2},
+        same_files=True,
+        operation="expire-snapshots",
+        table_options={"changelog.num-retained.min": "3", "changelog.num-retained.max": "3"},
+        ci=False,
+    ),
 }
 OLD = time.time() - 3 * 86400  # mtime of the planted orphans: older than any older_than floor
 ORPHAN_CLEANUP = {"older_than": "1s", "force": True}
 _STEP = re.compile(r"crash_point\(\s*f?\"(\{OPERATION\}|[\w-]+):([\w-]+)\"")
 
 
-def available_jobs() -> list[str]:
-    """The JOBS whose module is committed in this checkout (work in progress is left out)."""
+def available_jobs(full: bool = False) -> list[str]:
+    """The JOBS whose module is committed in this checkout (work in progress is left out); those
+    of the CI subset unless `full` (the whole matrix of `scripts/chaos.py`)."""
     from jobs.registry import OPERATIONS
 
     found = []
-    for name in JOBS:
-        module = OPERATIONS[name].module.replace(".", "/") + ".py"
-        if Path(module).exists() and _tracked(module):
+    for name, job in JOBS.items():
+        module = OPERATIONS[operation_of(name)].module.replace(".", "/") + ".py"
+        if (full or job.ci) and Path(module).exists() and _tracked(module):
             found.append(name)
     return found
+
+
+def operation_of(job: str) -> str:
+    """The CLI operation a JOBS key runs."""
+    return (JOBS[job].operation if job in JOBS else "") or job
 
 
 def _tracked(path: str) -> bool:
@@ -118,6 +142,7 @@ def crash_steps(operation: str) -> list[str]:
     """The named crash points in the job's module (`crash_point("<op>:<step>")`)."""
     from jobs.registry import OPERATIONS
 
+    operation = operation_of(operation)
     path = Path(OPERATIONS[operation].module.replace(".", "/") + ".py")
     steps = []
     for owner, step in _STEP.findall(path.read_text()):
@@ -163,6 +188,21 @@ def prepare(workdir: str) -> Template:
         snapshot_files(table),
         fingerprint(warehouse),
     )
+
+
+def for_job(template: Template, job: str, workdir: str) -> Template:
+    """The template as `job` starts from: a copy with its `table_options` set (a new schema, as an
+    ALTER TABLE SET makes; snapshots and tags stay as they were), or the template itself."""
+    options = JOBS[job].table_options if job in JOBS else {}
+    if not options:
+        return template
+    warehouse = shutil.copytree(template.warehouse, os.path.join(workdir, f"template-{job}", "wh"))
+    table = open_table(warehouse)
+    schema = table.schema
+    altered = dataclasses.replace(schema, id=schema.id + 1, options={**schema.options, **options})
+    if not table.schema_manager.commit_new_schema(altered):
+        raise AssertionError(f"{job}: could not set {options} on the template")
+    return dataclasses.replace(template, warehouse=warehouse, fingerprint=fingerprint(warehouse))
 
 
 REPLACED_PARTITION = "2024-01-03"  # snapshot 5 overwrites it: files an expiry of snapshots 3-4 deletes
@@ -244,7 +284,7 @@ def count_operations(job: str, template: Template, workdir: str) -> dict[str, in
     plan = FaultPlan.parse("none", state)
     config = write_config(job, warehouse, template, os.path.join(workdir, f"count-{job}", "job.yaml"))
     with faults.injected(plan):
-        code, record = run_job(job, config, os.path.join(workdir, f"count-{job}", "run.json"))
+        code, record = run_job(operation_of(job), config, os.path.join(workdir, f"count-{job}", "run.json"))
         if code != 0:
             raise AssertionError(f"clean run of {job} failed ({code}): {record.get('error')}")
         try:
@@ -263,13 +303,14 @@ class Reference:
     snapshot_ids: list[int]
     new_snapshots: int
     files: set[str] = field(default_factory=set)  # table-relative paths of every file afterwards
+    changelog_ids: list[int] = field(default_factory=list)  # long-lived changelogs afterwards
 
 
 def reference_run(job: str, template: Template, workdir: str) -> Reference:
     base = os.path.join(workdir, f"reference-{job}")
     warehouse = shutil.copytree(template.warehouse, os.path.join(base, "wh"))
     code, record = run_job(
-        job, write_config(job, warehouse, template, f"{base}/job.yaml"), f"{base}/run.json"
+        operation_of(job), write_config(job, warehouse, template, f"{base}/job.yaml"), f"{base}/run.json"
     )
     if code != 0:
         raise AssertionError(f"clean run of {job} failed ({code}): {record.get('error')}")
@@ -281,6 +322,7 @@ def reference_run(job: str, template: Template, workdir: str) -> Reference:
         ids,
         len([i for i in ids if i not in template.rows_by_snapshot]),
         comparable_files(open_table(warehouse)),
+        open_table(warehouse).snapshot_manager.changelog_ids(),
     )
 
 
@@ -335,7 +377,7 @@ def run_case(
         )
         step = fault.removeprefix("step:") if fault.startswith("step:") else None
         with faults.injected(plan), faults.halt_at_step(step, plan) if step else nullcontext():
-            result.exit_code, _ = run_job(job, config, os.path.join(case_dir, "crashed.json"))
+            result.exit_code, _ = run_job(operation_of(job), config, os.path.join(case_dir, "crashed.json"))
             result.injected = len(faults.hits(plan))
         if result.exit_code != 0 and fingerprint(warehouse) == template.fingerprint:
             result.untouched = True
@@ -346,7 +388,7 @@ def run_case(
         landed = table.snapshot_manager.latest_id() != max(template.rows_by_snapshot)
         if result.exit_code != 0 and not (JOBS[job].appends and landed):
             result.rerun = True
-            code, record = run_job(job, config, os.path.join(case_dir, "rerun.json"))
+            code, record = run_job(operation_of(job), config, os.path.join(case_dir, "rerun.json"))
             if code != 0:
                 result.problems.append(f"rerun exited {code}: {record.get('error')}")
         _check_final(warehouse, template, reference, result)
@@ -363,6 +405,8 @@ def _check_after_crash(table: Table, template: Template, reference: Reference, r
     expiring = frozenset(template.files_by_snapshot) - frozenset(reference.snapshot_ids)
     try:
         result.lost_files += sorted(missing_needed(table, expiring))
+        kept = [i for i in table.snapshot_manager.changelog_ids() if i in reference.changelog_ids]
+        result.lost_files += missing_changelog_needs(table, kept)
         present = set(table.snapshot_manager.snapshot_ids())
         for snapshot_id, files in template.files_by_snapshot.items():
             if snapshot_id in expiring or snapshot_id not in present:
@@ -382,7 +426,12 @@ def _check_final(warehouse: str, template: Template, reference: Reference, resul
         return
     try:
         state = view(warehouse)
-        result.lost_files += sorted(missing_needed(open_table(warehouse)))
+        table = open_table(warehouse)
+        result.lost_files += sorted(missing_needed(table))
+        manager = table.snapshot_manager
+        # decoupled: every retained snapshot becomes such a changelog when it expires
+        future = manager.snapshot_ids() if decoupled_changelog(result.job) else []
+        result.lost_files += missing_changelog_needs(table, manager.changelog_ids(), future)
     except Exception as error:  # noqa: BLE001
         result.problems.append(
             f"after the rerun pypaimon cannot read the table: {type(error).__name__}: {error}"
@@ -411,6 +460,33 @@ def _check_final(warehouse: str, template: Template, reference: Reference, resul
     result.double_commits = max(0, new - reference.new_snapshots)
     if JOBS[result.job].same_files:
         _check_same_files(warehouse, reference, result)
+
+
+def decoupled_changelog(job: str) -> bool:
+    """The job's table keeps changelogs longer than snapshots (its `table_options` say so)."""
+    return job in JOBS and any(key.startswith("changelog.") for key in JOBS[job].table_options)
+
+
+def missing_changelog_needs(
+    table: Table, changelog_ids: list[int], snapshot_ids: tuple[int, ...] | list[int] = ()
+) -> list[str]:
+    """Files the given long-lived changelogs need (by the independent oracle `changelog_needs`) that
+    are gone: a streaming reader of a retained changelog must find all of them. `snapshot_ids`:
+    retained snapshots of a decoupled table, which become changelogs when they expire (Paimon's
+    decoupled expiry keeps the append-origin files their deltas delete until then)."""
+    manager = table.snapshot_manager
+    roots = [("changelog", i, manager.changelog) for i in changelog_ids]
+    roots += [("snapshot", i, manager.snapshot) for i in snapshot_ids]
+    listed = listed_files(table)
+    missing = []
+    for kind, root_id, read in roots:
+        try:
+            needs = changelog_needs(table, read(root_id))
+        except Exception as error:  # noqa: BLE001 - a changelog whose lists are gone is the finding
+            missing.append(f"{kind} {root_id} as changelog: unreadable ({type(error).__name__}: {error})")
+            continue
+        missing += [f"{path} ({kind} {root_id} needs it as changelog)" for path in sorted(needs - listed)]
+    return missing
 
 
 def _check_same_files(warehouse: str, reference: Reference, result: CaseResult) -> None:
@@ -557,7 +633,9 @@ def race(
         )
         ready = writer.stdout.readline().strip()  # blocks until the writer's first commit landed
         code, record = (
-            run_job(job, config, os.path.join(base, f"run-{round_}.json")) if ready == "ready" else (None, {})
+            run_job(operation_of(job), config, os.path.join(base, f"run-{round_}.json"))
+            if ready == "ready"
+            else (None, {})
         )
         open(stop, "w").close()
         out, err = writer.communicate(timeout=300)
