@@ -372,6 +372,8 @@ def _expire_snapshot_range(
 
     writable = _writable_changelogs(table, plan.expired_ids, record, log) if decoupled else set()
     changelog_roots = [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in sorted(writable)]
+    if decoupled:
+        changelog_roots += _future_changelog_roots(table, plan.end)
     reader = _root_reader(table, plan.begin, plan.end)
     candidates = _candidates(
         spark, table, (plan.begin, plan.end + 1), reader, plan.end, keep_root, changelog_roots, log
@@ -419,6 +421,18 @@ def _expire_snapshot_range(
     manager.write_earliest_hint(plan.end)
     log.info("expired %d snapshots; EARLIEST = %d", plan.count, plan.end)
     return writable
+
+
+def _future_changelog_roots(table: Table, end: int) -> list[tuple[str, str, str]]:
+    """Every retained snapshot, read also as the changelog it becomes when it expires.
+
+    Its delta may DELETE an append-origin file that an expiring snapshot or changelog ADDed (an
+    overwrite, a compaction): not live in any root, yet the changelog this snapshot becomes needs it
+    (Paimon's snapshot expiry keeps every append-origin file of a decoupled table for that reason,
+    and only changelog expiry deletes them).
+    """
+    ids = [i for i in table.snapshot_manager.snapshot_ids() if i >= end]
+    return [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in ids]
 
 
 def _writable_changelogs(table: Table, expired_ids: range, record: RunRecord, log: Any) -> set[int]:
@@ -605,6 +619,7 @@ def _expire_changelogs(
         return True
 
     planned = [(MAIN_BRANCH, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in to_write if i >= cplan.end]
+    planned += _future_changelog_roots(table, plan.end)
     ids = (cplan.begin, cplan.end)
     candidates = _candidates(spark, table, ids, _changelog_reader(table), -1, keep_root, planned, log)
     try:

@@ -488,3 +488,25 @@ def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_
     # the coupled run had already deleted what compaction 5 removed; nothing else is missing or extra
     assert needed(table) - listed <= lost_to_the_crashed_run
     assert listed - needed(table) - HINTS == set()
+
+
+def test_a_retained_snapshot_keeps_what_its_future_changelog_needs(spark_session, tmp_path):
+    """Snapshot 5 (kept) compacts away files that snapshots 1-3 appended; 1-3 expire as snapshots
+    and, in the same run, as changelogs (5 ids stay: 4-8). Those files are live nowhere, yet
+    changelog 5, which snapshot 5 becomes when it expires, names them. They stay."""
+    warehouse = str(tmp_path / "wh")
+    keep_four = {"snapshot.num-retained.min": "4", "snapshot.num-retained.max": "4"}
+    longer = {"changelog.num-retained.min": "5", "changelog.num-retained.max": "5"}
+    table = decoupled_table(warehouse, **keep_four, **longer)
+    table.tag_manager.delete_tag("t3")  # the tag would hold snapshot 3's files anyway
+    manager = table.snapshot_manager
+    future_needs = {i: changelog_needs(table, manager.snapshot(i)) for i in range(5, 9)}
+
+    expire_snapshots(spark_session, table, older_than=FUTURE)
+
+    assert manager.snapshot_ids() == [5, 6, 7, 8] and manager.changelog_ids() == [4]
+    listed = listed_files(table)
+    for snapshot_id, needs in future_needs.items():
+        assert needs <= listed, (snapshot_id, sorted(needs - listed))
+    assert needed(table) <= listed
+    assert listed - needed(table) - set().union(*future_needs.values()) - HINTS == set()
