@@ -269,20 +269,58 @@ def crash_template(spark_session, tmp_path_factory):
     return template, expected_view, listed_files(open_table(reference))
 
 
+class _Crash(BaseException):
+    pass
+
+
+def crash_in_process(spark, warehouse: str, step: str, skip: int) -> None:
+    """The job stops at `step` by an exception the job cannot catch: what it wrote stays as it is."""
+    from paimon_format import crash_points
+
+    def crash(reached: str) -> None:
+        raise _Crash(reached)
+
+    monkeypatch = pytest.MonkeyPatch()
+    monkeypatch.setenv(crash_points.CRASH_ENV, step)
+    monkeypatch.setenv(crash_points.SKIP_ENV, str(skip))
+    crash_points.reset_passes()
+    previous = crash_points.set_crash_handler(crash)
+    try:
+        with pytest.raises(_Crash):
+            expire_snapshots(spark, open_table(warehouse), retain_min=3, older_than=FUTURE)
+    finally:
+        crash_points.set_crash_handler(previous)
+        crash_points.reset_passes()
+        monkeypatch.undo()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("step", "skip"),
-    [(STEP_PLANNED, 0), (STEP_FILES, 0), (STEP_MANIFESTS, 0), (STEP_LISTS, 0), (STEP_SNAPSHOT, 2)],
+    ("step", "skip", "killed"),
+    [
+        (STEP_PLANNED, 0, False),
+        (STEP_FILES, 0, True),  # a real process killed (exit 137) after the file deletes
+        (STEP_MANIFESTS, 0, False),
+        (STEP_LISTS, 0, False),
+        (STEP_SNAPSHOT, 2, True),  # and half-way through the snapshot files
+    ],
 )
-def test_crash_then_rerun_ends_like_an_uninterrupted_run(spark_session, tmp_path, crash_template, step, skip):
+def test_crash_then_rerun_ends_like_an_uninterrupted_run(
+    spark_session, tmp_path, crash_template, step, skip, killed
+):
+    """Two steps kill a spark-submit-like process; the others stop in-process (the same state on
+    storage, without a second JVM)."""
     import shutil
 
     template, expected_view, reference_files = crash_template
     crashed = str(tmp_path / "crashed")
     shutil.copytree(template, crashed)
 
-    result = run_job(crashed, crash_at=step, skip=skip)
-    assert result.returncode == 137, result.stderr[-2000:]
+    if killed:
+        result = run_job(crashed, crash_at=step, skip=skip)
+        assert result.returncode == 137, result.stderr[-2000:]
+    else:
+        crash_in_process(spark_session, crashed, step, skip)
     crashed_table = open_table(crashed)
     assert missing_needed(crashed_table, first_retained=7) == set()
 
