@@ -29,6 +29,8 @@ class RunRecord:
 
     Counts and bytes are totals by name (e.g. `files_deleted`, `bytes_deleted`); samples are a few
     paths per name, capped so that a job deleting millions of files still emits a small record.
+    A key has one type in every operation's record (scheduler dashboards index them): counts and
+    bytes are integers, `snapshot_ids.base` / `.committed` a number or null, `.committed_ids` a list.
     """
 
     operation: str
@@ -52,6 +54,13 @@ class RunRecord:
 
     def add_bytes(self, key: str, value: int) -> None:
         self.bytes[key] = self.bytes.get(key, 0) + int(value)
+
+    def committed(self, snapshot_id: int) -> None:
+        """Record a snapshot this run committed: `snapshot_ids.committed` is always the last one (a
+        number, null when nothing was committed), `snapshot_ids.committed_ids` every one, in order,
+        whichever operation ran (one commit or one per batch)."""
+        self.snapshot_ids["committed"] = int(snapshot_id)
+        self.snapshot_ids.setdefault("committed_ids", []).append(int(snapshot_id))
 
     def sample(self, key: str, paths: list[str]) -> None:
         """Keep the first SAMPLE_LIMIT paths given under `key` over all calls."""
