@@ -90,6 +90,8 @@ class JobContext:
     dry_run: bool
     record: RunRecord
     log: logging.Logger | logging.LoggerAdapter
+    spark_log_level: str | None = "WARN"  # Spark's own log level for a session this run creates
+    console_progress: bool = False  # Spark's stage progress bar on the terminal
     _spark: Any = field(default=None, repr=False)
     _owns_spark: bool = field(default=False, repr=False)
 
@@ -100,7 +102,10 @@ class JobContext:
 
             self._owns_spark = not spark_is_running()
             self._spark = get_or_create_spark(
-                f"paimon-jobs {self.operation}", getattr(self.config, "spark", None)
+                f"paimon-jobs {self.operation}",
+                getattr(self.config, "spark", None),
+                self.spark_log_level,
+                self.console_progress,
             )
         return self._spark
 

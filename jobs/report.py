@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -87,8 +88,11 @@ class RunRecord:
             with fsspec.open(output, "w", encoding="utf-8", **(storage_options or {})) as handle:
                 handle.write(text)
         else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader stopped early (`| head`): no trace, no second error
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class ProgressLogger:
