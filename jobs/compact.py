@@ -96,6 +96,11 @@ class CompactConfig(TableJobConfig):
         default=None, ge=1, description="compact at most this many buckets"
     )
     target_file_size: str | None = Field(default=None, description="overrides the table's target-file-size")
+    skip_unsupported: bool = Field(
+        default=False,
+        description="a table this job cannot compact (changelog producer, deletion vectors, ...) is "
+        "skipped with its reason in the record instead of exit 2 (for maintain over many tables)",
+    )
 
     @field_validator("where")
     @classmethod
@@ -177,6 +182,7 @@ def run(context: JobContext, config: CompactConfig) -> None:
         partition_idle_time=config.partition_idle_time,
         max_buckets_per_run=config.max_buckets_per_run,
         target_file_size=config.target_file_size,
+        skip_unsupported=config.skip_unsupported,
         dry_run=context.dry_run,
         record=context.record,
         log=context.log,
@@ -184,6 +190,10 @@ def run(context: JobContext, config: CompactConfig) -> None:
 
 
 # -- refusals before anything is read ------------------------------------------------------------
+
+
+class UnsupportedTable(BadInputError):
+    """A table kind this job cannot compact correctly (exit 2, or skipped with skip_unsupported)."""
 
 
 def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
@@ -197,22 +207,22 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
     except ValueError as error:
         raise BadInputError(f"{table.path}: {error}") from None
     if bucket == -2:
-        raise BadInputError(
+        raise UnsupportedTable(
             f"{table.path}: postpone-bucket tables (bucket = -2) cannot be compacted by this job"
         )
     if schema.primary_keys and producer in ("full-compaction", "lookup"):
-        raise BadInputError(
+        raise UnsupportedTable(
             f"{table.path}: changelog-producer {producer}: Paimon produces changelog files while it "
             "compacts this table; this job does not, so compacting would lose the changelog. "
             "Compact it with Paimon's own compaction"
         )
     if deletion_vectors:
-        raise BadInputError(
+        raise UnsupportedTable(
             f"{table.path}: deletion-vectors.enabled = true is not supported by compact yet "
             "(its deletion-vector index would have to be rewritten)"
         )
     if options.row_tracking_enabled or options.data_evolution_enabled:
-        raise BadInputError(
+        raise UnsupportedTable(
             f"{table.path}: row tracking / data evolution tables cannot be compacted by this job"
         )
     if order_by:
@@ -235,7 +245,7 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
         try:
             check_merge_supported(schema, options)
         except PaimonFormatError as error:
-            raise BadInputError(f"{table.path}: {error}") from None
+            raise UnsupportedTable(f"{table.path}: {error}") from None
 
 
 def _selection(
@@ -284,6 +294,7 @@ def compact(
     partition_idle_time: str | None = None,
     max_buckets_per_run: int | None = None,
     target_file_size: str | None = None,
+    skip_unsupported: bool = False,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: Any = None,
@@ -292,7 +303,14 @@ def compact(
     """Compact the table's latest snapshot; `before_commit` is a test hook (a rival commits there)."""
     log = log or logging.getLogger("jobs.compact")
     record = record or RunRecord(operation="compact", table=table.path, dry_run=dry_run)
-    check_supported(table, order_by)
+    try:
+        check_supported(table, order_by)
+    except UnsupportedTable as refusal:
+        if not skip_unsupported:
+            raise
+        record.details["skipped"] = str(refusal)
+        log.info("skipped (skip_unsupported): %s", refusal)
+        return record
     tests = _selection(table, specs, where)
     schema = table.schema
     try:
@@ -308,7 +326,7 @@ def compact(
     if latest.schema_id != schema.id:
         table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse
     if _has_deletion_vectors(table, latest):
-        raise BadInputError(
+        raise UnsupportedTable(
             f"{table.path}: snapshot {latest.id} has deletion vectors; compact does not support them yet"
         )
     bucket_option = CoreOptions(schema.options).bucket
