@@ -475,9 +475,13 @@ def _rewrite_and_commit(
             record.counts.get("files_written", 0),
             len(done),
         )
-    finally:
+    except Exception:
+        # a failure (not a kill: KeyboardInterrupt/SystemExit pass, as a crash would) before the
+        # commit landed: what this run wrote is referenced by nothing, so remove it now
         if not committed:
             _remove_written(table, results, written_manifests, log)
+        raise
+    finally:
         results.unpersist()
 
 

@@ -145,7 +145,7 @@ def test_crash_after_files_written_then_rerun_then_orphans_cleared(spark_session
 
     warehouse, rows, table = append_table
 
-    class Crash(Exception):
+    class Crash(BaseException):  # like a kill: no cleanup handler of the job runs
         pass
 
     def crash(step: str) -> None:
