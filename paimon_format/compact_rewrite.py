@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from paimon_format.file_layout import file_arrow_schema
+from paimon_format.file_layout import file_arrow_schema, key_fields
 from paimon_format.manifest import DataFileMeta
 from paimon_format.options import CoreOptions
 from paimon_format.table import Table
@@ -114,13 +114,9 @@ def _merged_key_values(
             for meta in run
         )
 
-    runs = [run_batches(_run_files(run)) for run in sorted_runs(list(files))]
+    key_types = [field.type for field in key_fields(table.schema)]
+    runs = [run_batches(run) for run in sorted_runs(list(files), key_types)]
     yield from merge_sorted_runs(runs, table.schema, options, drop_deletes=True, batch_rows=spec.batch_rows)
-
-
-def _run_files(run: object) -> list[DataFileMeta]:
-    """A sorted run's files in key order, whatever shape `sorted_runs` gives it."""
-    return list(getattr(run, "files", run))
 
 
 # -- ordering append rows ------------------------------------------------------------------------
