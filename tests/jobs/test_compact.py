@@ -236,3 +236,71 @@ def test_changelog_producing_primary_key_tables_are_refused(spark_session, tmp_p
     err = capsys.readouterr().err
     assert "changelog-producer lookup" in err and "lose the changelog" in err
     assert Table.open(warehouse, "db.cl").snapshot_manager.latest_id() == 1
+
+
+# -- primary-key tables pypaimon wrote, one per merge engine --------------------------------------
+
+PK_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("a", pa.string()), ("b", pa.string())])
+PK_BATCHES = [
+    [(k, 1, f"x{k}", None) for k in range(6)],
+    [(k, 10, None, "y") for k in range(3)],
+    [(1, 100, "z", None)],
+]
+FIRST = {k: (1, f"x{k}", None) for k in range(6)}
+ENGINES = {
+    "deduplicate": ({}, {**FIRST, 0: (10, None, "y"), 1: (100, "z", None), 2: (10, None, "y")}),
+    "partial-update": (
+        {"merge-engine": "partial-update"},
+        {**FIRST, 0: (10, "x0", "y"), 1: (100, "z", "y"), 2: (10, "x2", "y")},
+    ),
+    "aggregation": (
+        {"merge-engine": "aggregation", "fields.v.aggregate-function": "sum"},
+        {**FIRST, 0: (11, "x0", "y"), 1: (111, "z", "y"), 2: (11, "x2", "y")},
+    ),
+    "first-row": ({"merge-engine": "first-row"}, FIRST),
+    "dynamic-bucket": (
+        {"bucket": "-1"},
+        {**FIRST, 0: (10, None, "y"), 1: (100, "z", None), 2: (10, None, "y")},
+    ),
+}
+
+
+def pypaimon_pk_table(warehouse: str, options: dict[str, str]) -> None:
+    import pypaimon
+
+    catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("db", True)
+    schema = pypaimon.Schema.from_pyarrow_schema(
+        PK_SCHEMA, primary_keys=["id"], options={"bucket": "2", **options}
+    )
+    catalog.create_table("db.pk", schema, False)
+    for rows in PK_BATCHES:
+        builder = catalog.get_table("db.pk").new_batch_write_builder()
+        writer, commit = builder.new_write(), builder.new_commit()
+        writer.write_arrow(
+            pa.Table.from_pylist([dict(zip(PK_SCHEMA.names, r, strict=True)) for r in rows], PK_SCHEMA)
+        )
+        commit.commit(writer.prepare_commit())
+        writer.close()
+        commit.close()
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_session, tmp_path, engine):
+    options, expected = ENGINES[engine]
+    warehouse = str(tmp_path / "wh")
+    pypaimon_pk_table(warehouse, options)
+    table = Table.open(warehouse, "db.pk")
+    index_before = table.snapshot_manager.latest().index_manifest
+
+    compact(spark_session, table)
+
+    snapshot = table.snapshot_manager.latest()
+    assert snapshot.id == 4 and snapshot.commit_kind == "COMPACT"
+    assert snapshot.index_manifest == index_before, "the dynamic-bucket hash index is unchanged"
+    after = live_files(table)
+    assert len({e.bucket for e in after}) == len(after) and all(e.file.level == 5 for e in after)
+    rows = {r["id"]: (r["v"], r["a"], r["b"]) for r in pypaimon_rows(warehouse, "db.pk")}
+    assert rows == expected
+    assert len(pypaimon_rows(warehouse, "db.pk", 1)) == 6
+    assert compact(spark_session, table).counts["bins"] == 0
