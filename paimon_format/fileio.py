@@ -35,6 +35,7 @@ from typing import Any
 import fsspec
 
 from paimon_format.errors import (
+    MissingDependencyError,
     MissingFileError,
     PaimonFormatError,
     StorageError,
@@ -84,6 +85,23 @@ def protocol_of(url: str) -> str:
         return "file"
     scheme = scheme.lower()
     return _PROTOCOLS.get(scheme, scheme)
+
+
+# What to install for each object store's fsspec backend (`pip install ...`).
+_BACKEND_PACKAGES = {
+    "s3": "paimon-jobs[s3] (s3fs)",
+    "s3a": "paimon-jobs[s3] (s3fs)",
+    "gs": "paimon-jobs[gcs] (gcsfs)",
+    "gcs": "paimon-jobs[gcs] (gcsfs)",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+    "az": "adlfs",
+}
+
+
+def fsspec_backend_install(protocol: str) -> str:
+    """What `pip install` brings the fsspec backend of `protocol`, for a "install X" message."""
+    return _BACKEND_PACKAGES.get(protocol, f"the fsspec backend for {protocol}://")
 
 
 def join_path(*parts: str) -> str:
@@ -183,9 +201,8 @@ class FileIO:
                     self.protocol, **with_backend_defaults(self.protocol, self.storage_options)
                 )
             except ImportError as exc:
-                raise UnsupportedOperationError(
-                    f"no filesystem for protocol {self.protocol!r}: {exc} (install the fsspec backend, "
-                    "e.g. `pip install paimon-jobs[s3]` for s3://)"
+                raise MissingDependencyError(
+                    f"storage {self.protocol}://", fsspec_backend_install(self.protocol), str(exc)
                 ) from exc
             except ValueError as exc:
                 raise UnsupportedOperationError(f"unknown protocol {self.protocol!r}: {exc}") from exc
