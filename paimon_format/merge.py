@@ -130,14 +130,19 @@ def _conform(batch: pa.RecordBatch, layout: pa.Schema) -> pa.RecordBatch:
 
 
 def _group_starts(keys: pa.Table) -> np.ndarray:
-    """Start offsets of runs of equal keys in `keys` (sorted, key columns never null)."""
+    """Start offsets of runs of equal keys in sorted `keys` (two nulls are equal, as in Java's
+    key comparator, for tables with `primary-key.nullable`)."""
     n = keys.num_rows
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     change = np.zeros(n - 1, dtype=bool)
     for column in keys.columns:
-        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
-        change |= pc.fill_null(differs, True).to_numpy(zero_copy_only=False)
+        before, after = column.slice(0, n - 1), column.slice(1)
+        differs = pc.not_equal(before, after)
+        if column.null_count:
+            one_null = pc.not_equal(pc.is_null(before), pc.is_null(after))
+            differs = pc.if_else(pc.is_null(differs), one_null, differs)
+        change |= differs.to_numpy(zero_copy_only=False)
     return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
 
 
@@ -263,7 +268,8 @@ def _final_prefix(
     if not open_runs:
         return len(order)
     lasts = pa.concat_tables([live[i].last_row() for i in open_runs]).select(key_names)
-    smallest = open_runs[pc.sort_indices(lasts, sort_keys=key_sort)[0].as_py()]
+    first = pc.sort_indices(lasts, sort_keys=key_sort, null_placement="at_start")[0].as_py()
+    smallest = open_runs[first]
     offset = sum(c.rows for c in live[:smallest])
     bound_row = offset + live[smallest].rows - 1
     position = int(np.flatnonzero(order == bound_row)[0])

@@ -355,3 +355,44 @@ def test_matches_reference(key_kind: str, options: dict[str, str]) -> None:
             input_rows = rng.choice([1, 2, 5, 1000])
             actual = merged_rows(schema, runs, drop, batch_rows=batch_rows, input_batch_rows=input_rows)
             assert actual == expected, (trial, drop, batch_rows, input_rows)
+
+
+def test_thin_mode_keys_come_from_value_columns() -> None:
+    schema = make_schema(options={"data-file.thin-mode": "true"})
+    layout_names = ["_SEQUENCE_NUMBER", "_VALUE_KIND", "k", "v"]
+    runs = [
+        pa.table({"_SEQUENCE_NUMBER": [1, 2], "_VALUE_KIND": [0, 0], "k": [1, 2], "v": ["a", "b"]}),
+        pa.table({"_SEQUENCE_NUMBER": [3], "_VALUE_KIND": [0], "k": [2], "v": ["c"]}),
+    ]
+    runs = [run.cast(pa.schema([(n, run.schema.field(n).type) for n in layout_names])) for run in runs]
+    out = pa.Table.from_batches(list(merge_sorted_runs([[r] for r in runs], schema, drop_deletes=True)))
+    assert out.column_names == layout_names
+    assert out.select(["k", "v", "_SEQUENCE_NUMBER"]).to_pylist() == [
+        {"k": 1, "v": "a", "_SEQUENCE_NUMBER": 1},
+        {"k": 2, "v": "c", "_SEQUENCE_NUMBER": 3},
+    ]
+
+
+def test_nullable_primary_key_groups_nulls_together() -> None:
+    schema = make_schema(
+        columns=(("k", "INT"), ("s", "STRING"), ("v", "STRING")),
+        primary_keys=("k", "s"),
+        options={"primary-key.nullable": "true"},
+    )
+    layout = pa.schema(
+        [("_KEY_k", pa.int32()), ("_KEY_s", pa.string()), ("_SEQUENCE_NUMBER", pa.int64()),
+         ("_VALUE_KIND", pa.int8()), ("k", pa.int32()), ("s", pa.string()), ("v", pa.string())]
+    )  # fmt: skip
+
+    def run(rows):
+        return [pa.Table.from_pylist(
+            [{"_KEY_k": k, "_KEY_s": s, "_SEQUENCE_NUMBER": q, "_VALUE_KIND": 0, "k": k, "s": s, "v": v}
+             for q, k, s, v in rows], schema=layout)]  # fmt: skip
+
+    runs = [run([(1, None, None, "a"), (2, 1, None, "b")]), run([(3, None, None, "c"), (4, 1, "x", "d")])]
+    out = pa.Table.from_batches(list(merge_sorted_runs(runs, schema, drop_deletes=True, batch_rows=1)))
+    assert out.select(["k", "s", "v"]).to_pylist() == [
+        {"k": None, "s": None, "v": "c"},
+        {"k": 1, "s": None, "v": "b"},
+        {"k": 1, "s": "x", "v": "d"},
+    ]
