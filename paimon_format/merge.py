@@ -38,7 +38,7 @@ from paimon_format.writer import (
     key_fields,
 )
 
-__all__ = ["check_merge_supported", "merge_sorted_runs", "key_column_names", "sort_keys"]
+__all__ = ["check_merge_supported", "key_column_names", "merge_rows", "merge_sorted_runs", "sort_keys"]
 
 _IS_ADD = "__merge_is_add"
 _ROW = "__merge_row"
@@ -185,6 +185,43 @@ class _Batcher:
         self._rows = rest.num_rows
 
 
+def sort_and_group(
+    rows: pa.Table, schema: TableSchema, options: CoreOptions
+) -> tuple[np.ndarray, np.ndarray]:
+    """Paimon's merge order of `rows` (`sort_indices`) and where each key's group starts in it."""
+    keys = sort_keys(schema, options)
+    key_names = key_column_names(schema, options)
+    ordered = _order_table(rows, keys)
+    order = pc.sort_indices(ordered, sort_keys=keys, null_placement="at_start").to_numpy()
+    return order, _group_starts(ordered.select(key_names).take(order))
+
+
+def merge_rows(
+    rows: pa.Table, schema: TableSchema, options: CoreOptions | None = None, *, drop_deletes: bool
+) -> pa.Table:
+    """Merge one bucket's rows given in any order (keys may repeat) into one row per key, sorted.
+
+    The in-memory counterpart of `merge_sorted_runs` for a single buffer, e.g. the rows of one
+    write (Java's write buffer merges them with the same merge function before flushing). The merge
+    engine is only built when some key repeats, so a table whose engine this module cannot merge
+    can still be written as long as every key occurs once.
+    """
+    options = options or CoreOptions(schema.options)
+    order, starts = sort_and_group(rows, schema, options)
+    if len(starts) == len(order):
+        merged = rows.take(order)
+    else:
+        merged = merge_engine_for(schema, options).merge(rows, order, starts)
+    return _drop_retractions(merged) if drop_deletes else merged
+
+
+def _drop_retractions(merged: pa.Table) -> pa.Table:
+    if not merged.num_rows:
+        return merged
+    kinds = merged.column(VALUE_KIND)
+    return merged.filter(pc.invert(pc.is_in(kinds, value_set=pa.array(RETRACT_KINDS, type=kinds.type))))
+
+
 def merge_sorted_runs(
     runs: Sequence[Iterable[pa.RecordBatch]],
     schema: TableSchema,
@@ -223,7 +260,6 @@ def _merge(
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
     cursors = [_RunCursor(run, layout) for run in runs]
-    keys = sort_keys(schema, options)
     key_names = key_column_names(schema, options)
     key_sort = [(name, "ascending") for name in key_names]
     output = _Batcher(layout, batch_rows)
@@ -234,20 +270,15 @@ def _merge(
         if not live:
             break
         window = pa.concat_tables([c.table() for c in live])
-        ordered = _order_table(window, keys)
-        order = pc.sort_indices(ordered, sort_keys=keys, null_placement="at_start").to_numpy()
-        sorted_keys = ordered.select(key_names).take(order)
-        starts = _group_starts(sorted_keys)
-        end = _final_prefix(live, layout, key_names, key_sort, order, starts)
+        order, starts = sort_and_group(window, schema, options)
+        end = _final_prefix(live, key_names, key_sort, order, starts)
         if end < len(order):
             order = order[:end]
             starts = starts[starts < end]
         counts = _rows_per_run(live, order)
         merged = engine.merge(window, order, starts)
-        if drop_deletes and merged.num_rows:
-            kinds = merged.column(VALUE_KIND)
-            keep = pc.invert(pc.is_in(kinds, value_set=pa.array(RETRACT_KINDS, type=kinds.type)))
-            merged = merged.filter(keep)
+        if drop_deletes:
+            merged = _drop_retractions(merged)
         yield from output.add(merged)
         for cursor, count in zip(live, counts, strict=True):
             cursor.drop_front(int(count))
@@ -256,7 +287,6 @@ def _merge(
 
 def _final_prefix(
     live: list[_RunCursor],
-    layout: pa.Schema,
     key_names: list[str],
     key_sort: list[tuple[str, str]],
     order: np.ndarray,

@@ -431,7 +431,7 @@ def reference_sum_aggregation(runs_rows, drop_deletes):
 def test_matches_reference(options, reference) -> None:
     schema = make_schema(columns=(("k", "INT"), ("v", "BIGINT"), ("ts", "INT")), options=options)
     rng = random.Random(11)
-    for trial in range(8):
+    for trial in range(5):
         universe = list(range(rng.choice([3, 30, 200])))
         sequence = iter(rng.sample(range(100_000), 3_000))
         runs_rows = []
