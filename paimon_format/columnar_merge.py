@@ -73,7 +73,7 @@ def partial_update_columns(
     for name, nullable in zip(function.names, function.nullables, strict=True):
         column = rows.column(name)
         valid = _valid(column)
-        if not nullable and not valid[is_add].all():
+        if not nullable and not (valid[is_add].all() and valid[starts[first_is_retract]].all()):
             raise MergeFunctionError(f"field {name} can not be null")
         last = _last_where(valid & is_add, starts)
         fallback = np.where(first_is_retract, starts, -1)

@@ -354,6 +354,7 @@ def test_aggregation_sequence_field_takes_last_value() -> None:
             {"fields.v.ignore-retract": "true", "aggregation.remove-record-on-delete": "true"},
             "cannot both",
         ),
+        ({"sequence.field": "v", "fields.v.aggregate-function": "max"}, "sequence field"),
     ],
 )
 def test_aggregation_unsupported_functions_fail_up_front(options: dict[str, str], message: str) -> None:
