@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from paimon_format.errors import InvalidTableStateError
 from paimon_format.merge_engines import (
     RETRACT_KINDS,
     MergeEngine,
@@ -69,12 +70,22 @@ def sort_keys(schema: TableSchema, options: CoreOptions) -> list[tuple[str, str]
 
 
 class _RunCursor:
-    """One run's buffered rows: pulls input batches only when fewer than the target are buffered."""
+    """One run's buffered rows: pulls input batches only when fewer than the target are buffered.
 
-    def __init__(self, batches: Iterable[pa.RecordBatch], layout: pa.Schema) -> None:
+    Every batch is checked to continue the run in strictly increasing key order: the window bound
+    relies on it, and a run breaking it (a corrupt or foreign file) would otherwise yield a key
+    twice or out of order silently.
+    """
+
+    def __init__(
+        self, index: int, batches: Iterable[pa.RecordBatch], layout: pa.Schema, key_names: list[str]
+    ) -> None:
+        self._index = index
         self._source = iter(batches)
         self._layout = layout
+        self._key_names = key_names
         self._chunks: list[pa.RecordBatch] = []
+        self._previous_key: pa.RecordBatch | None = None
         self.rows = 0
         self.exhausted = False
 
@@ -92,8 +103,19 @@ class _RunCursor:
             for part in batches:
                 if part.num_rows:
                     part = _conform(part, self._layout)
+                    self._check_order(part)
                     self._chunks.append(part)
                     self.rows += part.num_rows
+
+    def _check_order(self, batch: pa.RecordBatch) -> None:
+        keys = batch.select(self._key_names)
+        checked = keys if self._previous_key is None else pa.concat_batches([self._previous_key, keys])
+        if not _strictly_increasing(checked):
+            raise InvalidTableStateError(
+                f"merge input run {self._index} (0 = oldest) is not sorted by key with each key once: "
+                "a data file of a primary-key table must be"
+            )
+        self._previous_key = keys.slice(keys.num_rows - 1, 1)
 
     def table(self) -> pa.Table:
         return pa.Table.from_batches(self._chunks, schema=self._layout)
@@ -113,6 +135,26 @@ class _RunCursor:
             else:
                 self._chunks[0] = head.slice(count)
                 count = 0
+
+
+def _strictly_increasing(keys: pa.RecordBatch) -> bool:
+    """Are the rows of `keys` in strictly increasing lexicographic order (nulls first)?"""
+    n = keys.num_rows
+    if n < 2:
+        return True
+    less = np.zeros(n - 1, dtype=bool)
+    equal_so_far = np.ones(n - 1, dtype=bool)
+    for column in keys.columns:
+        before, after = column.slice(0, n - 1), column.slice(1)
+        lt, eq = pc.less(before, after), pc.equal(before, after)
+        if column.null_count:
+            null_before, null_after = pc.is_null(before), pc.is_null(after)
+            either = pc.or_(null_before, null_after)
+            lt = pc.if_else(either, pc.and_(null_before, pc.invert(null_after)), lt)
+            eq = pc.if_else(either, pc.and_(null_before, null_after), eq)
+        less |= equal_so_far & lt.to_numpy(zero_copy_only=False)
+        equal_so_far &= eq.to_numpy(zero_copy_only=False)
+    return bool(less.all())
 
 
 def _conform(batch: pa.RecordBatch, layout: pa.Schema) -> pa.RecordBatch:
@@ -259,8 +301,8 @@ def _merge(
     drop_deletes: bool,
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
-    cursors = [_RunCursor(run, layout) for run in runs]
     key_names = key_column_names(schema, options)
+    cursors = [_RunCursor(i, run, layout, key_names) for i, run in enumerate(runs)]
     key_sort = [(name, "ascending") for name in key_names]
     output = _Batcher(layout, batch_rows)
     while True:

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from paimon_format.errors import UnsupportedOperationError
+from paimon_format.errors import InvalidTableStateError, UnsupportedOperationError
 from paimon_format.merge import check_merge_supported, merge_rows, merge_sorted_runs
 from paimon_format.merge_engines import MergeFunctionError
 from tests.merge_runs import PullRecorder, make_run, make_schema, merged_rows, sort_key
@@ -407,3 +407,13 @@ def test_merge_rows_of_one_unsorted_buffer() -> None:
     expected = merged_rows(schema, [make_run(schema, [item]) for item in items], drop_deletes=False)
     assert [(r["_SEQUENCE_NUMBER"], r["v"]) for r in merged.to_pylist()] == [(1, "a"), (5, "c")]
     assert [(seq, r["v"]) for seq, _, r in expected] == [(1, "a"), (5, "c")]
+
+
+@pytest.mark.parametrize("bad_keys", [[1, 3, 2], [1, 2, 2]], ids=["unsorted", "repeated"])
+def test_a_run_out_of_key_order_is_refused(bad_keys: list[int]) -> None:
+    """Also across batch boundaries (input batches of one row)."""
+    schema = make_schema()
+    good = make_run(schema, [(10 + i, "+I", row(k, "x")) for i, k in enumerate([1, 2, 3])])
+    bad = good.set_column(0, "_KEY_k", pa.array(bad_keys, pa.int64()))
+    with pytest.raises(InvalidTableStateError, match="run 1 .* not sorted"):
+        merged_rows(schema, [good, bad], input_batch_rows=1)
