@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from paimon_format.aggregates import (
     PRIMARY_KEY,
@@ -365,7 +366,9 @@ class Aggregation:
 
 @dataclass
 class RowMergeEngine:
-    """Runs a row-wise merge function over the keys that occur more than once in a window."""
+    """Merges the keys that occur more than once in a window: retraction-free groups (and, for
+    partial-update with ignore-delete, all groups) column-wise (`columnar_merge`), the rest row by
+    row through the merge function. Keys met once pass through unchanged."""
 
     function: PartialUpdate | Aggregation
     value_names: list[str]
@@ -374,48 +377,103 @@ class RowMergeEngine:
         n = len(order)
         if n == 0:
             return window.slice(0, 0)
-        ends = np.append(starts[1:], n)
-        sizes = ends - starts
+        sizes = np.append(starts[1:], n) - starts
         single = sizes == 1
         if single.all():
             return window.take(order)
-        multi_rows = np.repeat(~single, sizes)
-        rows = window.take(order[multi_rows])
-        kinds = rows.column(VALUE_KIND).to_pylist()
-        sequences = rows.column(SEQUENCE_NUMBER).to_pylist()
-        columns = [rows.column(name).to_pylist() for name in self.value_names]
-        values = list(zip(*columns, strict=True)) if columns else [()] * rows.num_rows
-        merged_rows = []
-        offset = 0
-        for size in sizes[~single].tolist():
-            group = [_Row(kinds[j], sequences[j], list(values[j])) for j in range(offset, offset + size)]
-            merged_rows.append(self.function.merge_rows(group))
-            offset += size
-        system = [name for name in window.column_names if name not in self.value_names]
-        last = np.cumsum(sizes[~single]) - 1  # the newest row of each group carries the key columns
-        key_source = rows.select([c for c in system if c not in (SEQUENCE_NUMBER, VALUE_KIND)]).take(last)
-        merged_columns: dict[str, Any] = {}
-        for name in window.column_names:
-            if name == SEQUENCE_NUMBER:
-                merged_columns[name] = [r.sequence for r in merged_rows]
-            elif name == VALUE_KIND:
-                merged_columns[name] = [r.kind for r in merged_rows]
-            elif name in self.value_names:
-                index = self.value_names.index(name)
-                merged_columns[name] = [r.values[index] for r in merged_rows]
+        rows = window.take(order[np.repeat(~single, sizes)])
+        group_sizes = sizes[~single]
+        group_starts = np.cumsum(group_sizes) - group_sizes
+        is_add = ~np.isin(rows.column(VALUE_KIND).to_numpy(), _RETRACT)
+        fast = self._fast_groups(is_add, group_starts)
+        multi_index = np.flatnonzero(~single)
+        parts = [(np.flatnonzero(single), window.take(order[starts[single]]))]
+        if fast.any():
+            merged = self._merge_columnar(rows, group_sizes, fast, is_add)
+            if merged is None:
+                fast[:] = False
             else:
-                merged_columns[name] = key_source.column(name)
-        merged = pa.table(
-            {
-                name: pa.array(v, type=window.schema.field(name).type) if isinstance(v, list) else v
-                for name, v in merged_columns.items()
-            },
-            schema=window.schema,
-        )
-        singles = window.take(order[starts[single]])
-        combined = pa.concat_tables([singles, merged])
-        group_index = np.concatenate([np.flatnonzero(single), np.flatnonzero(~single)])
+                parts.append((multi_index[fast], merged))
+        if not fast.all():
+            parts.append((multi_index[~fast], self._merge_row_wise(rows, group_sizes, ~fast)))
+        combined = pa.concat_tables([table for _, table in parts])
+        group_index = np.concatenate([index for index, _ in parts])
         return combined.take(np.argsort(group_index, kind="stable"))
+
+    def _fast_groups(self, is_add: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
+        retract_free = np.minimum.reduceat(is_add, group_starts).astype(bool)
+        function = self.function
+        if isinstance(function, PartialUpdate):
+            if function.groups.enabled:
+                return np.zeros(len(group_starts), dtype=bool)
+            if function.ignore_delete:
+                return np.ones(len(group_starts), dtype=bool)
+        return retract_free
+
+    def _merge_columnar(
+        self, rows: pa.Table, group_sizes: np.ndarray, chosen: np.ndarray, is_add: np.ndarray
+    ) -> pa.Table | None:
+        from paimon_format.columnar_merge import aggregation_columns, partial_update_columns
+
+        mask = np.repeat(chosen, group_sizes)
+        subset = rows if mask.all() else rows.filter(pa.array(mask))
+        sizes = group_sizes[chosen]
+        starts = np.cumsum(sizes) - sizes
+        if isinstance(self.function, PartialUpdate):
+            result = partial_update_columns(self.function, subset, starts, is_add[mask])
+        else:
+            result = aggregation_columns(self.function, subset, starts)
+        if result is None:
+            return None
+        columns, sequences, kinds = result
+        return self._assemble(subset, sizes, columns, sequences, kinds)
+
+    def _merge_row_wise(self, rows: pa.Table, group_sizes: np.ndarray, chosen: np.ndarray) -> pa.Table:
+        mask = np.repeat(chosen, group_sizes)
+        subset = rows if mask.all() else rows.filter(pa.array(mask))
+        sizes = group_sizes[chosen]
+        kinds = subset.column(VALUE_KIND).to_pylist()
+        sequences = subset.column(SEQUENCE_NUMBER).to_pylist()
+        values = list(zip(*[subset.column(name).to_pylist() for name in self.value_names], strict=True))
+        merged: list[_Row] = []
+        offset = 0
+        for size in sizes.tolist():
+            group = [_Row(kinds[j], sequences[j], list(values[j])) for j in range(offset, offset + size)]
+            merged.append(self.function.merge_rows(group))
+            offset += size
+        columns = {
+            name: pa.array([r.values[i] for r in merged], type=subset.schema.field(name).type)
+            for i, name in enumerate(self.value_names)
+        }
+        return self._assemble(
+            subset,
+            sizes,
+            columns,
+            np.array([r.sequence for r in merged], dtype=np.int64),
+            np.array([r.kind for r in merged], dtype=np.int8),
+        )
+
+    def _assemble(
+        self,
+        rows: pa.Table,
+        sizes: np.ndarray,
+        columns: dict[str, pa.Array],
+        sequences: np.ndarray,
+        kinds: np.ndarray,
+    ) -> pa.Table:
+        """The merged rows in the data-file layout; key columns from each group's newest row."""
+        last = pa.array(np.cumsum(sizes) - 1)
+        arrays = []
+        for field in rows.schema:
+            if field.name == SEQUENCE_NUMBER:
+                arrays.append(pa.array(sequences, type=field.type))
+            elif field.name == VALUE_KIND:
+                arrays.append(pa.array(kinds, type=field.type))
+            elif field.name in columns:
+                arrays.append(columns[field.name])
+            else:
+                arrays.append(pc.take(rows.column(field.name), last))
+        return pa.Table.from_arrays(arrays, schema=rows.schema)
 
 
 def row_merge_engine(schema: TableSchema, options: CoreOptions) -> RowMergeEngine:
