@@ -302,5 +302,6 @@ def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_sessi
     assert len({e.bucket for e in after}) == len(after) and all(e.file.level == 5 for e in after)
     rows = {r["id"]: (r["v"], r["a"], r["b"]) for r in pypaimon_rows(warehouse, "db.pk")}
     assert rows == expected
-    assert len(pypaimon_rows(warehouse, "db.pk", 1)) == 6
+    # first-row readers skip level 0 (as Paimon's batch scan does): the rows appear once compacted
+    assert len(pypaimon_rows(warehouse, "db.pk", 1)) == (0 if engine == "first-row" else 6)
     assert compact(spark_session, table).counts["bins"] == 0
