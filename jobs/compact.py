@@ -26,9 +26,11 @@ Spark-submit entry: `spark-submit jobs/compact.py --config conf/compact.yaml`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import pickle
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -39,9 +41,7 @@ from pydantic import Field, field_validator, model_validator
 from jobs.compact_plan import (
     BinSummary,
     PlanShape,
-    alive_files,
     bins_frame,
-    check_consistent,
     collect_summaries,
     idle_partitions_only,
     limit_buckets,
@@ -336,19 +336,17 @@ def compact(
     parallelism = spark.sparkContext.defaultParallelism
     from pyspark import StorageLevel
 
-    files = live_files_frame(spark, table, latest, tests).persist(StorageLevel.MEMORY_AND_DISK)
-    bins = None
+    files = live_files_frame(spark, table, latest, tests)
+    if partition_idle_time is not None:
+        files = idle_partitions_only(files, parse_duration_ms(partition_idle_time))
+    source = f"{table.path} snapshot {latest.id}"
+    bins = bins_frame(files, shape, settings, max(parallelism * 2, 1), source)
+    bins = bins.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        check_consistent(table, latest, files)
-        live = alive_files(files)
-        if partition_idle_time is not None:
-            live = idle_partitions_only(live, parse_duration_ms(partition_idle_time))
-        bins = bins_frame(live, shape, settings, max(parallelism * 2, 1)).persist(
-            StorageLevel.MEMORY_AND_DISK
-        )
         summaries = limit_buckets(collect_summaries(bins), max_buckets_per_run)
-    finally:
-        files.unpersist()
+    except BaseException:
+        bins.unpersist()
+        raise
     try:
         _record_plan(record, table, summaries, settings)
         log.info(
@@ -426,10 +424,15 @@ def _rewrite_and_commit(
         if key is not None:
             yield key, (bytes(row["partition"]), row["bucket"], row["total_buckets"], bytes(row["payload"]))
 
+    rewritten_rows = spark.sparkContext.accumulator(0)
+    rewritten_bins = spark.sparkContext.accumulator(0)
+
     def rewrite(items: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         for key, (partition, bucket, total_buckets, payload) in items:
             inputs = pickle.loads(payload)
             outputs = rewrite_bin(table, partition, bucket, inputs, spec)
+            rewritten_bins.add(1)
+            rewritten_rows.add(sum(meta.row_count for meta in inputs))
             yield key, (partition, bucket, total_buckets, inputs, outputs)
 
     tasks = min(len(summaries), 10_000)
@@ -444,7 +447,8 @@ def _rewrite_and_commit(
     written_manifests: list[ManifestFileMeta] = []
     committed = False
     try:
-        done = [_bin_result(table, key, value) for key, value in results.map(_summarise).collect()]
+        with _progress(log, rewritten_bins, rewritten_rows, len(summaries)):
+            done = [_bin_result(table, key, value) for key, value in results.map(_summarise).collect()]
         crash_point("compact:after-files-written")
         _record_results(record, done, log)
         written_manifests = _write_delta_manifests(
@@ -483,6 +487,25 @@ def _rewrite_and_commit(
         raise
     finally:
         results.unpersist()
+
+
+@contextlib.contextmanager
+def _progress(log: Any, bins: Any, rows: Any, total: int, interval_s: float = 10.0) -> Iterator[None]:
+    """Log `n of total bins rewritten` every `interval_s` while the rewrite runs (from accumulators,
+    which the driver updates as tasks finish), so a long run shows it is alive."""
+    stop = threading.Event()
+
+    def report() -> None:
+        while not stop.wait(interval_s):
+            log.info("compaction: %d of %d bins rewritten (%d rows) so far", bins.value, total, rows.value)
+
+    reporter = threading.Thread(target=report, name="compact-progress", daemon=True)
+    reporter.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        reporter.join()
 
 
 def _summarise(item: tuple[int, Any]) -> tuple[int, Any]:

@@ -36,7 +36,7 @@ ENTRY_COLUMNS = (
 )
 BIN_COLUMNS = (
     "partition binary, bucket int, total_buckets int, bin int, files long, bytes long, rows long, "
-    "bucket_files long, payload binary"
+    "bucket_files long, payload binary, error string"
 )
 _ENTRY_SCHEMA = pa.schema(
     [
@@ -60,6 +60,7 @@ _BIN_SCHEMA = pa.schema(
         ("rows", pa.int64()),
         ("bucket_files", pa.int64()),
         ("payload", pa.binary()),
+        ("error", pa.string()),
     ]
 )
 
@@ -143,20 +144,6 @@ def live_files_frame(
     return files
 
 
-def check_consistent(table: Table, snapshot: Snapshot, files: Any) -> None:
-    """Refuse metadata whose ADD/DELETE counts are impossible (one Spark job, one row back at most)."""
-    from pyspark.sql import functions as F
-
-    broken = files.filter((F.col("net") != 0) & (F.col("net") != 1)).select("net", "ident").limit(1).collect()
-    if broken:
-        net = broken[0]["net"]
-        problem = "deletes a file that was never added" if net < 0 else "adds a file that is already live"
-        name = pickle.loads(broken[0]["ident"])[2]
-        raise InvalidTableStateError(
-            f"{table.path} snapshot {snapshot.id}: the metadata {problem} ({name}); nothing was changed"
-        )
-
-
 def idle_partitions_only(files: Any, idle_ms: int, now: dt.datetime | None = None) -> Any:
     """Keep the files of partitions whose newest file was created more than `idle_ms` ago.
 
@@ -166,22 +153,22 @@ def idle_partitions_only(files: Any, idle_ms: int, now: dt.datetime | None = Non
     from pyspark.sql import functions as F
 
     cutoff = _creation_millis((now or dt.datetime.now()) - dt.timedelta(milliseconds=idle_ms))
-    newest = files.groupBy("partition").agg(F.max("created").alias("newest"))
+    live_created = F.when(F.col("net") == 1, F.col("created"))
+    newest = files.groupBy("partition").agg(F.max(live_created).alias("newest"))
     idle = newest.filter(F.col("newest").isNull() | (F.col("newest") < F.lit(cutoff))).select("partition")
     return files.join(idle, "partition", "left_semi")
 
 
-def alive_files(files: Any) -> Any:
-    """The live files among the grouped entries (an ADD without its DELETE)."""
-    from pyspark.sql import functions as F
+def bins_frame(
+    files: Any, shape: PlanShape, settings: CompactionSettings, num_tasks: int, source: str
+) -> Any:
+    """One row per bin: (partition, bucket) groups of live files handed to the picking rules.
 
-    return files.filter(F.col("net") == 1).select(
-        "partition", "bucket", "total_buckets", "created", "payload"
-    )
-
-
-def bins_frame(live: Any, shape: PlanShape, settings: CompactionSettings, num_tasks: int) -> Any:
-    """One row per bin: (partition, bucket) groups of live files handed to the picking rules."""
+    `files` are the grouped entries of `live_files_frame` (with their ADD/DELETE count `net`); a
+    file whose count is neither 0 (added and deleted) nor 1 (live) means the metadata deletes a
+    file never added or adds one twice: it becomes an error row, and the driver refuses to go on
+    (a compaction on inconsistent metadata could lose rows). Checking here saves a Spark job.
+    """
 
     def plan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         collected = [batch for batch in batches if batch.num_rows]
@@ -191,17 +178,25 @@ def bins_frame(live: Any, shape: PlanShape, settings: CompactionSettings, num_ta
         partitions = rows.column("partition").to_pylist()
         buckets = rows.column("bucket").to_pylist()
         totals = rows.column("total_buckets").to_pylist()
+        nets = rows.column("net").to_pylist()
+        idents = rows.column("ident").to_pylist()
         payloads = rows.column("payload").to_pylist()
         out: list[dict[str, Any]] = []
+        for net, ident in zip(nets, idents, strict=True):
+            if net not in (0, 1):
+                problem = (
+                    "deletes a file that was never added" if net < 0 else "adds a file that is already live"
+                )
+                error = f"{source}: the metadata {problem} ({pickle.loads(ident)[2]}); nothing was changed"
+                yield pa.RecordBatch.from_pylist([{"bin": -1, "error": error}], schema=_BIN_SCHEMA)
+                return
         start = 0
         while start < len(partitions):
             end = start
-            while end < len(partitions) and (partitions[end], buckets[end]) == (
-                partitions[start],
-                buckets[start],
-            ):
+            group = (partitions[start], buckets[start])
+            while end < len(partitions) and (partitions[end], buckets[end]) == group:
                 end += 1
-            files = [BucketFile(pickle.loads(p)) for p in payloads[start:end]]
+            files = [BucketFile(pickle.loads(payloads[i])) for i in range(start, end) if nets[i] == 1]
             picked = pick_bins(
                 files,
                 settings,
@@ -220,8 +215,9 @@ def bins_frame(live: Any, shape: PlanShape, settings: CompactionSettings, num_ta
                         "files": len(metas),
                         "bytes": sum(m.file_size for m in metas),
                         "rows": sum(m.row_count for m in metas),
-                        "bucket_files": end - start,
+                        "bucket_files": len(files),
                         "payload": pickle.dumps(metas),
+                        "error": None,
                     }
                 )
             start = end
@@ -231,19 +227,24 @@ def bins_frame(live: Any, shape: PlanShape, settings: CompactionSettings, num_ta
         if out:
             yield pa.RecordBatch.from_pylist(out, schema=_BIN_SCHEMA)
 
-    alive = live.select("partition", "bucket", "total_buckets", "payload")
-    arranged = alive.repartition(num_tasks, "partition", "bucket").sortWithinPartitions("partition", "bucket")
+    grouped = files.select("partition", "bucket", "total_buckets", "net", "ident", "payload")
+    arranged = grouped.repartition(num_tasks, "partition", "bucket").sortWithinPartitions(
+        "partition", "bucket"
+    )
     return arranged.mapInArrow(plan, BIN_COLUMNS)
 
 
 def collect_summaries(bins: Any) -> list[BinSummary]:
     """The bins' summaries on the driver (never their payloads); refuses absurdly many bins."""
     rows = (
-        bins.select("partition", "bucket", "bin", "files", "bytes", "rows", "bucket_files")
+        bins.select("partition", "bucket", "bin", "files", "bytes", "rows", "bucket_files", "error")
         .limit(DRIVER_LIST_LIMIT + 1)
         .collect()
     )
     assert_small(len(rows), DRIVER_LIST_LIMIT, "compaction bins")
+    errors = [row["error"] for row in rows if row["error"]]
+    if errors:
+        raise InvalidTableStateError(errors[0])
     return [
         BinSummary(
             bytes(row["partition"]),

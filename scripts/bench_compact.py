@@ -17,6 +17,7 @@ by batches, not by the bucket's size: compare two sizes).
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import shutil
 import sys
@@ -123,11 +124,17 @@ def main() -> None:
     parser.add_argument("--skip-pk", action="store_true")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-compact-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     spark = get_or_create_spark("bench-compact", {"spark.sql.shuffle.partitions": "8"})
+    # warm up the JVM and the Python workers, so neither side pays the session's first jobs
+    parallelism = spark.sparkContext.defaultParallelism
+    spark.sparkContext.parallelize(range(parallelism), parallelism).map(lambda x: x).collect()
+    spark.range(100_000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
 
     if not args.skip_append:
         data = events(args.append_rows, 1, 0).drop_columns(["dt"])

@@ -105,6 +105,12 @@ def test_dry_run_reports_and_changes_nothing(spark_session, append_table):
     assert fingerprint(table.path) == before
     assert record.counts["bins"] == 3 and record.counts["files_before"] == 21
     assert record.counts["files_after_estimate"] == 3
+    # the files were written moments ago: no partition has been idle for an hour
+    idle = compact(spark_session, table, dry_run=True, partition_idle_time="1 h")
+    assert idle.counts["bins"] == 0
+    one = compact(spark_session, table, dry_run=True, max_buckets_per_run=1, where="dt >= '2024-01-02'")
+    assert one.counts["bins"] == 1 and one.details["partitions"][0]["partition"]["dt"] >= "2024-01-02"
+    assert fingerprint(table.path) == before
 
 
 def test_a_rival_that_removes_an_input_makes_the_run_exit_3_and_clean_up(spark_session, append_table):
