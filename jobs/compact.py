@@ -57,10 +57,12 @@ from paimon_format.commit import COMPACT, AttemptContext, PrewrittenDelta, Snaps
 from paimon_format.compact_rewrite import RewriteSpec, rewrite_bin
 from paimon_format.compact_rules import CompactionSettingError, CompactionSettings
 from paimon_format.crash_points import crash_point
+from paimon_format.deletion_vectors import DELETION_VECTORS_INDEX, snapshot_deletion_files
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
 from paimon_format.manifest import (
     ADD,
     DELETE,
+    IndexManifestEntry,
     ManifestEntry,
     ManifestFileMeta,
     read_manifest,
@@ -203,7 +205,6 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
     try:
         bucket = options.bucket
         producer = options.changelog_producer
-        deletion_vectors = options.deletion_vectors_enabled
     except ValueError as error:
         raise BadInputError(f"{table.path}: {error}") from None
     if bucket == -2:
@@ -215,11 +216,6 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
             f"{table.path}: changelog-producer {producer}: Paimon produces changelog files while it "
             "compacts this table; this job does not, so compacting would lose the changelog. "
             "Compact it with Paimon's own compaction"
-        )
-    if deletion_vectors:
-        raise UnsupportedTable(
-            f"{table.path}: deletion-vectors.enabled = true is not supported by compact yet "
-            "(its deletion-vector index would have to be rewritten)"
         )
     if options.row_tracking_enabled or options.data_evolution_enabled:
         raise UnsupportedTable(
@@ -258,10 +254,6 @@ def _selection(
     from jobs.drop_partition import selection_tests
 
     return [test for _description, test in selection_tests(table, specs, where)]
-
-
-def _has_deletion_vectors(table: Table, snapshot: Snapshot) -> bool:
-    return any(entry.index_type == "DELETION_VECTORS" for entry in index_entries(table, snapshot))
 
 
 # -- the run -------------------------------------------------------------------------------------
@@ -325,10 +317,8 @@ def compact(
         return record
     if latest.schema_id != schema.id:
         table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse
-    if _has_deletion_vectors(table, latest):
-        raise UnsupportedTable(
-            f"{table.path}: snapshot {latest.id} has deletion vectors; compact does not support them yet"
-        )
+    # deletion files of the snapshot: O(files with a deletion vector) on the driver, shipped with the bins
+    deletions = snapshot_deletion_files(table, latest) if latest.index_manifest else {}
     bucket_option = CoreOptions(schema.options).bucket
     shape = PlanShape(
         primary_key=bool(schema.primary_keys), unaware_bucket=bucket_option == -1, full=strategy == "full"
@@ -340,7 +330,7 @@ def compact(
     if partition_idle_time is not None:
         files = idle_partitions_only(files, parse_duration_ms(partition_idle_time))
     source = f"{table.path} snapshot {latest.id}"
-    bins = bins_frame(files, shape, settings, max(parallelism * 2, 1), source)
+    bins = bins_frame(files, shape, settings, max(parallelism * 2, 1), source, deletions)
     bins = bins.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         summaries = limit_buckets(collect_summaries(bins), max_buckets_per_run)
@@ -417,6 +407,7 @@ def _rewrite_and_commit(
     before_commit: Callable[[], None] | None,
 ) -> None:
     keys = {(s.partition, s.bucket, s.bin): index for index, s in enumerate(summaries)}
+    compacted = frozenset((s.partition, s.bucket) for s in summaries)
     key_map = spark.sparkContext.broadcast(keys)
 
     def keyed(row: Any) -> Iterator[tuple[int, Any]]:
@@ -429,8 +420,8 @@ def _rewrite_and_commit(
 
     def rewrite(items: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         for key, (partition, bucket, total_buckets, payload) in items:
-            inputs = pickle.loads(payload)
-            outputs = rewrite_bin(table, partition, bucket, inputs, spec)
+            inputs, deletion_files = pickle.loads(payload)
+            outputs = rewrite_bin(table, partition, bucket, inputs, spec, deletion_files)
             rewritten_bins.add(1)
             rewritten_rows.add(sum(meta.row_count for meta in inputs))
             yield key, (partition, bucket, total_buckets, inputs, outputs)
@@ -460,13 +451,18 @@ def _rewrite_and_commit(
 
         def check_rivals(ctx: AttemptContext) -> list[ManifestEntry]:
             _refuse_if_inputs_removed(table, planned.id, ctx.latest, results)
+            _refuse_if_deletions_changed(table, planned, ctx.latest, compacted)
             return []
+
+        def rewritten_vectors(entry: IndexManifestEntry) -> bool:
+            return entry.index_type == DELETION_VECTORS_INDEX and (entry.partition, entry.bucket) in compacted
 
         snapshot = SnapshotCommit(table).commit(
             check_rivals,
             kind=COMPACT,
             check_conflicts=False,
             prewritten_delta=lambda _ctx: PrewrittenDelta(written_manifests, delta_rows),
+            drop_index_entries=rewritten_vectors,
             properties={"paimon-jobs.operation": "compact"},
         )
         committed = True
@@ -610,6 +606,33 @@ def _refuse_if_inputs_removed(table: Table, planned: int, latest: Snapshot | Non
         raise CommitRaceLost(
             f"{table.path}: a commit after snapshot {planned} removed {name} (bucket {bucket}), which this "
             "run compacted; nothing was committed and the files it wrote were removed, run compact again"
+        )
+
+
+def _deletion_vector_files(table: Table, snapshot: Snapshot | None, buckets: frozenset) -> set[tuple]:
+    if snapshot is None or not snapshot.index_manifest:
+        return set()
+    return {
+        (entry.partition, entry.bucket, entry.file_name)
+        for entry in index_entries(table, snapshot)
+        if entry.index_type == DELETION_VECTORS_INDEX and (entry.partition, entry.bucket) in buckets
+    }
+
+
+def _refuse_if_deletions_changed(
+    table: Table, planned: Snapshot, latest: Snapshot | None, buckets: frozenset
+) -> None:
+    """Exit 3 when a commit after the plan changed the deletion vectors of a bucket being compacted.
+
+    The new files were written with the planned vectors applied; a row deleted since then would
+    come back if the commit dropped the bucket's (newer) vectors with the old ones.
+    """
+    if latest is None or latest.id == planned.id or latest.index_manifest == planned.index_manifest:
+        return
+    if _deletion_vector_files(table, latest, buckets) != _deletion_vector_files(table, planned, buckets):
+        raise CommitRaceLost(
+            f"{table.path}: a commit after snapshot {planned.id} changed the deletion vectors of a bucket "
+            "this run compacted; nothing was committed and the files it wrote were removed, run compact again"
         )
 
 

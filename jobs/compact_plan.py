@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import pickle
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +24,7 @@ import pyarrow as pa
 from jobs.partitions import _creation_millis, _manifest_frame
 from jobs.spark import DRIVER_LIST_LIMIT, assert_small
 from paimon_format.compact_rules import BucketFile, CompactionSettings, pick_bins
+from paimon_format.deletion_vectors import DeletionFile
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.manifest import ADD, DELETE, read_manifest
 from paimon_format.partition_predicate import PartitionTest, selects
@@ -159,8 +160,16 @@ def idle_partitions_only(files: Any, idle_ms: int, now: dt.datetime | None = Non
     return files.join(idle, "partition", "left_semi")
 
 
+DeletionFiles = Mapping[tuple[bytes, int], Mapping[str, DeletionFile]]
+
+
 def bins_frame(
-    files: Any, shape: PlanShape, settings: CompactionSettings, num_tasks: int, source: str
+    files: Any,
+    shape: PlanShape,
+    settings: CompactionSettings,
+    num_tasks: int,
+    source: str,
+    deletions: DeletionFiles | None = None,
 ) -> Any:
     """One row per bin: (partition, bucket) groups of live files handed to the picking rules.
 
@@ -168,7 +177,10 @@ def bins_frame(
     file whose count is neither 0 (added and deleted) nor 1 (live) means the metadata deletes a
     file never added or adds one twice: it becomes an error row, and the driver refuses to go on
     (a compaction on inconsistent metadata could lose rows). Checking here saves a Spark job.
+    `deletions` (the snapshot's deletion files by bucket) travel with each bin's payload as
+    (files, {file name: DeletionFile}), so the task applies them.
     """
+    vectors = dict(deletions or {})
 
     def plan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         collected = [batch for batch in batches if batch.num_rows]
@@ -196,7 +208,12 @@ def bins_frame(
             group = (partitions[start], buckets[start])
             while end < len(partitions) and (partitions[end], buckets[end]) == group:
                 end += 1
-            files = [BucketFile(pickle.loads(payloads[i])) for i in range(start, end) if nets[i] == 1]
+            bucket_vectors = vectors.get(group, {})
+            files = [
+                _bucket_file(pickle.loads(payloads[i]), bucket_vectors)
+                for i in range(start, end)
+                if nets[i] == 1
+            ]
             picked = pick_bins(
                 files,
                 settings,
@@ -216,7 +233,16 @@ def bins_frame(
                         "bytes": sum(m.file_size for m in metas),
                         "rows": sum(m.row_count for m in metas),
                         "bucket_files": len(files),
-                        "payload": pickle.dumps(metas),
+                        "payload": pickle.dumps(
+                            (
+                                metas,
+                                {
+                                    m.file_name: bucket_vectors[m.file_name]
+                                    for m in metas
+                                    if m.file_name in bucket_vectors
+                                },
+                            )
+                        ),
                         "error": None,
                     }
                 )
@@ -232,6 +258,13 @@ def bins_frame(
         "partition", "bucket"
     )
     return arranged.mapInArrow(plan, BIN_COLUMNS)
+
+
+def _bucket_file(meta: Any, bucket_vectors: Mapping[str, DeletionFile]) -> BucketFile:
+    deletion = bucket_vectors.get(meta.file_name)
+    if deletion is None:
+        return BucketFile(meta)
+    return BucketFile(meta, deletion.cardinality if deletion.cardinality is not None else meta.row_count)
 
 
 def collect_summaries(bins: Any) -> list[BinSummary]:

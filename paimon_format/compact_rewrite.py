@@ -19,13 +19,15 @@ merged rows are written with their original sequence numbers and value kinds at 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from paimon_format.deletion_vectors import DeletionFile, read_deletion_vectors
 from paimon_format.file_layout import file_arrow_schema, key_fields
 from paimon_format.manifest import DataFileMeta
 from paimon_format.options import CoreOptions
@@ -47,9 +49,17 @@ class RewriteSpec:
 
 
 def rewrite_bin(
-    table: Table, partition: bytes, bucket: int, files: Sequence[DataFileMeta], spec: RewriteSpec
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    deletion_files: Mapping[str, DeletionFile] | None = None,
 ) -> list[DataFileMeta]:
     """Write the bin's rows into new files and return their metadata; nothing is committed here.
+
+    `deletion_files` (data file name -> its deletion vector) are applied: deleted rows are not
+    written again, so the new files need no deletion vectors.
 
     On any failure the files written so far are deleted before the error propagates.
     """
@@ -57,6 +67,7 @@ def rewrite_bin(
     options = CoreOptions(schema.options)
     primary_key = bool(schema.primary_keys)
     ordered = sorted(files, key=lambda f: (f.min_sequence_number, f.file_name))
+    deleted = read_deletion_vectors(table, deletion_files) if deletion_files else {}
     writer = BucketWriter(
         table.file_io,
         table.path,
@@ -72,14 +83,17 @@ def rewrite_bin(
     try:
         if primary_key:
             layout = file_arrow_schema(schema, options)
-            for batch in _merged_key_values(table, partition, bucket, ordered, options, spec):
+            for batch in _merged_key_values(table, partition, bucket, ordered, options, spec, deleted):
                 rows = pa.Table.from_batches([batch])
                 writer.write_key_values(rows.select(layout.names).cast(layout))
         elif spec.order_by:
-            rows = pa.Table.from_batches(list(_append_batches(table, partition, bucket, ordered, spec)))
+            batches = list(_append_batches(table, partition, bucket, ordered, spec, deleted))
+            rows = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
+            if rows is None:
+                return writer.close()
             writer.write(conform(sort_rows(rows, spec.order_by, spec.order_strategy), schema))
         else:
-            for batch in _append_batches(table, partition, bucket, ordered, spec):
+            for batch in _append_batches(table, partition, bucket, ordered, spec, deleted):
                 writer.write(conform(pa.Table.from_batches([batch]), schema))
         return writer.close()
     except BaseException:
@@ -88,12 +102,24 @@ def rewrite_bin(
 
 
 def _append_batches(
-    table: Table, partition: bytes, bucket: int, files: Sequence[DataFileMeta], spec: RewriteSpec
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    deleted: Mapping[str, Any],
 ) -> Iterator[pa.RecordBatch]:
     from paimon_format.read import read_data_file
 
     for meta in files:
-        yield from read_data_file(table, partition, bucket, meta, batch_rows=spec.batch_rows)
+        yield from read_data_file(
+            table,
+            partition,
+            bucket,
+            meta,
+            deleted_rows=deleted.get(meta.file_name),
+            batch_rows=spec.batch_rows,
+        )
 
 
 def _merged_key_values(
@@ -103,6 +129,7 @@ def _merged_key_values(
     files: Sequence[DataFileMeta],
     options: CoreOptions,
     spec: RewriteSpec,
+    deleted: Mapping[str, Any],
 ) -> Iterator[pa.RecordBatch]:
     from paimon_format.merge import merge_sorted_runs
     from paimon_format.read import read_data_file
@@ -110,7 +137,15 @@ def _merged_key_values(
 
     def run_batches(run: Sequence[DataFileMeta]) -> Iterator[pa.RecordBatch]:
         return itertools.chain.from_iterable(
-            read_data_file(table, partition, bucket, meta, system_columns=True, batch_rows=spec.batch_rows)
+            read_data_file(
+                table,
+                partition,
+                bucket,
+                meta,
+                system_columns=True,
+                deleted_rows=deleted.get(meta.file_name),
+                batch_rows=spec.batch_rows,
+            )
             for meta in run
         )
 

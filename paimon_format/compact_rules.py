@@ -25,6 +25,10 @@ Append tables (no primary key), after Paimon's `AppendCompactCoordinator` (bucke
   deletion vector, is rewritten whole. Large files without deletion vectors stay in both
   strategies, so a second run finds nothing to do.
 
+Deletion vectors: an append bucket with any deletion vector is rewritten whole (every live file,
+vectors applied), so all of the bucket's deletion-vector index entries leave the index manifest
+together; Paimon instead groups files by index file and rewrites the index file's remainder.
+
 Primary-key tables: a bucket is fully compacted (all its sorted runs merged into the top level
 `num-levels - 1`) when it has more than one file, a file below the top level, or a deletion vector.
 That is also the minor strategy for now: Paimon's universal compaction picking is not implemented.
@@ -204,6 +208,8 @@ def pick_bins(
     """The bins of one (partition, bucket), by table kind and strategy."""
     if primary_key:
         return pick_primary_key_bucket(files, settings)
+    if any(f.has_deletion_vector for f in files):
+        return [list(files)]  # the bucket's deletion-vector index entries go as a whole
     if unaware_bucket:
         return pick_unaware_append(files, settings, full)
     return pick_bucketed_append(files, settings, full)

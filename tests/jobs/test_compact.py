@@ -311,3 +311,35 @@ def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_sessi
     # first-row readers skip level 0 (as Paimon's batch scan does): the rows appear once compacted
     assert len(pypaimon_rows(warehouse, "db.pk", 1)) == (0 if engine == "first-row" else 6)
     assert compact(spark_session, table).counts["bins"] == 0
+
+
+def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_path):
+    from pyroaring import BitMap
+
+    from paimon_format.scan import index_entries
+    from paimon_format.schema import new_table_schema
+    from paimon_format.types import parse_type
+    from tests.dv_tables import delete_rows
+
+    warehouse = str(tmp_path / "wh")
+    table = Table.open(warehouse, IDENTIFIER)
+    columns = [("id", parse_type("BIGINT")), ("dt", parse_type("STRING")), ("v", parse_type("STRING"))]
+    options = {"deletion-vectors.enabled": "true"}
+    table.schema_manager.create_table(new_table_schema(columns, partition_keys=["dt"], options=options))
+    table.refresh()
+    for commit in range(3):
+        append_rows(table, batch(commit * 4, 4, days=2))
+    first = sorted(live_files(table), key=lambda e: e.file.min_sequence_number)[0]
+    delete_rows(table, first.partition, first.bucket, {first.file.file_name: BitMap([0])})
+    before = by_id(pypaimon_rows(warehouse, IDENTIFIER))
+    assert len(before) == 11, "pypaimon applies the deletion vector"
+
+    record = compact(spark_session, table)
+
+    snapshot = table.snapshot_manager.latest()
+    assert snapshot.commit_kind == "COMPACT" and record.counts["rows_written"] == 5
+    assert not [e for e in index_entries(table, snapshot) if e.index_type == "DELETION_VECTORS"]
+    rewritten = [e for e in live_files(table) if e.partition == first.partition]
+    assert len(rewritten) == 1 and rewritten[0].file.row_count == 5
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == before
+    assert len(pypaimon_rows(warehouse, IDENTIFIER, snapshot.id - 1)) == 11
