@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from paimon_format.binary_row import EMPTY_ROW, serialize_row
 from paimon_format.bucket import bucket_array, bucket_key_columns
-from paimon_format.errors import PaimonFormatError, UnsupportedOperationError
+from paimon_format.errors import PaimonFormatError, UnsupportedOperationError, missing_codec_library
 from paimon_format.fileio import FileIO
 from paimon_format.manifest import DataFileMeta, SimpleStats, avro_codec
 from paimon_format.options import CoreOptions
@@ -801,14 +801,24 @@ class AvroEncoder:
         names = [name for name, _ in self._fields]
         for row in zip(*values, strict=True):
             self._writer.write(dict(zip(names, row, strict=True)))
-        self._writer.flush()
+        self._flush()
 
     def size(self) -> int:
         return self._buffer.tell()
 
     def finish(self) -> bytes:
-        self._writer.flush()
+        self._flush()
         return self._buffer.getvalue()
+
+    def _flush(self) -> None:
+        """Compress and write the block; fastavro finds a missing codec library only here."""
+        try:
+            self._writer.flush()
+        except ValueError as error:
+            missing = missing_codec_library(error, "writing an Avro data file")
+            if missing is not None:
+                raise missing from None
+            raise
 
 
 def new_encoder(schema: TableSchema, options: CoreOptions) -> FileEncoder:
