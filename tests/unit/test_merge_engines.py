@@ -519,3 +519,104 @@ def test_columnar_path_equals_row_wise(case: str, monkeypatch: pytest.MonkeyPatc
     row_wise = merged_rows(schema, runs, drop_deletes=False, batch_rows=32, input_batch_rows=20)
     assert len(columnar) > 100
     assert columnar == row_wise
+
+
+# -- partial-update scenarios with known results (inputs and expectations from the scenarios of Paimon's
+# PartialUpdateMergeFunctionTest, replayed through our merge function one row at a time) ----------------
+
+
+def _replay(options: dict[str, str], width: int, steps: list[tuple]) -> None:
+    """`steps`: ("+I"/"-U"/"-D", values...) adds a row; ("=", values...) checks the merged row so far."""
+    from paimon_format.options import CoreOptions
+    from paimon_format.row_merge import _Row, row_merge_engine
+
+    columns = [(f"f{i}", "INT") for i in range(width)]
+    schema = make_schema(
+        columns=columns, primary_keys=("f0",), options={"merge-engine": "partial-update", **options}
+    )
+    function = row_merge_engine(schema, CoreOptions(schema.options)).function
+    kinds = {"+I": 0, "-U": 1, "-D": 3}
+    rows: list = []
+    for step, (kind, *values) in enumerate(steps):
+        if kind == "=":
+            assert function.merge_rows(rows).values == values, f"step {step}"
+        else:
+            rows.append(_Row(kinds[kind], len(rows), values))
+
+
+N = None
+
+
+def test_paimon_scenario_sequence_groups_with_deletes() -> None:
+    steps = [
+        ("+I", 1, 1, 1, 1, 1, 1, 1), ("+I", 1, 2, 2, 2, 2, 2, N), ("=", 1, 2, 2, 2, 1, 1, 1),
+        ("+I", 1, 3, 3, 1, 3, 3, 3), ("=", 1, 2, 2, 2, 3, 3, 3),
+        ("-D", 1, 1, 1, 3, 1, 1, N), ("=", 1, N, N, 3, 3, 3, 3),
+        ("-D", 1, 1, 1, 3, 1, 1, 4), ("=", 1, N, N, 3, N, N, 4),
+        ("+I", 1, 4, 4, 4, 5, 5, 5), ("=", 1, 4, 4, 4, 5, 5, 5),
+        ("-D", 1, 1, 1, 6, 1, 1, 6), ("=", 1, N, N, 6, N, N, 6),
+    ]  # fmt: skip
+    _replay({"fields.f3.sequence-group": "f1,f2", "fields.f6.sequence-group": "f4,f5"}, 7, steps)
+    partial_delete = [
+        ("+I", 1, 1, 1, 1, 1, 1, 1), ("+I", 1, 2, 2, 2, 2, 2, N), ("+I", 1, 3, 3, 1, 3, 3, 3),
+        ("-D", 1, 1, 1, 3, 1, 1, N), ("=", 1, N, N, 3, 3, 3, 3),
+        ("-D", 1, 1, 1, 3, 1, 1, 4), ("=", 1, 1, 1, 3, 1, 1, 4),
+        ("+I", 1, 4, 4, 4, 5, 5, 5), ("=", 1, 4, 4, 4, 5, 5, 5),
+        ("-D", 1, 1, 1, 6, 1, 1, 6), ("=", 1, 1, 1, 6, 1, 1, 6),
+    ]  # fmt: skip
+    _replay(
+        {
+            "fields.f3.sequence-group": "f1,f2",
+            "fields.f6.sequence-group": "f4,f5",
+            "partial-update.remove-record-on-sequence-group": "f6",
+        },
+        7,
+        partial_delete,
+    )
+
+
+def test_paimon_scenario_multi_field_sequence_groups() -> None:
+    options = {"fields.f3,f4.sequence-group": "f1,f2", "fields.f7,f8.sequence-group": "f5,f6"}
+    _replay(options, 9, [("+I", 1, N, N, N, N, 1, 1, 1, 3), ("+I", 1, 2, 2, N, N, 2, 2, 1, 3),
+                         ("=", 1, N, N, N, N, 2, 2, 1, 3)])  # fmt: skip
+    steps = [
+        ("+I", 1, 1, 1, 1, 1, 1, 1, 1, 3), ("+I", 1, 2, 2, 2, 2, 2, 1, 1, N),
+        ("=", 1, 2, 2, 2, 2, 1, 1, 1, 3),
+        ("+I", 1, 1, 3, 1, 3, 3, 3, 3, 2), ("=", 1, 2, 2, 2, 2, 3, 3, 3, 2),
+        ("-D", 1, 1, 1, 3, 3, 1, 1, N, N), ("=", 1, N, N, 3, 3, 3, 3, 3, 2),
+        ("-D", 1, 1, 1, 3, 1, 1, 1, 4, 4), ("=", 1, N, N, 3, 3, N, N, 4, 4),
+        ("+I", 1, 4, 4, 4, 4, 5, 5, 5, 5), ("=", 1, 4, 4, 4, 4, 5, 5, 5, 5),
+        ("-D", 1, 1, 1, 6, 1, 1, 1, 6, 1), ("=", 1, N, N, 6, 1, N, N, 6, 1),
+    ]  # fmt: skip
+    _replay(options, 9, steps)
+
+
+def test_paimon_scenario_sequence_groups_with_aggregation() -> None:
+    options = {
+        "fields.f1.sequence-group": "f2,f3,f4",
+        "fields.f7.sequence-group": "f6",
+        "fields.f0.aggregate-function": "listagg",
+        "fields.f2.aggregate-function": "sum",
+        "fields.f4.aggregate-function": "last_value",
+        "fields.f6.aggregate-function": "last_non_null_value",
+        "fields.f4.ignore-retract": "true",
+        "fields.f6.ignore-retract": "true",
+    }
+    steps = [
+        ("+I", 1, 1, 1, 1, 1, 1, 1, 1), ("+I", 1, 2, 1, 2, 2, 2, 2, 0), ("=", 1, 2, 2, 2, 2, 2, 1, 1),
+        ("+I", 1, 1, 1, 1, 1, 1, 2, 0), ("=", 1, 2, 3, 2, 2, 1, 1, 1),
+        ("+I", 1, 1, -1, 1, 1, 2, 2, 0),
+        ("+I", 1, 3, N, N, N, N, N, 2), ("=", 1, 3, 2, N, N, 2, 1, 2),
+        ("+I", 1, 3, 1, 1, 1, 1, 1, 3), ("=", 1, 3, 3, 1, 1, 1, 1, 3),
+        ("-U", 1, 3, 2, 1, 1, 1, 1, 3), ("=", 1, 3, 1, N, 1, 1, 1, 3),
+        ("-D", 1, 3, 2, 1, 1, 1, 1, 3), ("=", 1, 3, -1, N, 1, 1, 1, 3),
+        ("-D", 1, 2, 2, 1, 1, 1, 1, 3), ("=", 1, 3, -3, N, 1, 1, 1, 3),
+    ]  # fmt: skip
+    _replay(options, 8, steps)
+    first_value = {
+        "fields.f1.sequence-group": "f2,f3",
+        "fields.f2.aggregate-function": "first_value",
+        "fields.f3.aggregate-function": "last_value",
+    }
+    _replay(first_value, 4, [("+I", 1, 1, 1, 1), ("+I", 1, 2, 2, 2), ("=", 1, 2, 1, 2),
+                             ("+I", 1, 0, 3, 3), ("=", 1, 2, 3, 2)])  # fmt: skip
