@@ -239,6 +239,20 @@ def test_aggregation_lone_row_passes_unchanged() -> None:
     assert merged_rows(schema, [make_run(schema, [(4, "-U", lone)])], drop_deletes=False) == [(4, "-U", lone)]
 
 
+def test_listagg_distinct_with_whitespace_delimiter() -> None:
+    """Paimon's FieldAggregatorTest scenario: tokens split on the whole delimiter, blanks skipped."""
+    from paimon_format.aggregates import field_aggregator
+    from paimon_format.options import CoreOptions
+    from paimon_format.types import parse_type
+
+    options = CoreOptions({"fields.f.distinct": "true", "fields.f.list-agg-delimiter": " "})
+    listagg = field_aggregator(options, "f", parse_type("STRING"), "listagg")
+    result = None
+    for value in ["k1=v1 k2=v2", " k1=v1  k3=v3", " "]:
+        result = listagg.agg(result, value)
+    assert result == "k1=v1 k2=v2 k3=v3"
+
+
 def test_aggregation_listagg_delimiter_and_distinct() -> None:
     schema = make_schema(
         columns=(("k", "INT"), ("tags", "STRING"), ("plain", "STRING")),
@@ -355,10 +369,12 @@ def test_aggregation_sequence_field_takes_last_value() -> None:
             "cannot both",
         ),
         ({"sequence.field": "v", "fields.v.aggregate-function": "max"}, "sequence field"),
+        ({"fields.c.aggregate-function": "listagg"}, "STRING"),
     ],
 )
 def test_aggregation_unsupported_functions_fail_up_front(options: dict[str, str], message: str) -> None:
-    schema = make_schema(options={"merge-engine": "aggregation", **options})
+    columns = (("k", "BIGINT"), ("v", "STRING"), ("c", "VARCHAR(10)"))
+    schema = make_schema(columns=columns, options={"merge-engine": "aggregation", **options})
     with pytest.raises(UnsupportedOperationError, match=message):
         check_merge_supported(schema)
 
