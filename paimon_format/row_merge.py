@@ -64,11 +64,12 @@ def _init_row(values: Sequence[Any], names: Sequence[str], nullables: Sequence[b
 
 @dataclass(frozen=True)
 class SequenceGroups:
-    """`fields.<seq fields>.sequence-group=<protected fields>`: per field index, its group's sequence
-    field indexes; `sequence_fields` are the indexes of every group's own sequence fields."""
+    """`fields.<seq fields>.sequence-group=<protected fields>`: `group_of` maps each field index
+    (protected or sequence field) to its group's sequence field indexes; `by_sequence_field` maps
+    each sequence field's name to its index (what remove-record-on-sequence-group names)."""
 
     group_of: dict[int, tuple[int, ...]]
-    by_first_field: dict[str, int]
+    by_sequence_field: dict[str, int]
 
     @property
     def enabled(self) -> bool:
@@ -314,12 +315,12 @@ def _partial_update_from(schema: TableSchema, options: CoreOptions) -> PartialUp
     partial_delete: set[int] = set()
     if remove_on_group is not None:
         for name in remove_on_group.split(","):
-            if name not in groups.by_first_field:
+            if name not in groups.by_sequence_field:
                 raise UnsupportedOperationError(
                     f"partial-update.remove-record-on-sequence-group: field {name!r} must be the "
                     "sequence field of a sequence group"
                 )
-            partial_delete.add(groups.by_first_field[name])
+            partial_delete.add(groups.by_sequence_field[name])
     return PartialUpdate(
         names=schema.field_names(),
         nullables=[f.type.nullable for f in schema.fields],
