@@ -385,8 +385,9 @@ class RowMergeEngine:
         rows = window.take(order[np.repeat(~single, sizes)])
         group_sizes = sizes[~single]
         group_starts = np.cumsum(group_sizes) - group_sizes
-        is_add = ~np.isin(rows.column(VALUE_KIND).to_numpy(), _RETRACT)
-        fast = self._fast_groups(is_add, group_starts)
+        kinds = rows.column(VALUE_KIND).to_numpy()
+        is_add = ~np.isin(kinds, _RETRACT)
+        fast = self._fast_groups(kinds, group_starts)
         multi_index = np.flatnonzero(~single)
         parts = [(np.flatnonzero(single), window.take(order[starts[single]]))]
         if fast.any():
@@ -401,15 +402,19 @@ class RowMergeEngine:
         group_index = np.concatenate([index for index, _ in parts])
         return combined.take(np.argsort(group_index, kind="stable"))
 
-    def _fast_groups(self, is_add: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
-        retract_free = np.minimum.reduceat(is_add, group_starts).astype(bool)
+    def _fast_groups(self, kinds: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
+        """Groups the columnar path may merge (it may still decline a window by returning None)."""
+        is_add = ~np.isin(kinds, _RETRACT)
         function = self.function
         if isinstance(function, PartialUpdate):
             if function.groups.enabled:
                 return np.zeros(len(group_starts), dtype=bool)
             if function.ignore_delete:
                 return np.ones(len(group_starts), dtype=bool)
-        return retract_free
+            return np.minimum.reduceat(is_add, group_starts).astype(bool)
+        if function.remove_record_on_delete:  # a -D restarts the row: row-wise
+            return np.minimum.reduceat(kinds != _DELETE, group_starts).astype(bool)
+        return np.ones(len(group_starts), dtype=bool)
 
     def _merge_columnar(
         self, rows: pa.Table, group_sizes: np.ndarray, chosen: np.ndarray, is_add: np.ndarray
@@ -423,7 +428,7 @@ class RowMergeEngine:
         if isinstance(self.function, PartialUpdate):
             result = partial_update_columns(self.function, subset, starts, is_add[mask])
         else:
-            result = aggregation_columns(self.function, subset, starts)
+            result = aggregation_columns(self.function, subset, starts, is_add[mask])
         if result is None:
             return None
         columns, sequences, kinds = result
