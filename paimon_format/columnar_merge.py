@@ -1,19 +1,23 @@
-"""Vectorised partial-update and aggregation for the common case: keys whose rows need no retraction.
+"""Vectorised partial-update and aggregation: a key's rows reduced column by column.
 
 `row_merge.py` follows Paimon's merge functions row by row in Python, which is exact but ~50x slower
-than the deduplicate path. For a group of rows of one key that has no -U/-D (or, for partial-update
-with `ignore-delete`, where retractions only matter through Paimon's "first row initialises" rule),
-the result is a per-column reduction that Arrow and numpy compute for all groups at once:
+than the deduplicate path. For most groups of rows of one key the result is a per-column reduction
+that Arrow and numpy compute for all groups at once:
 
-* partial-update without sequence groups: each field's last non-null value among the adds, else
-  the first row's value if that row is a retraction (Paimon initialises the row from it), else null;
-* aggregation: sum/min/max/bool_and/bool_or as Arrow hash aggregates (skip nulls, null when every
-  input is null), first/last(_non_null)_value and the key columns by index arithmetic, listagg as a
-  list aggregate joined with the delimiter (blank strings skipped).
+* partial-update without sequence groups, for groups without -U/-D (or all groups with
+  `ignore-delete`, where retractions only matter through Paimon's "first row initialises" rule):
+  each field's last non-null value among the adds, else the first row's value if that row is a
+  retraction, else null;
+* aggregation (groups without a -D under `aggregation.remove-record-on-delete`): sum/min/max/
+  bool_and/bool_or as Arrow hash aggregates (skip nulls, null when every input is null; sum signed by
+  the row kind), first/last(_non_null)_value and the key columns by index arithmetic, listagg as a
+  list aggregate joined with the delimiter (blank strings skipped); `ignore-retract` fields see the
+  adds only.
 
-Whatever cannot be computed exactly this way -- sequence groups, retractions, DECIMAL/FLOAT sums
-(Java rounds/overflows per step), integer sums that could overflow on the way, listagg distinct --
-returns None and is merged by the row-wise path instead.
+Whatever cannot be computed exactly this way -- sequence groups, a retraction a function refuses
+(the row-wise path raises Paimon's error), DECIMAL/FLOAT sums (Java rounds/overflows per step),
+integer sums that could overflow on the way, listagg distinct -- returns None and is merged by the
+row-wise path instead.
 """
 
 from __future__ import annotations

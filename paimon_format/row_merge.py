@@ -367,9 +367,9 @@ class Aggregation:
 
 @dataclass
 class RowMergeEngine:
-    """Merges the keys that occur more than once in a window: retraction-free groups (and, for
-    partial-update with ignore-delete, all groups) column-wise (`columnar_merge`), the rest row by
-    row through the merge function. Keys met once pass through unchanged."""
+    """Merges the keys that occur more than once in a window: column-wise (`columnar_merge`) where
+    that gives Paimon's result, the rest row by row through the merge function. Keys met once pass
+    through unchanged."""
 
     function: PartialUpdate | Aggregation
     value_names: list[str]
