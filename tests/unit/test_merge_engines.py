@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from paimon_format.aggregates import AggregationError
@@ -664,3 +665,46 @@ def test_paimon_scenario_sequence_groups_with_aggregation() -> None:
     }
     _replay(first_value, 4, [("+I", 1, 1, 1, 1), ("+I", 1, 2, 2, 2), ("=", 1, 2, 1, 2),
                              ("+I", 1, 0, 3, 3), ("=", 1, 2, 3, 2)])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RETRACTING_AGGREGATES,
+        {"merge-engine": "partial-update", "ignore-delete": "true"},
+        {
+            "merge-engine": "partial-update",
+            "fields.lo.sequence-group": "s,hi",
+            "fields.fv.sequence-group": "lv",
+        },
+        {"merge-engine": "deduplicate", "sequence.field": "lo", "sequence.field.sort-order": "descending"},
+    ],
+    ids=["aggregation", "partial-update", "sequence-groups", "deduplicate"],
+)
+def test_window_boundaries_do_not_change_results(options: dict[str, str]) -> None:
+    """Streaming in windows of any size gives what one in-memory merge of all rows gives."""
+    from paimon_format.merge import merge_rows
+
+    schema = make_schema(columns=AGG_COLUMNS, options=options)
+    rng = random.Random(3)
+    kinds = ["+I", "+U"] if "sequence-group" in str(options) else ["+I", "+U", "-U", "-D"]
+    sequence = iter(rng.sample(range(50_000), 3_000))
+    runs_rows = [
+        [(next(sequence), rng.choice(kinds), _random_agg_row(rng, k)) for k in rng.sample(range(120), 80)]
+        for _ in range(4)
+    ]
+    runs = [make_run(schema, rows) for rows in runs_rows]
+    whole = merge_rows(pa.concat_tables(runs), schema, drop_deletes=False)
+    expected = [
+        (r["_SEQUENCE_NUMBER"], r["_VALUE_KIND"], {n: r[n] for n in schema.field_names()})
+        for r in whole.to_pylist()
+    ]
+    kind_codes = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
+    for batch_rows, input_rows in [(1, 1), (3, 7), (50, 2), (8192, 8192)]:
+        streamed = merged_rows(
+            schema, runs, drop_deletes=False, batch_rows=batch_rows, input_batch_rows=input_rows
+        )
+        assert [(seq, kind_codes[kind], row) for seq, kind, row in streamed] == expected, (
+            batch_rows,
+            input_rows,
+        )
