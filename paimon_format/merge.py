@@ -166,7 +166,8 @@ def _conform(batch: pa.RecordBatch, layout: pa.Schema) -> pa.RecordBatch:
         index = batch.schema.get_field_index(field.name)
         if index < 0:
             raise InvalidTableStateError(
-                f"merge input has no column {field.name!r} of the data-file layout ({', '.join(layout.names)})"
+                f"merge input has no column {field.name!r} of the data-file layout "
+                f"({', '.join(layout.names)})"
             )
         column = batch.column(index)
         columns.append(column if column.type.equals(field.type) else column.cast(field.type))
