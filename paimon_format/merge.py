@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from paimon_format.errors import InvalidTableStateError
 from paimon_format.merge_engines import (
     RETRACT_KINDS,
     MergeEngine,
@@ -38,7 +39,7 @@ from paimon_format.writer import (
     key_fields,
 )
 
-__all__ = ["check_merge_supported", "merge_sorted_runs", "key_column_names", "sort_keys"]
+__all__ = ["check_merge_supported", "key_column_names", "merge_rows", "merge_sorted_runs", "sort_keys"]
 
 _IS_ADD = "__merge_is_add"
 _ROW = "__merge_row"
@@ -69,12 +70,22 @@ def sort_keys(schema: TableSchema, options: CoreOptions) -> list[tuple[str, str]
 
 
 class _RunCursor:
-    """One run's buffered rows: pulls input batches only when fewer than the target are buffered."""
+    """One run's buffered rows: pulls input batches only when fewer than the target are buffered.
 
-    def __init__(self, batches: Iterable[pa.RecordBatch], layout: pa.Schema) -> None:
+    Every batch is checked to continue the run in strictly increasing key order: the window bound
+    relies on it, and a run breaking it (a corrupt or foreign file) would otherwise yield a key
+    twice or out of order silently.
+    """
+
+    def __init__(
+        self, index: int, batches: Iterable[pa.RecordBatch], layout: pa.Schema, key_names: list[str]
+    ) -> None:
+        self._index = index
         self._source = iter(batches)
         self._layout = layout
+        self._key_names = key_names
         self._chunks: list[pa.RecordBatch] = []
+        self._previous_key: pa.RecordBatch | None = None
         self.rows = 0
         self.exhausted = False
 
@@ -92,8 +103,19 @@ class _RunCursor:
             for part in batches:
                 if part.num_rows:
                     part = _conform(part, self._layout)
+                    self._check_order(part)
                     self._chunks.append(part)
                     self.rows += part.num_rows
+
+    def _check_order(self, batch: pa.RecordBatch) -> None:
+        keys = batch.select(self._key_names)
+        checked = keys if self._previous_key is None else pa.concat_batches([self._previous_key, keys])
+        if not _strictly_increasing(checked):
+            raise InvalidTableStateError(
+                f"merge input run {self._index} (0 = oldest) is not sorted by key with each key once: "
+                "a data file of a primary-key table must be"
+            )
+        self._previous_key = keys.slice(keys.num_rows - 1, 1)
 
     def table(self) -> pa.Table:
         return pa.Table.from_batches(self._chunks, schema=self._layout)
@@ -115,6 +137,26 @@ class _RunCursor:
                 count = 0
 
 
+def _strictly_increasing(keys: pa.RecordBatch) -> bool:
+    """Are the rows of `keys` in strictly increasing lexicographic order (nulls first)?"""
+    n = keys.num_rows
+    if n < 2:
+        return True
+    less = np.zeros(n - 1, dtype=bool)
+    equal_so_far = np.ones(n - 1, dtype=bool)
+    for column in keys.columns:
+        before, after = column.slice(0, n - 1), column.slice(1)
+        lt, eq = pc.less(before, after), pc.equal(before, after)
+        if column.null_count:
+            null_before, null_after = pc.is_null(before), pc.is_null(after)
+            either = pc.or_(null_before, null_after)
+            lt = pc.if_else(either, pc.and_(null_before, pc.invert(null_after)), lt)
+            eq = pc.if_else(either, pc.and_(null_before, null_after), eq)
+        less |= equal_so_far & lt.to_numpy(zero_copy_only=False)
+        equal_so_far &= eq.to_numpy(zero_copy_only=False)
+    return bool(less.all())
+
+
 def _conform(batch: pa.RecordBatch, layout: pa.Schema) -> pa.RecordBatch:
     """The batch with exactly the layout's columns, in order and types (metadata may differ)."""
     if batch.schema.equals(layout, check_metadata=False):
@@ -123,21 +165,29 @@ def _conform(batch: pa.RecordBatch, layout: pa.Schema) -> pa.RecordBatch:
     for field in layout:
         index = batch.schema.get_field_index(field.name)
         if index < 0:
-            raise ValueError(f"merge input has no column {field.name!r} of the data-file layout")
+            raise InvalidTableStateError(
+                f"merge input has no column {field.name!r} of the data-file layout "
+                f"({', '.join(layout.names)})"
+            )
         column = batch.column(index)
         columns.append(column if column.type.equals(field.type) else column.cast(field.type))
     return pa.RecordBatch.from_arrays(columns, schema=layout)
 
 
 def _group_starts(keys: pa.Table) -> np.ndarray:
-    """Start offsets of runs of equal keys in `keys` (sorted, key columns never null)."""
+    """Start offsets of runs of equal keys in sorted `keys` (two nulls are equal, as in Java's
+    key comparator, for tables with `primary-key.nullable`)."""
     n = keys.num_rows
     if n == 0:
         return np.zeros(0, dtype=np.int64)
     change = np.zeros(n - 1, dtype=bool)
     for column in keys.columns:
-        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
-        change |= pc.fill_null(differs, True).to_numpy(zero_copy_only=False)
+        before, after = column.slice(0, n - 1), column.slice(1)
+        differs = pc.not_equal(before, after)
+        if column.null_count:
+            one_null = pc.not_equal(pc.is_null(before), pc.is_null(after))
+            differs = pc.if_else(pc.is_null(differs), one_null, differs)
+        change |= differs.to_numpy(zero_copy_only=False)
     return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
 
 
@@ -180,6 +230,43 @@ class _Batcher:
         self._rows = rest.num_rows
 
 
+def sort_and_group(
+    rows: pa.Table, schema: TableSchema, options: CoreOptions
+) -> tuple[np.ndarray, np.ndarray]:
+    """Paimon's merge order of `rows` (`sort_indices`) and where each key's group starts in it."""
+    keys = sort_keys(schema, options)
+    key_names = key_column_names(schema, options)
+    ordered = _order_table(rows, keys)
+    order = pc.sort_indices(ordered, sort_keys=keys, null_placement="at_start").to_numpy()
+    return order, _group_starts(ordered.select(key_names).take(order))
+
+
+def merge_rows(
+    rows: pa.Table, schema: TableSchema, options: CoreOptions | None = None, *, drop_deletes: bool
+) -> pa.Table:
+    """Merge one bucket's rows given in any order (keys may repeat) into one row per key, sorted.
+
+    The in-memory counterpart of `merge_sorted_runs` for a single buffer, e.g. the rows of one
+    write (Java's write buffer merges them with the same merge function before flushing). The merge
+    engine is only built when some key repeats, so a table whose engine this module cannot merge
+    can still be written as long as every key occurs once.
+    """
+    options = options or CoreOptions(schema.options)
+    order, starts = sort_and_group(rows, schema, options)
+    if len(starts) == len(order):
+        merged = rows.take(order)
+    else:
+        merged = merge_engine_for(schema, options).merge(rows, order, starts)
+    return _drop_retractions(merged) if drop_deletes else merged
+
+
+def _drop_retractions(merged: pa.Table) -> pa.Table:
+    if not merged.num_rows:
+        return merged
+    kinds = merged.column(VALUE_KIND)
+    return merged.filter(pc.invert(pc.is_in(kinds, value_set=pa.array(RETRACT_KINDS, type=kinds.type))))
+
+
 def merge_sorted_runs(
     runs: Sequence[Iterable[pa.RecordBatch]],
     schema: TableSchema,
@@ -217,9 +304,8 @@ def _merge(
     drop_deletes: bool,
     batch_rows: int,
 ) -> Iterator[pa.RecordBatch]:
-    cursors = [_RunCursor(run, layout) for run in runs]
-    keys = sort_keys(schema, options)
     key_names = key_column_names(schema, options)
+    cursors = [_RunCursor(i, run, layout, key_names) for i, run in enumerate(runs)]
     key_sort = [(name, "ascending") for name in key_names]
     output = _Batcher(layout, batch_rows)
     while True:
@@ -229,20 +315,15 @@ def _merge(
         if not live:
             break
         window = pa.concat_tables([c.table() for c in live])
-        ordered = _order_table(window, keys)
-        order = pc.sort_indices(ordered, sort_keys=keys, null_placement="at_start").to_numpy()
-        sorted_keys = ordered.select(key_names).take(order)
-        starts = _group_starts(sorted_keys)
-        end = _final_prefix(live, layout, key_names, key_sort, order, starts)
+        order, starts = sort_and_group(window, schema, options)
+        end = _final_prefix(live, key_names, key_sort, order, starts)
         if end < len(order):
             order = order[:end]
             starts = starts[starts < end]
         counts = _rows_per_run(live, order)
         merged = engine.merge(window, order, starts)
-        if drop_deletes and merged.num_rows:
-            kinds = merged.column(VALUE_KIND)
-            keep = pc.invert(pc.is_in(kinds, value_set=pa.array(RETRACT_KINDS, type=kinds.type)))
-            merged = merged.filter(keep)
+        if drop_deletes:
+            merged = _drop_retractions(merged)
         yield from output.add(merged)
         for cursor, count in zip(live, counts, strict=True):
             cursor.drop_front(int(count))
@@ -251,7 +332,6 @@ def _merge(
 
 def _final_prefix(
     live: list[_RunCursor],
-    layout: pa.Schema,
     key_names: list[str],
     key_sort: list[tuple[str, str]],
     order: np.ndarray,
@@ -263,7 +343,8 @@ def _final_prefix(
     if not open_runs:
         return len(order)
     lasts = pa.concat_tables([live[i].last_row() for i in open_runs]).select(key_names)
-    smallest = open_runs[pc.sort_indices(lasts, sort_keys=key_sort)[0].as_py()]
+    first = pc.sort_indices(lasts, sort_keys=key_sort, null_placement="at_start")[0].as_py()
+    smallest = open_runs[first]
     offset = sum(c.rows for c in live[:smallest])
     bound_row = offset + live[smallest].rows - 1
     position = int(np.flatnonzero(order == bound_row)[0])

@@ -150,6 +150,10 @@ def check_merge_supported(schema: TableSchema, options: CoreOptions | None = Non
     for name in options.sequence_field:
         if name not in names:
             raise UnsupportedOperationError(f"sequence.field: {name!r} is not a column of the table")
+        if options.get(f"fields.{name}.aggregate-function") is not None:
+            raise UnsupportedOperationError(
+                f"fields.{name}.aggregate-function: a sequence field must not be aggregated (as in Paimon)"
+            )
     if option_flag(options, "sequence.snapshot-ordering"):
         raise UnsupportedOperationError("sequence.snapshot-ordering=true is not supported by this merge")
     ignore_delete(options)

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from paimon_format.aggregates import (
     PRIMARY_KEY,
@@ -63,11 +64,12 @@ def _init_row(values: Sequence[Any], names: Sequence[str], nullables: Sequence[b
 
 @dataclass(frozen=True)
 class SequenceGroups:
-    """`fields.<seq fields>.sequence-group=<protected fields>`: per field index, its group's sequence
-    field indexes; `sequence_fields` are the indexes of every group's own sequence fields."""
+    """`fields.<seq fields>.sequence-group=<protected fields>`: `group_of` maps each field index
+    (protected or sequence field) to its group's sequence field indexes; `by_sequence_field` maps
+    each sequence field's name to its index (what remove-record-on-sequence-group names)."""
 
     group_of: dict[int, tuple[int, ...]]
-    by_first_field: dict[str, int]
+    by_sequence_field: dict[str, int]
 
     @property
     def enabled(self) -> bool:
@@ -313,12 +315,12 @@ def _partial_update_from(schema: TableSchema, options: CoreOptions) -> PartialUp
     partial_delete: set[int] = set()
     if remove_on_group is not None:
         for name in remove_on_group.split(","):
-            if name not in groups.by_first_field:
+            if name not in groups.by_sequence_field:
                 raise UnsupportedOperationError(
                     f"partial-update.remove-record-on-sequence-group: field {name!r} must be the "
                     "sequence field of a sequence group"
                 )
-            partial_delete.add(groups.by_first_field[name])
+            partial_delete.add(groups.by_sequence_field[name])
     return PartialUpdate(
         names=schema.field_names(),
         nullables=[f.type.nullable for f in schema.fields],
@@ -365,7 +367,9 @@ class Aggregation:
 
 @dataclass
 class RowMergeEngine:
-    """Runs a row-wise merge function over the keys that occur more than once in a window."""
+    """Merges the keys that occur more than once in a window: column-wise (`columnar_merge`) where
+    that gives Paimon's result, the rest row by row through the merge function. Keys met once pass
+    through unchanged."""
 
     function: PartialUpdate | Aggregation
     value_names: list[str]
@@ -374,48 +378,108 @@ class RowMergeEngine:
         n = len(order)
         if n == 0:
             return window.slice(0, 0)
-        ends = np.append(starts[1:], n)
-        sizes = ends - starts
+        sizes = np.append(starts[1:], n) - starts
         single = sizes == 1
         if single.all():
             return window.take(order)
-        multi_rows = np.repeat(~single, sizes)
-        rows = window.take(order[multi_rows])
-        kinds = rows.column(VALUE_KIND).to_pylist()
-        sequences = rows.column(SEQUENCE_NUMBER).to_pylist()
-        columns = [rows.column(name).to_pylist() for name in self.value_names]
-        values = list(zip(*columns, strict=True)) if columns else [()] * rows.num_rows
-        merged_rows = []
-        offset = 0
-        for size in sizes[~single].tolist():
-            group = [_Row(kinds[j], sequences[j], list(values[j])) for j in range(offset, offset + size)]
-            merged_rows.append(self.function.merge_rows(group))
-            offset += size
-        system = [name for name in window.column_names if name not in self.value_names]
-        last = np.cumsum(sizes[~single]) - 1  # the newest row of each group carries the key columns
-        key_source = rows.select([c for c in system if c not in (SEQUENCE_NUMBER, VALUE_KIND)]).take(last)
-        merged_columns: dict[str, Any] = {}
-        for name in window.column_names:
-            if name == SEQUENCE_NUMBER:
-                merged_columns[name] = [r.sequence for r in merged_rows]
-            elif name == VALUE_KIND:
-                merged_columns[name] = [r.kind for r in merged_rows]
-            elif name in self.value_names:
-                index = self.value_names.index(name)
-                merged_columns[name] = [r.values[index] for r in merged_rows]
+        rows = window.take(order[np.repeat(~single, sizes)])
+        group_sizes = sizes[~single]
+        group_starts = np.cumsum(group_sizes) - group_sizes
+        kinds = rows.column(VALUE_KIND).to_numpy()
+        is_add = ~np.isin(kinds, _RETRACT)
+        fast = self._fast_groups(kinds, group_starts)
+        multi_index = np.flatnonzero(~single)
+        parts = [(np.flatnonzero(single), window.take(order[starts[single]]))]
+        if fast.any():
+            merged = self._merge_columnar(rows, group_sizes, fast, is_add)
+            if merged is None:
+                fast[:] = False
             else:
-                merged_columns[name] = key_source.column(name)
-        merged = pa.table(
-            {
-                name: pa.array(v, type=window.schema.field(name).type) if isinstance(v, list) else v
-                for name, v in merged_columns.items()
-            },
-            schema=window.schema,
-        )
-        singles = window.take(order[starts[single]])
-        combined = pa.concat_tables([singles, merged])
-        group_index = np.concatenate([np.flatnonzero(single), np.flatnonzero(~single)])
+                parts.append((multi_index[fast], merged))
+        if not fast.all():
+            parts.append((multi_index[~fast], self._merge_row_wise(rows, group_sizes, ~fast)))
+        combined = pa.concat_tables([table for _, table in parts])
+        group_index = np.concatenate([index for index, _ in parts])
         return combined.take(np.argsort(group_index, kind="stable"))
+
+    def _fast_groups(self, kinds: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
+        """Groups the columnar path may merge (it may still decline a window by returning None)."""
+        is_add = ~np.isin(kinds, _RETRACT)
+        function = self.function
+        if isinstance(function, PartialUpdate):
+            if function.groups.enabled:
+                return np.zeros(len(group_starts), dtype=bool)
+            if function.ignore_delete:
+                return np.ones(len(group_starts), dtype=bool)
+            return np.minimum.reduceat(is_add, group_starts).astype(bool)
+        if function.remove_record_on_delete:  # a -D restarts the row: row-wise
+            return np.minimum.reduceat(kinds != _DELETE, group_starts).astype(bool)
+        return np.ones(len(group_starts), dtype=bool)
+
+    def _merge_columnar(
+        self, rows: pa.Table, group_sizes: np.ndarray, chosen: np.ndarray, is_add: np.ndarray
+    ) -> pa.Table | None:
+        from paimon_format.columnar_merge import aggregation_columns, partial_update_columns
+
+        mask = np.repeat(chosen, group_sizes)
+        subset = rows if mask.all() else rows.filter(pa.array(mask))
+        sizes = group_sizes[chosen]
+        starts = np.cumsum(sizes) - sizes
+        if isinstance(self.function, PartialUpdate):
+            result = partial_update_columns(self.function, subset, starts, is_add[mask])
+        else:
+            result = aggregation_columns(self.function, subset, starts, is_add[mask])
+        if result is None:
+            return None
+        columns, sequences, kinds = result
+        return self._assemble(subset, sizes, columns, sequences, kinds)
+
+    def _merge_row_wise(self, rows: pa.Table, group_sizes: np.ndarray, chosen: np.ndarray) -> pa.Table:
+        mask = np.repeat(chosen, group_sizes)
+        subset = rows if mask.all() else rows.filter(pa.array(mask))
+        sizes = group_sizes[chosen]
+        kinds = subset.column(VALUE_KIND).to_pylist()
+        sequences = subset.column(SEQUENCE_NUMBER).to_pylist()
+        values = list(zip(*[subset.column(name).to_pylist() for name in self.value_names], strict=True))
+        merged: list[_Row] = []
+        offset = 0
+        for size in sizes.tolist():
+            group = [_Row(kinds[j], sequences[j], list(values[j])) for j in range(offset, offset + size)]
+            merged.append(self.function.merge_rows(group))
+            offset += size
+        columns = {
+            name: pa.array([r.values[i] for r in merged], type=subset.schema.field(name).type)
+            for i, name in enumerate(self.value_names)
+        }
+        return self._assemble(
+            subset,
+            sizes,
+            columns,
+            np.array([r.sequence for r in merged], dtype=np.int64),
+            np.array([r.kind for r in merged], dtype=np.int8),
+        )
+
+    def _assemble(
+        self,
+        rows: pa.Table,
+        sizes: np.ndarray,
+        columns: dict[str, pa.Array],
+        sequences: np.ndarray,
+        kinds: np.ndarray,
+    ) -> pa.Table:
+        """The merged rows in the data-file layout; key columns from each group's newest row."""
+        last = pa.array(np.cumsum(sizes) - 1)
+        arrays = []
+        for field in rows.schema:
+            if field.name == SEQUENCE_NUMBER:
+                arrays.append(pa.array(sequences, type=field.type))
+            elif field.name == VALUE_KIND:
+                arrays.append(pa.array(kinds, type=field.type))
+            elif field.name in columns:
+                arrays.append(columns[field.name])
+            else:
+                arrays.append(pc.take(rows.column(field.name), last))
+        return pa.Table.from_arrays(arrays, schema=rows.schema)
 
 
 def row_merge_engine(schema: TableSchema, options: CoreOptions) -> RowMergeEngine:

@@ -509,71 +509,40 @@ def value_stats(
 # -- primary-key rows ---------------------------------------------------------------------------------
 
 
-def _run_starts(data: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """Start offsets of runs of equal values in `columns` (`data` sorted by them, no nulls)."""
-    n = data.num_rows
-    if n == 0:
-        return np.zeros(0, dtype=np.int64)
-    change = np.zeros(n - 1, dtype=bool)
-    for name in columns:
-        column = data.column(name)
-        differs = pc.not_equal(column.slice(0, n - 1), column.slice(1))
-        change |= pc.fill_null(differs, True).to_numpy(zero_copy_only=False)
-    return np.concatenate(([0], np.flatnonzero(change) + 1)).astype(np.int64)
-
-
-def _sequence_order(options: CoreOptions) -> str:
-    text = (options.get("sequence.field.sort-order") or "ascending").strip().lower()
-    return "descending" if text == "descending" else "ascending"
-
-
 def prepare_primary_key_rows(
     data: pa.Table, schema: TableSchema, first_sequence_number: int, options: CoreOptions | None = None
 ) -> pa.Table:
-    """One bucket's rows as a primary-key data file: deduplicated, key-sorted, with system columns.
+    """One bucket's rows as a primary-key data file: merged per key, key-sorted, with system columns.
 
-    Sequence numbers are given in input order (as Java's writer does on arrival); per key the
-    row that wins the merge is kept: the highest `sequence.field`, ties broken by the sequence
-    number, i.e. the last write. `first-row` keeps the first write instead.
+    Sequence numbers are given in input order (as Java's writer does on arrival); rows of a key
+    that occurs more than once are merged by the table's merge engine (`merge.merge_rows`), as
+    Java's write buffer merges them before flushing: the last write (by `sequence.field`, then
+    sequence number) for deduplicate, the first for first-row, a merged row for partial-update
+    and aggregation. Retraction results are kept (a level-0 file must carry its deletes).
     """
+    from paimon_format.merge import merge_rows  # merge imports this module's layout helpers
+
     options = options or CoreOptions(schema.options)
     layout = file_arrow_schema(schema, options)
     if data.num_rows == 0:
         return layout.empty_table()
-    keys = [f.name for f in key_fields(schema)]
     n = data.num_rows
-    engine = options.merge_engine
-    sequence = np.arange(first_sequence_number, first_sequence_number + n, dtype=np.int64)
-    order_table = data.select(keys + [c for c in options.sequence_field if c not in keys])
-    order_table = order_table.append_column(SEQUENCE_NUMBER, pa.array(sequence))
-    sort_keys = [(k, "ascending") for k in keys]
-    if engine != "first-row":
-        sort_keys += [(c, _sequence_order(options)) for c in options.sequence_field]
-    sort_keys.append((SEQUENCE_NUMBER, "ascending"))
-    order = pc.sort_indices(order_table, sort_keys=sort_keys, null_placement="at_start")
-    starts = _run_starts(order_table.select(keys).take(order), keys)
-    if len(starts) < n and engine in ("partial-update", "aggregation"):
-        raise UnsupportedOperationError(
-            f"merge-engine={engine}: a primary key occurs more than once in one write; this writer "
-            "can only deduplicate (merge the rows before writing)"
-        )
-    picks = starts if engine == "first-row" else np.append(starts[1:], n) - 1
-    kept = order.to_numpy()[picks]
-    rows = data.take(pa.array(kept))
-    if ROW_KIND_COLUMN in rows.column_names:
-        kinds = rows.column(ROW_KIND_COLUMN)
+    sequence = pa.array(np.arange(first_sequence_number, first_sequence_number + n, dtype=np.int64))
+    if ROW_KIND_COLUMN in data.column_names:
+        kinds = data.column(ROW_KIND_COLUMN)
     else:
-        kinds = pa.array(np.zeros(len(kept), dtype=np.int8))
+        kinds = pa.array(np.zeros(n, dtype=np.int8))
     columns = []
     for name in layout.names[: len(layout) - len(schema.fields)]:
         if name == SEQUENCE_NUMBER:
-            columns.append(pa.array(sequence[kept]))
+            columns.append(sequence)
         elif name == VALUE_KIND:
             columns.append(kinds)
         else:
-            columns.append(rows.column(name[len(KEY_PREFIX) :]))
-    columns += [rows.column(f.name) for f in schema.fields]
-    return pa.Table.from_arrays(columns, schema=layout)
+            columns.append(data.column(name[len(KEY_PREFIX) :]))
+    columns += [data.column(f.name) for f in schema.fields]
+    rows = pa.Table.from_arrays(columns, schema=layout)
+    return merge_rows(rows, schema, options, drop_deletes=False)
 
 
 # -- encoding one file --------------------------------------------------------------------------------

@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from paimon_format.errors import UnsupportedOperationError
-from paimon_format.merge import check_merge_supported, merge_sorted_runs
+from paimon_format.errors import InvalidTableStateError, UnsupportedOperationError
+from paimon_format.merge import check_merge_supported, merge_rows, merge_sorted_runs
 from paimon_format.merge_engines import MergeFunctionError
 from tests.merge_runs import PullRecorder, make_run, make_schema, merged_rows, sort_key
 
@@ -335,7 +335,7 @@ def test_matches_reference(key_kind: str, options: dict[str, str]) -> None:
     columns, keys = KEY_SCHEMAS[key_kind]
     schema = make_schema(columns=columns, primary_keys=keys, options=options)
     rng = random.Random(hash((key_kind, tuple(sorted(options.items())))) & 0xFFFF)
-    for trial in range(6):
+    for trial in range(4):
         num_runs = rng.choice([1, 2, 3, 7])
         universe = [_random_key(rng, key_kind, i) for i in range(rng.choice([5, 40, 300]))]
         sequence = iter(rng.sample(range(100_000), 5_000))
@@ -351,7 +351,76 @@ def test_matches_reference(key_kind: str, options: dict[str, str]) -> None:
         runs = [make_run(schema, rows) for rows in runs_rows]
         for drop in (True, False):
             expected = reference_merge(schema, runs_rows, drop)
-            batch_rows = rng.choice([1, 3, 16, 8192])
+            batch_rows = rng.choice([1, 5, 16, 8192]) if len(universe) < 100 else rng.choice([16, 8192])
             input_rows = rng.choice([1, 2, 5, 1000])
             actual = merged_rows(schema, runs, drop, batch_rows=batch_rows, input_batch_rows=input_rows)
             assert actual == expected, (trial, drop, batch_rows, input_rows)
+
+
+def test_thin_mode_keys_come_from_value_columns() -> None:
+    schema = make_schema(options={"data-file.thin-mode": "true"})
+    layout_names = ["_SEQUENCE_NUMBER", "_VALUE_KIND", "k", "v"]
+    runs = [
+        pa.table({"_SEQUENCE_NUMBER": [1, 2], "_VALUE_KIND": [0, 0], "k": [1, 2], "v": ["a", "b"]}),
+        pa.table({"_SEQUENCE_NUMBER": [3], "_VALUE_KIND": [0], "k": [2], "v": ["c"]}),
+    ]
+    runs = [run.cast(pa.schema([(n, run.schema.field(n).type) for n in layout_names])) for run in runs]
+    out = pa.Table.from_batches(list(merge_sorted_runs([[r] for r in runs], schema, drop_deletes=True)))
+    assert out.column_names == layout_names
+    assert out.select(["k", "v", "_SEQUENCE_NUMBER"]).to_pylist() == [
+        {"k": 1, "v": "a", "_SEQUENCE_NUMBER": 1},
+        {"k": 2, "v": "c", "_SEQUENCE_NUMBER": 3},
+    ]
+
+
+def test_nullable_primary_key_groups_nulls_together() -> None:
+    schema = make_schema(
+        columns=(("k", "INT"), ("s", "STRING"), ("v", "STRING")),
+        primary_keys=("k", "s"),
+        options={"primary-key.nullable": "true"},
+    )
+    layout = pa.schema(
+        [("_KEY_k", pa.int32()), ("_KEY_s", pa.string()), ("_SEQUENCE_NUMBER", pa.int64()),
+         ("_VALUE_KIND", pa.int8()), ("k", pa.int32()), ("s", pa.string()), ("v", pa.string())]
+    )  # fmt: skip
+
+    def run(rows):
+        return [pa.Table.from_pylist(
+            [{"_KEY_k": k, "_KEY_s": s, "_SEQUENCE_NUMBER": q, "_VALUE_KIND": 0, "k": k, "s": s, "v": v}
+             for q, k, s, v in rows], schema=layout)]  # fmt: skip
+
+    runs = [run([(1, None, None, "a"), (2, 1, None, "b")]), run([(3, None, None, "c"), (4, 1, "x", "d")])]
+    out = pa.Table.from_batches(list(merge_sorted_runs(runs, schema, drop_deletes=True, batch_rows=1)))
+    assert out.select(["k", "s", "v"]).to_pylist() == [
+        {"k": None, "s": None, "v": "c"},
+        {"k": 1, "s": None, "v": "b"},
+        {"k": 1, "s": "x", "v": "d"},
+    ]
+
+
+def test_merge_rows_of_one_unsorted_buffer() -> None:
+    """merge_rows (the writer's buffer merge) equals merging the same rows as one-row runs."""
+    schema = make_schema(options={"ignore-delete": "true"})
+    items = [(5, "+I", row(3, "c")), (1, "+I", row(1, "a")), (7, "-D", row(1, "a")), (2, "+I", row(3, "d"))]
+    one_table = pa.concat_tables([make_run(schema, [item]) for item in items])
+    merged = merge_rows(one_table, schema, drop_deletes=False)
+    expected = merged_rows(schema, [make_run(schema, [item]) for item in items], drop_deletes=False)
+    assert [(r["_SEQUENCE_NUMBER"], r["v"]) for r in merged.to_pylist()] == [(1, "a"), (5, "c")]
+    assert [(seq, r["v"]) for seq, _, r in expected] == [(1, "a"), (5, "c")]
+
+
+@pytest.mark.parametrize("bad_keys", [[1, 3, 2], [1, 2, 2]], ids=["unsorted", "repeated"])
+def test_a_run_out_of_key_order_is_refused(bad_keys: list[int]) -> None:
+    """Also across batch boundaries (input batches of one row)."""
+    schema = make_schema()
+    good = make_run(schema, [(10 + i, "+I", row(k, "x")) for i, k in enumerate([1, 2, 3])])
+    bad = good.set_column(0, "_KEY_k", pa.array(bad_keys, pa.int64()))
+    with pytest.raises(InvalidTableStateError, match="run 1 .* not sorted"):
+        merged_rows(schema, [good, bad], input_batch_rows=1)
+
+
+def test_a_run_missing_a_layout_column_is_refused() -> None:
+    schema = make_schema()
+    run = make_run(schema, [(1, "+I", row(1, "a"))]).drop_columns(["v"])
+    with pytest.raises(InvalidTableStateError, match="no column 'v'"):
+        merged_rows(schema, [run])
