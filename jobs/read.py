@@ -24,6 +24,8 @@ import pyarrow as pa
 from jobs.errors import BadInputError
 from jobs.spark import parallelize_small
 from paimon_format.errors import PaimonFormatError
+from paimon_format.merge import check_merge_supported
+from paimon_format.options import CoreOptions
 from paimon_format.partition_predicate import (
     And,
     PartitionColumns,
@@ -66,6 +68,8 @@ def read_table(
         resolved = resolve_snapshot(handle, snapshot, tag)
         schema = handle.schema_by_id(resolved.schema_id) if resolved is not None else handle.schema
         projected_schema(schema, columns)  # unknown columns are bad input
+        if schema.primary_keys:  # an engine or option we cannot merge: refuse before Spark runs
+            check_merge_supported(schema, CoreOptions(schema.options))
         partition_filter = _partition_filter(handle, schema, where)
     except (ValueError, PaimonFormatError) as error:
         raise BadInputError(f"read {table}: {error}") from None

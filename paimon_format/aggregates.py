@@ -32,6 +32,7 @@ _ORDERED = (
     "BIGINT", "FLOAT", "DOUBLE", "DATE", "TIME", "TIMESTAMP", "TIMESTAMP_LTZ",
 )  # fmt: skip
 _ANY = None
+_MAX_VARCHAR_LENGTH = 2147483647
 
 PRIMARY_KEY = "primary-key"
 """Paimon's internal aggregator of key columns (takes the newest value, also on retraction)."""
@@ -45,7 +46,7 @@ SUPPORTED_TYPES: dict[str, tuple[str, ...] | None] = {
     "first_value": _ANY,
     "first_non_null_value": _ANY,
     "first_not_null_value": _ANY,  # Paimon's legacy name of first_non_null_value
-    "listagg": ("CHAR", "VARCHAR"),
+    "listagg": ("VARCHAR",),  # unbounded VARCHAR (STRING) only, checked below
     "bool_and": ("BOOLEAN",),
     "bool_or": ("BOOLEAN",),
     PRIMARY_KEY: _ANY,
@@ -74,6 +75,12 @@ def check_aggregator(field_name: str, data_type: DataType, function: str) -> Non
             f"supported: {', '.join(sorted(f for f in SUPPORTED_TYPES if f != PRIMARY_KEY))}"
         )
     allowed = SUPPORTED_TYPES[function]
+    unbounded = data_type.root == "VARCHAR" and data_type.length in (None, _MAX_VARCHAR_LENGTH)
+    if function == "listagg" and not unbounded:
+        raise UnsupportedOperationError(
+            f"fields.{field_name}.aggregate-function='listagg' needs a STRING (unbounded VARCHAR) column, "
+            f"not {data_type.to_json()} (as in Paimon)"
+        )
     if allowed is not None and data_type.root not in allowed:
         raise UnsupportedOperationError(
             f"fields.{field_name}.aggregate-function={function!r} does not support type "

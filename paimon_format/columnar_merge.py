@@ -1,19 +1,23 @@
-"""Vectorised partial-update and aggregation for the common case: keys whose rows need no retraction.
+"""Vectorised partial-update and aggregation: a key's rows reduced column by column.
 
 `row_merge.py` follows Paimon's merge functions row by row in Python, which is exact but ~50x slower
-than the deduplicate path. For a group of rows of one key that has no -U/-D (or, for partial-update
-with `ignore-delete`, where retractions only matter through Paimon's "first row initialises" rule),
-the result is a per-column reduction that Arrow and numpy compute for all groups at once:
+than the deduplicate path. For most groups of rows of one key the result is a per-column reduction
+that Arrow and numpy compute for all groups at once:
 
-* partial-update without sequence groups: each field's last non-null value among the adds, else
-  the first row's value if that row is a retraction (Paimon initialises the row from it), else null;
-* aggregation: sum/min/max/bool_and/bool_or as Arrow hash aggregates (skip nulls, null when every
-  input is null), first/last(_non_null)_value and the key columns by index arithmetic, listagg as a
-  list aggregate joined with the delimiter (blank strings skipped).
+* partial-update without sequence groups, for groups without -U/-D (or all groups with
+  `ignore-delete`, where retractions only matter through Paimon's "first row initialises" rule):
+  each field's last non-null value among the adds, else the first row's value if that row is a
+  retraction, else null;
+* aggregation (groups without a -D under `aggregation.remove-record-on-delete`): sum/min/max/
+  bool_and/bool_or as Arrow hash aggregates (skip nulls, null when every input is null; sum signed by
+  the row kind), first/last(_non_null)_value and the key columns by index arithmetic, listagg as a
+  list aggregate joined with the delimiter (blank strings skipped); `ignore-retract` fields see the
+  adds only.
 
-Whatever cannot be computed exactly this way -- sequence groups, retractions, DECIMAL/FLOAT sums
-(Java rounds/overflows per step), integer sums that could overflow on the way, listagg distinct --
-returns None and is merged by the row-wise path instead.
+Whatever cannot be computed exactly this way -- sequence groups, a retraction a function refuses
+(the row-wise path raises Paimon's error), DECIMAL/FLOAT sums (Java rounds/overflows per step),
+integer sums that could overflow on the way, listagg distinct -- returns None and is merged by the
+row-wise path instead.
 """
 
 from __future__ import annotations
@@ -33,8 +37,6 @@ if TYPE_CHECKING:
 _GROUP = "__merge_group"
 _INTEGER_BITS = {"TINYINT": 7, "SMALLINT": 15, "INT": 31, "BIGINT": 63}
 _HASH_FUNCTIONS = {"sum": "sum", "min": "min", "max": "max", "bool_and": "all", "bool_or": "any"}
-_INDEX_FUNCTIONS = ("last_value", "last_non_null_value", "first_value", "first_non_null_value",
-                    "first_not_null_value", PRIMARY_KEY)  # fmt: skip
 _SKIP_NULLS = pc.ScalarAggregateOptions(skip_nulls=True, min_count=1)
 
 
@@ -101,43 +103,70 @@ def _sum_is_exact(aggregator: FieldAggregator, column: pa.ChunkedArray, max_grou
     return max(abs(low), abs(high)) * max_group < 2**bits - 1
 
 
+_RETRACTABLE = ("sum", "last_value", "last_non_null_value", PRIMARY_KEY)
+"""Functions whose retraction Paimon defines (the others refuse one unless ignore-retract)."""
+
+
 def aggregation_columns(
-    function: Aggregation, rows: pa.Table, starts: np.ndarray
+    function: Aggregation, rows: pa.Table, starts: np.ndarray, is_add: np.ndarray
 ) -> tuple[dict[str, pa.Array], np.ndarray, np.ndarray] | None:
-    """Merged value columns, sequence numbers and kinds of retraction-free groups, or None."""
+    """Merged value columns, sequence numbers and kinds of the groups, or None (row-wise path).
+
+    Retractions (-U/-D, no remove-record-on-delete: the caller routes those groups row-wise) fold
+    as Paimon's aggregators do: sum subtracts (a signed sum), last_value is null after a trailing
+    retraction, last_non_null_value is null when its last non-null input is a retraction, key
+    columns take the newest row; with `ignore-retract` a function sees only the adds. A function
+    that refuses retractions returns None so the row-wise path raises Paimon's error.
+    """
     n = rows.num_rows
     ends = np.append(starts[1:], n)
     max_group = int((ends - starts).max())
     group_ids = np.repeat(np.arange(len(starts)), ends - starts)
-    hashed: list[tuple[str, str]] = []
+    has_retract = not is_add.all()
+    retract_mask = pa.array(~is_add)
+    hashed: dict[str, tuple[pa.Array | pa.ChunkedArray, str]] = {}
     columns: dict[str, pa.Array] = {}
     for aggregator in function.aggregators:
         name, kind = aggregator.name, aggregator.function
         column = rows.column(name)
-        if kind in _INDEX_FUNCTIONS:
-            if kind in ("last_value", PRIMARY_KEY):
-                columns[name] = pc.take(column, pa.array(ends - 1))
-            elif kind == "first_value":
-                columns[name] = pc.take(column, pa.array(starts))
-            elif kind == "last_non_null_value":
-                columns[name] = _take_or_null(column, _last_where(_valid(column), starts))
-            else:
-                columns[name] = _take_or_null(column, _first_where(_valid(column), starts, ends))
+        adds_only = aggregator.ignore_retract
+        if has_retract and not adds_only and kind not in _RETRACTABLE:
+            return None
+        if has_retract and adds_only:  # retractions leave the accumulator as it is
+            column = pc.if_else(retract_mask, pa.scalar(None, column.type), column)
+            valid, counted = _valid(column), is_add
+        else:
+            valid, counted = _valid(column), np.ones(n, dtype=bool)
+        if kind == PRIMARY_KEY:
+            newest = _last_where(is_add, starts) if adds_only else ends - 1
+            columns[name] = _take_or_null(column, newest)
+        elif kind == "last_value":
+            last = _last_where(counted, starts)
+            columns[name] = _take_or_null(column, np.where(is_add[np.maximum(last, 0)], last, -1))
+        elif kind == "last_non_null_value":
+            last = _last_where(valid & counted, starts)
+            columns[name] = _take_or_null(column, np.where(is_add[np.maximum(last, 0)], last, -1))
+        elif kind == "first_value":
+            columns[name] = _take_or_null(column, _first_where(is_add, starts, ends))
+        elif kind in ("first_non_null_value", "first_not_null_value"):
+            columns[name] = _take_or_null(column, _first_where(valid & is_add, starts, ends))
         elif kind == "listagg" and not aggregator.distinct:
             columns[name] = _listagg(column, group_ids, len(starts), aggregator.delimiter)
         elif kind in _HASH_FUNCTIONS:
             if kind == "sum" and not _sum_is_exact(aggregator, column, max_group):
                 return None
-            hashed.append((name, _HASH_FUNCTIONS[kind]))
+            if kind == "sum" and has_retract and not adds_only:
+                column = pc.if_else(retract_mask, pc.negate(column), column)
+            hashed[name] = (column, _HASH_FUNCTIONS[kind])
         else:
             return None
     if hashed:
-        table = pa.table({_GROUP: group_ids, **{name: rows.column(name) for name, _ in hashed}})
+        table = pa.table({_GROUP: group_ids, **{name: column for name, (column, _) in hashed.items()}})
         result = table.group_by(_GROUP, use_threads=False).aggregate(
-            [(name, fn, _SKIP_NULLS) for name, fn in hashed]
+            [(name, fn, _SKIP_NULLS) for name, (_, fn) in hashed.items()]
         )
         result = result.sort_by(_GROUP)
-        for name, fn in hashed:
+        for name, (_, fn) in hashed.items():
             target = rows.schema.field(name).type
             columns[name] = result.column(f"{name}_{fn}").cast(target)
     sequence = rows.column("_SEQUENCE_NUMBER").to_numpy()[ends - 1]

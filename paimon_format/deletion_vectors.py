@@ -204,3 +204,37 @@ def write_index_file(
     )
     table.file_io.write_bytes(index_file_path(table, entry), data)
     return entry
+
+
+def drop_deletion_vectors(
+    table: Table, entries: Iterable[IndexManifestEntry], data_files: Iterable[str]
+) -> tuple[list[IndexManifestEntry], list[IndexManifestEntry]]:
+    """The index changes when `data_files` leave the table (compaction rewrote them):
+    (entries to remove, entries to add).
+
+    An index file naming only such data files is removed; one that also names other files is
+    replaced by a new index file holding the others' vectors (written here, before the commit
+    that would reference it: a crash leaves an orphan, never a snapshot naming a missing file).
+    Entries not naming any of `data_files` are untouched and not returned.
+    """
+    gone = set(data_files)
+    removed: list[IndexManifestEntry] = []
+    added: list[IndexManifestEntry] = []
+    for entry in entries:
+        if entry.index_type != DELETION_VECTORS_INDEX:
+            continue
+        ranges = entry.deletion_vector_ranges or []
+        if not any(item["f0"] in gone for item in ranges):
+            continue
+        removed.append(entry)
+        path = index_file_path(table, entry)
+        kept = {
+            item["f0"]: DeletionFile(path, item["f1"], item["f2"], item.get("_CARDINALITY"))
+            for item in ranges
+            if item["f0"] not in gone
+        }
+        if kept:
+            added.append(
+                write_index_file(table, entry.partition, entry.bucket, read_deletion_vectors(table, kept))
+            )
+    return removed, added

@@ -165,7 +165,10 @@ def _conform(batch: pa.RecordBatch, layout: pa.Schema) -> pa.RecordBatch:
     for field in layout:
         index = batch.schema.get_field_index(field.name)
         if index < 0:
-            raise ValueError(f"merge input has no column {field.name!r} of the data-file layout")
+            raise InvalidTableStateError(
+                f"merge input has no column {field.name!r} of the data-file layout "
+                f"({', '.join(layout.names)})"
+            )
         column = batch.column(index)
         columns.append(column if column.type.equals(field.type) else column.cast(field.type))
     return pa.RecordBatch.from_arrays(columns, schema=layout)

@@ -64,11 +64,12 @@ def _init_row(values: Sequence[Any], names: Sequence[str], nullables: Sequence[b
 
 @dataclass(frozen=True)
 class SequenceGroups:
-    """`fields.<seq fields>.sequence-group=<protected fields>`: per field index, its group's sequence
-    field indexes; `sequence_fields` are the indexes of every group's own sequence fields."""
+    """`fields.<seq fields>.sequence-group=<protected fields>`: `group_of` maps each field index
+    (protected or sequence field) to its group's sequence field indexes; `by_sequence_field` maps
+    each sequence field's name to its index (what remove-record-on-sequence-group names)."""
 
     group_of: dict[int, tuple[int, ...]]
-    by_first_field: dict[str, int]
+    by_sequence_field: dict[str, int]
 
     @property
     def enabled(self) -> bool:
@@ -314,12 +315,12 @@ def _partial_update_from(schema: TableSchema, options: CoreOptions) -> PartialUp
     partial_delete: set[int] = set()
     if remove_on_group is not None:
         for name in remove_on_group.split(","):
-            if name not in groups.by_first_field:
+            if name not in groups.by_sequence_field:
                 raise UnsupportedOperationError(
                     f"partial-update.remove-record-on-sequence-group: field {name!r} must be the "
                     "sequence field of a sequence group"
                 )
-            partial_delete.add(groups.by_first_field[name])
+            partial_delete.add(groups.by_sequence_field[name])
     return PartialUpdate(
         names=schema.field_names(),
         nullables=[f.type.nullable for f in schema.fields],
@@ -366,9 +367,9 @@ class Aggregation:
 
 @dataclass
 class RowMergeEngine:
-    """Merges the keys that occur more than once in a window: retraction-free groups (and, for
-    partial-update with ignore-delete, all groups) column-wise (`columnar_merge`), the rest row by
-    row through the merge function. Keys met once pass through unchanged."""
+    """Merges the keys that occur more than once in a window: column-wise (`columnar_merge`) where
+    that gives Paimon's result, the rest row by row through the merge function. Keys met once pass
+    through unchanged."""
 
     function: PartialUpdate | Aggregation
     value_names: list[str]
@@ -384,8 +385,9 @@ class RowMergeEngine:
         rows = window.take(order[np.repeat(~single, sizes)])
         group_sizes = sizes[~single]
         group_starts = np.cumsum(group_sizes) - group_sizes
-        is_add = ~np.isin(rows.column(VALUE_KIND).to_numpy(), _RETRACT)
-        fast = self._fast_groups(is_add, group_starts)
+        kinds = rows.column(VALUE_KIND).to_numpy()
+        is_add = ~np.isin(kinds, _RETRACT)
+        fast = self._fast_groups(kinds, group_starts)
         multi_index = np.flatnonzero(~single)
         parts = [(np.flatnonzero(single), window.take(order[starts[single]]))]
         if fast.any():
@@ -400,15 +402,19 @@ class RowMergeEngine:
         group_index = np.concatenate([index for index, _ in parts])
         return combined.take(np.argsort(group_index, kind="stable"))
 
-    def _fast_groups(self, is_add: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
-        retract_free = np.minimum.reduceat(is_add, group_starts).astype(bool)
+    def _fast_groups(self, kinds: np.ndarray, group_starts: np.ndarray) -> np.ndarray:
+        """Groups the columnar path may merge (it may still decline a window by returning None)."""
+        is_add = ~np.isin(kinds, _RETRACT)
         function = self.function
         if isinstance(function, PartialUpdate):
             if function.groups.enabled:
                 return np.zeros(len(group_starts), dtype=bool)
             if function.ignore_delete:
                 return np.ones(len(group_starts), dtype=bool)
-        return retract_free
+            return np.minimum.reduceat(is_add, group_starts).astype(bool)
+        if function.remove_record_on_delete:  # a -D restarts the row: row-wise
+            return np.minimum.reduceat(kinds != _DELETE, group_starts).astype(bool)
+        return np.ones(len(group_starts), dtype=bool)
 
     def _merge_columnar(
         self, rows: pa.Table, group_sizes: np.ndarray, chosen: np.ndarray, is_add: np.ndarray
@@ -422,7 +428,7 @@ class RowMergeEngine:
         if isinstance(self.function, PartialUpdate):
             result = partial_update_columns(self.function, subset, starts, is_add[mask])
         else:
-            result = aggregation_columns(self.function, subset, starts)
+            result = aggregation_columns(self.function, subset, starts, is_add[mask])
         if result is None:
             return None
         columns, sequences, kinds = result

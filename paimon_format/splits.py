@@ -26,6 +26,7 @@ from typing import Any
 
 from paimon_format.binary_row import deserialize_row
 from paimon_format.deletion_vectors import DeletionFile, snapshot_deletion_files
+from paimon_format.errors import UnsupportedOperationError
 from paimon_format.manifest import DataFileMeta, ManifestEntry
 from paimon_format.options import parse_memory_size
 from paimon_format.paths import POSTPONE_BUCKET
@@ -92,6 +93,11 @@ def plan_splits(
     every file). Append buckets are packed into splits of about `target_split_size` bytes
     (default: the table's `source.split.target-size`, 128 MB); a primary-key bucket is one split.
     """
+    if table.options.data_evolution_enabled:
+        raise UnsupportedOperationError(
+            f"{table.path}: data-evolution.enabled tables (files holding some columns, merged by row id) "
+            "cannot be read here"
+        )
     has_pk = bool(table.schema.primary_keys)
     skip_level0 = skips_level0(table) and not all_levels
     groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}

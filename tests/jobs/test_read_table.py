@@ -15,6 +15,7 @@ from jobs.errors import BadInputError
 from jobs.read import read_table
 from jobs.write import write_dataframe
 from paimon_format.table import Table
+from tests.factories import make_table
 from tests.interop import oracle
 
 pytest.importorskip("pypaimon")
@@ -90,6 +91,15 @@ def test_bad_arguments_are_bad_input(spark_session, our_tables):
         read_table(spark_session, our_tables, "db.events", snapshot=99)
     with pytest.raises(BadInputError, match="missing"):
         read_table(spark_session, our_tables, "db.missing")
+    make_table(
+        f"{our_tables}/db.db/agg",
+        (("id", "BIGINT NOT NULL"), ("v", "BIGINT")),
+        partition_keys=(),
+        primary_keys=("id",),
+        options={"bucket": "1", "merge-engine": "aggregation", "fields.v.aggregate-function": "product"},
+    )
+    with pytest.raises(BadInputError, match="product"):
+        read_table(spark_session, our_tables, "db.agg")
 
 
 @pytest.fixture(scope="module")

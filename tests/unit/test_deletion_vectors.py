@@ -15,7 +15,10 @@ from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.deletion_vectors import (
     BITMAP64_MAGIC,
     DeletionFile,
+    deletion_vector_entries,
     deletion_vectors,
+    drop_deletion_vectors,
+    index_file_path,
     read_deletion_vectors,
     snapshot_deletion_files,
 )
@@ -118,3 +121,21 @@ def test_cardinality_mismatch_is_corrupt(dv_table):
 
     with pytest.raises(CorruptFileError, match="2 positions"):
         read_deletion_vectors(table, wrong)
+
+
+def test_dropping_vectors_of_rewritten_files_keeps_the_others(dv_table):
+    table, partition, (first, second) = dv_table
+    snapshot = delete_rows(
+        table, partition, 0, {first.file_name: BitMap([0, 4]), second.file_name: BitMap([2])}
+    )
+    (entry,) = deletion_vector_entries(table, snapshot)
+
+    assert drop_deletion_vectors(table, [entry], ["unrelated.parquet"]) == ([], [])
+    removed, added = drop_deletion_vectors(table, [entry], [first.file_name])
+    assert removed == [entry]
+    (replacement,) = added
+    assert [r["f0"] for r in replacement.deletion_vector_ranges] == [second.file_name]
+    path = index_file_path(table, replacement)
+    files = {second.file_name: DeletionFile(path, replacement.deletion_vector_ranges[0]["f1"], 0, 1)}
+    assert read_deletion_vectors(table, files) == {second.file_name: BitMap([2])}
+    assert drop_deletion_vectors(table, [entry], [first.file_name, second.file_name]) == ([entry], [])

@@ -417,3 +417,10 @@ def test_a_run_out_of_key_order_is_refused(bad_keys: list[int]) -> None:
     bad = good.set_column(0, "_KEY_k", pa.array(bad_keys, pa.int64()))
     with pytest.raises(InvalidTableStateError, match="run 1 .* not sorted"):
         merged_rows(schema, [good, bad], input_batch_rows=1)
+
+
+def test_a_run_missing_a_layout_column_is_refused() -> None:
+    schema = make_schema()
+    run = make_run(schema, [(1, "+I", row(1, "a"))]).drop_columns(["v"])
+    with pytest.raises(InvalidTableStateError, match="no column 'v'"):
+        merged_rows(schema, [run])

@@ -189,3 +189,12 @@ def test_sorted_runs_oldest_first_and_key_sections():
         types,
     )
     assert [[f.file_name for f in s] for s in sections] == [["a", "b"], ["c", "d"]]
+
+
+def test_data_evolution_tables_are_refused(tmp_path: Path):
+    table = make_table(
+        str(tmp_path / "t"), options={"data-evolution.enabled": "true", "row-tracking.enabled": "true"}
+    )
+    commit_rows(table, [{"id": 1, "dt": "a", "v": "x"}], 0)
+    with pytest.raises(UnsupportedOperationError, match="data-evolution"):
+        plan_splits(table, table.snapshot_manager.latest())
