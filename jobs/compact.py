@@ -18,6 +18,8 @@ The run, and why in this order (crash ordering):
    APPEND is kept; a snapshot that removed one of our inputs (another compaction, an overwrite,
    a drop) makes this run give up with exit 3 after removing what it wrote. `compact:after-commit`
    follows the commit.
+   If Spark loses a cached bin result and recomputes it, the recomputed files are the ones the
+   manifests name; the first ones stay unreferenced (remove-orphan-files), never half-committed.
 5. Nothing is deleted: the inputs stay on storage for the older snapshots that still read them
    until expire-snapshots expires those snapshots.
 

@@ -343,3 +343,30 @@ def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_pat
     assert len(rewritten) == 1 and rewritten[0].file.row_count == 5
     assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == before
     assert len(pypaimon_rows(warehouse, IDENTIFIER, snapshot.id - 1)) == 11
+
+
+def test_fixed_bucket_append_table_compacts_windows_in_sequence_order(spark_session, tmp_path):
+    from paimon_format.commit import CommitMessage
+    from paimon_format.writer import write_table_files
+    from tests.factories import make_table
+
+    warehouse = str(tmp_path / "wh")
+    table = make_table(
+        f"{warehouse}/db.db/fixed", partition_keys=(), options={"bucket": "2", "bucket-key": "id"}
+    )
+    for commit in range(6):
+        written = write_table_files(
+            table.file_io, table.path, table.schema, batch(commit * 10, 10), commit * 100
+        )
+        SnapshotCommit(table).append([CommitMessage(p, b, 2, files) for p, b, files in written])
+    before = by_id(pypaimon_rows(warehouse, "db.fixed"))
+
+    compact(spark_session, table)
+
+    after = live_files(table)
+    for bucket in (0, 1):
+        files = sorted((e.file for e in after if e.bucket == bucket), key=lambda f: f.min_sequence_number)
+        # the five oldest files became one, which keeps their first sequence number; the sixth stays
+        assert [f.file_source for f in files] == [1, 0] and files[0].min_sequence_number == 0
+        assert files[0].max_sequence_number < files[1].min_sequence_number
+    assert by_id(pypaimon_rows(warehouse, "db.fixed")) == before
