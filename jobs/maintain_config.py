@@ -34,11 +34,14 @@ from jobs.table_globs import matches, split_pattern
 from paimon_format.options import parse_duration_ms
 
 # The safe order: partitions dropped first (their files become unreferenced by the new snapshot),
-# snapshots expired next (deletes what only expired snapshots used, including those files),
-# manifests compacted on what is left, orphans removed last (after every planned deletion).
+# snapshots expired next (deletes what only expired snapshots used, including those files), data
+# files compacted on what is left (no work on dropped partitions), manifests compacted after that
+# (so they also absorb the compaction's DELETE/ADD entries), orphans removed last (after every
+# planned deletion).
 OPERATIONS: tuple[tuple[str, str], ...] = (
     ("expire_partitions", "expire-partitions"),
     ("expire_snapshots", "expire-snapshots"),
+    ("compact", "compact"),
     ("compact_manifests", "compact-manifests"),
     ("remove_orphan_files", "remove-orphan-files"),
 )

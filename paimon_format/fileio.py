@@ -247,6 +247,17 @@ class FileIO:
                     return handle.read()
             return self.fs.cat_file(fs_path)
 
+    def open_input(self, path: str) -> Any:
+        """A seekable binary stream of a file, for reading it piece by piece (data files).
+
+        The caller closes it. MissingFileError when the file does not exist, StorageError otherwise.
+        """
+        fs_path = self._fs_path(path)
+        with _storage_errors("open", path):
+            if self.protocol == "file":
+                return open(fs_path, "rb")  # noqa: SIM115 - the caller owns the stream
+            return self.fs.open(fs_path, "rb")
+
     def exists(self, path: str) -> bool:
         """True for an existing file or directory; errors other than not-found are raised."""
         fs_path = self._fs_path(path)
