@@ -21,6 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jobs.errors import BadInputError
+from paimon_format.errors import MissingDependencyError
+from paimon_format.fileio import fsspec_backend_install, protocol_of
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 Model = TypeVar("Model", bound=BaseModel)
@@ -154,7 +156,11 @@ def load_document(path: str) -> dict[str, Any]:
             text = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
-    except (OSError, ValueError, ImportError) as error:
+    except ImportError as error:  # e.g. s3:// without s3fs: the environment's problem (exit 1)
+        raise MissingDependencyError(
+            f"reading the configuration {path}", fsspec_backend_install(protocol_of(path)), str(error)
+        ) from None
+    except (OSError, ValueError) as error:
         raise ConfigError(f"{path}: cannot read the configuration: {error}") from None
     try:
         document = yaml.load(text, Loader=_ScalarLoader)

@@ -1,7 +1,7 @@
 """maintain: one scheduled run that maintains many tables (issue #9).
 
 For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
-compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
+compact, compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
 `run(context, config)`, all in one SparkSession. Tables run concurrently on a thread pool of
 `parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
 `scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
@@ -64,6 +64,10 @@ SUMMARY_KEYS: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
             ("files_deleted", "manifests_deleted", "manifest_lists_deleted"),
             ("files_to_delete", "manifests_to_delete", "manifest_lists_to_delete"),
         ),
+    },
+    "compact": {
+        "files": (("files_rewritten",), ("files_before",)),
+        "bytes": (("files_rewritten",), ("files_before",)),
     },
     "remove-orphan-files": {
         "files": (("files_deleted",), ("orphan_files",)),

@@ -52,6 +52,7 @@ register(
 register(
     "remove-orphan-files", "jobs.remove_orphan_files", "delete files no snapshot, tag or branch references"
 )
+register("compact", "jobs.compact", "rewrite small files and sorted runs into fewer, larger files")
 register("compact-manifests", "jobs.compact_manifests", "rewrite manifests into fewer, partition-sorted ones")
 register(
     "drop-partition", "jobs.drop_partition", "drop partitions by spec or predicate (an OVERWRITE commit)"

@@ -32,6 +32,7 @@ from tests.table_states import (
 
 # operation -> its YAML keys beyond warehouse/table (`{source}` is a small Parquet input directory).
 JOBS: dict[str, dict] = {
+    "compact": {"strategy": "full"},
     "compact-manifests": {"mode": "full"},
     "write": {"source": {"format": "parquet", "path": "{source}"}},
     "remove-orphan-files": {"older_than": "1h"},
