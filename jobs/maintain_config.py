@@ -33,13 +33,18 @@ from jobs.registry import OperationNotImplemented, load
 from jobs.table_globs import matches, split_pattern
 from paimon_format.options import parse_duration_ms
 
-# The safe order: partitions dropped first (their files become unreferenced by the new snapshot),
-# snapshots expired next (deletes what only expired snapshots used, including those files), data
-# files compacted on what is left (no work on dropped partitions), manifests compacted after that
-# (so they also absorb the compaction's DELETE/ADD entries), orphans removed last (after every
-# planned deletion).
+# The safe order: automatic tags created first (before any expiry can remove the snapshots they
+# tag), partitions dropped next (their files become unreferenced by the new snapshot), then tags
+# deleted and expired (what only they used goes, so snapshot expiry no longer keeps it), snapshots
+# expired next (deletes what only expired snapshots used, including those files), data files
+# compacted on what is left (no work on dropped partitions), manifests compacted after that (so
+# they also absorb the compaction's DELETE/ADD entries), orphans removed last (after every planned
+# deletion). rollback is a one-off decision, never a maintenance step: it has no block.
 OPERATIONS: tuple[tuple[str, str], ...] = (
+    ("create_tag", "create-tag"),
     ("expire_partitions", "expire-partitions"),
+    ("delete_tag", "delete-tag"),
+    ("expire_tags", "expire-tags"),
     ("expire_snapshots", "expire-snapshots"),
     ("compact", "compact"),
     ("compact_manifests", "compact-manifests"),
