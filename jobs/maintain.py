@@ -37,7 +37,7 @@ from jobs.errors import (
     describe,
     exit_code_for,
 )
-from jobs.maintain_config import MaintainConfig, TablePlan, plan_tables
+from jobs.maintain_config import MaintainConfig, TablePlan, plan_tables, table_asks_for
 from jobs.registry import JobContext, load
 from jobs.report import RunRecord
 from jobs.table_globs import resolve_tables
@@ -245,8 +245,12 @@ def _applicable(plan: TablePlan, config: MaintainConfig, log: logging.LoggerAdap
     )
     kept = []
     for step in plan.steps:
-        if step.only_if_option and step.only_if_option not in table.schema.options:
-            log.info("%s: not run (the table does not set %s)", step.operation, step.only_if_option)
+        if step.only_if_options and not table_asks_for(table.schema.options, step.only_if_options):
+            log.info(
+                "%s: not run (the table does not ask for it: %s)",
+                step.operation,
+                ", ".join(step.only_if_options),
+            )
             continue
         kept.append(step)
     return replace(plan, steps=tuple(kept))

@@ -59,17 +59,35 @@ class BuiltInDefault:
 
     key: str  # the block key, e.g. expire_partitions
     block: dict[str, Any]  # keys handed to the operation; {} = the table's options, Paimon's defaults
-    only_if_option: str | None = None  # run only on tables that set this option
+    only_if_options: tuple[str, ...] = ()  # run only on tables whose options ask for it (any of these)
 
 
 # What `maintain` does when the file has no `defaults` section. Add an operation here (and to
 # OPERATIONS) to make it part of every table's default maintenance.
 BUILT_IN_DEFAULTS: tuple[BuiltInDefault, ...] = (
-    BuiltInDefault("expire_partitions", {}, only_if_option="partition.expiration-time"),
+    BuiltInDefault("create_tag", {"automatic": True}, only_if_options=("tag.automatic-creation",)),
+    BuiltInDefault("expire_partitions", {}, only_if_options=("partition.expiration-time",)),
+    BuiltInDefault("expire_tags", {}, only_if_options=("tag.num-retained-max", "tag.default-time-retained")),
     BuiltInDefault("expire_snapshots", {}),
+    # write-only tables leave compaction to a dedicated job (Paimon's `write-only` option): this one
+    BuiltInDefault("compact", {"skip_unsupported": True}, only_if_options=("write-only",)),
     BuiltInDefault("compact_manifests", {"mode": "auto"}),
     BuiltInDefault("remove_orphan_files", {}),
 )
+
+# Option values that mean "not asked for": Paimon's defaults of the options above.
+_NOT_ASKED = {"", "false", "none"}
+
+
+def table_asks_for(options: dict[str, str], names: tuple[str, ...]) -> bool:
+    """Whether a table's options ask for a built-in default that runs only on request.
+
+    An option set to its "off" value (`write-only: false`, `tag.automatic-creation: none`) does not
+    ask, so a table that spells out Paimon's default is maintained like one that leaves it unset.
+    """
+    return any(str(options.get(name, "")).strip().lower() not in _NOT_ASKED for name in names)
+
+
 BUILT_IN = "built-in defaults"
 
 
@@ -217,7 +235,7 @@ class Step:
     operation: str  # expire-snapshots
     config: TableJobConfig
     sources: tuple[str, ...]  # where its keys came from: defaults, overrides[2]
-    only_if_option: str | None = None  # run only if the table sets this option (built-in defaults)
+    only_if_options: tuple[str, ...] = ()  # run only if the table's options ask for it (built-in defaults)
 
 
 @dataclass(frozen=True)
@@ -282,9 +300,9 @@ def plan_tables(
             except ConfigError as error:
                 problems.append(str(error))
                 continue
-            condition = None
+            condition: tuple[str, ...] = ()
             if sources == [BUILT_IN]:
-                condition = next(item.only_if_option for item in BUILT_IN_DEFAULTS if item.key == key)
+                condition = next(item.only_if_options for item in BUILT_IN_DEFAULTS if item.key == key)
             steps.append(Step(key, operation, op_config, tuple(sources), condition))
         plans.append(TablePlan(table, tuple(steps)))
     if problems:

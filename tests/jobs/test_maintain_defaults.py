@@ -14,7 +14,7 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.config import validate
-from jobs.maintain_config import BUILT_IN, MaintainConfig, plan_tables
+from jobs.maintain_config import BUILT_IN, MaintainConfig, plan_tables, table_asks_for
 from jobs.write import write_dataframe
 from paimon_format.table import Table
 from tests.pypaimon_reads import pypaimon_rows
@@ -87,8 +87,17 @@ def test_only_tables_expires_compacts_and_cleans_and_a_broken_table_fails_even_i
         code == 2 and tables["db.broken"]["exit_code"] == 2 and "snapshot-1" in tables["db.broken"]["reason"]
     )
     operations = ["expire-snapshots", "compact-manifests", "remove-orphan-files"]
-    assert record["details"]["plan"]["db.events"] == ["expire-partitions", *operations]
-    assert record["details"]["plan"]["db.plain"] == ["expire-partitions", *operations]  # planned, then
+    planned = [
+        "create-tag",
+        "expire-partitions",
+        "expire-tags",
+        "expire-snapshots",
+        "compact",
+        "compact-manifests",
+        "remove-orphan-files",
+    ]  # the conditional defaults are planned, then skipped where the table's options do not ask
+    assert record["details"]["plan"]["db.events"] == planned
+    assert record["details"]["plan"]["db.plain"] == planned  # planned, then
     assert [op["operation"] for op in tables["db.plain"]["operations"]] == operations  # skipped: no option
     assert [op["operation"] for op in tables["db.events"]["operations"]] == ["expire-partitions", *operations]
     for table in ("db.events", "db.plain"):
@@ -134,14 +143,35 @@ def test_overrides_merge_over_the_built_in_defaults():
     )
     plans = {plan.table: plan for plan in plan_tables(config, ["db.audit", "db.events"])}
     audit = plans["db.audit"].steps
-    assert [step.operation for step in audit] == [
+    by_operation = {step.operation: step for step in audit}
+    assert list(by_operation) == [
+        "create-tag",
         "expire-partitions",
+        "expire-tags",
         "expire-snapshots",
+        "compact",
         "compact-manifests",
     ]
-    assert audit[0].only_if_option == "partition.expiration-time" and audit[0].sources == (BUILT_IN,)
-    assert audit[2].config.mode == "auto" and audit[1].only_if_option is None
+    assert by_operation["expire-partitions"].only_if_options == ("partition.expiration-time",)
+    assert by_operation["expire-partitions"].sources == (BUILT_IN,)
+    assert by_operation["compact-manifests"].config.mode == "auto"
+    assert by_operation["expire-snapshots"].only_if_options == ()
+    assert by_operation["create-tag"].config.automatic is True
+    assert by_operation["compact"].only_if_options == ("write-only",)
+    events = {step.operation: step for step in plans["db.events"].steps}
+    dropped = events["expire-partitions"]
+    assert dropped.sources == (BUILT_IN, "overrides[1]") and dropped.only_if_options == ()
+    assert dropped.config.expiration_time == "30d"
     events = plans["db.events"].steps
-    assert events[0].sources == (BUILT_IN, "overrides[1]") and events[0].only_if_option is None
-    assert events[0].config.expiration_time == "30d"
     assert events[-1].operation == "remove-orphan-files" and events[-1].config.older_than == "1d"
+
+
+def test_only_tables_whose_options_ask_run_the_conditional_defaults():
+    assert table_asks_for({"write-only": "true"}, ("write-only",))
+    assert not table_asks_for({"write-only": "false"}, ("write-only",))
+    assert not table_asks_for({}, ("write-only",))
+    assert not table_asks_for({"tag.automatic-creation": "none"}, ("tag.automatic-creation",))
+    assert table_asks_for({"tag.automatic-creation": "process-time"}, ("tag.automatic-creation",))
+    both = ("tag.num-retained-max", "tag.default-time-retained")
+    assert table_asks_for({"tag.default-time-retained": "7d"}, both)
+    assert not table_asks_for({"tag.num-retained-min": "3"}, both)
