@@ -49,3 +49,38 @@ def files_under(root: str) -> set[str]:
         for directory, _, names in os.walk(root)
         for name in names
     }
+
+
+def lists_java_orphan_cleaning_loses(path: str) -> set[str]:
+    """Files Paimon 1.0's OrphanFilesClean wrongly takes for orphans (a Java bug, README).
+
+    A tag (or a branch's copy of it) whose changelog manifest list Java's expiry deleted: Java's
+    cleaning then collects nothing of that root, so it deletes the tag's base and delta lists and the
+    manifests only they name, and the tag can no longer be read. Our jobs keep them. Absolute paths.
+    """
+    from paimon_format.fileio import FileIO
+    from paimon_format.manifest import read_manifest_list
+    from paimon_format.scan import snapshot_sources
+    from paimon_format.table import Table
+
+    table = Table(FileIO.for_path(path), path)
+    broken, healthy = set(), set()
+    for source in snapshot_sources(table):
+        snapshot = source.snapshot
+        lists = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+        missing = snapshot.changelog_manifest_list and not os.path.exists(
+            os.path.join(path, "manifest", snapshot.changelog_manifest_list)
+        )
+        names = set()
+        for name in filter(None, lists):
+            if not os.path.exists(os.path.join(path, "manifest", name)):
+                continue
+            names.add(name)
+            names.update(m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(name)))
+        (broken if missing else healthy).update(names)
+        if not missing and snapshot.changelog_manifest_list:
+            changelog = snapshot.changelog_manifest_list
+            healthy.add(changelog)
+            manifests = read_manifest_list(table.file_io, table.manifest_path(changelog))
+            healthy.update(m.file_name for m in manifests)
+    return {os.path.join(path, "manifest", name) for name in broken - healthy}
