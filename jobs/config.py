@@ -21,6 +21,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jobs.errors import BadInputError
+from paimon_format.errors import MissingDependencyError
+from paimon_format.fileio import fsspec_backend_install, protocol_of
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 Model = TypeVar("Model", bound=BaseModel)
@@ -56,7 +58,9 @@ class TableJobConfig(StrictModel):
     warehouse: str = Field(description="fsspec URL of the warehouse: /path, file://, s3://, memory://")
     table: str = Field(description="db.name")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="handed to fsspec")
-    spark: dict[str, Any] | None = Field(default=None, description="Spark settings for local runs only")
+    spark: dict[str, Any] | None = Field(
+        default=None, description="Spark settings; under spark-submit only those it was not given"
+    )
     allow_unsafe_overwrite_commit: bool = Field(
         default=False,
         description="accept exists-check-then-write commits on stores without create-if-absent "
@@ -154,7 +158,11 @@ def load_document(path: str) -> dict[str, Any]:
             text = handle.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: configuration file not found") from None
-    except (OSError, ValueError, ImportError) as error:
+    except ImportError as error:  # e.g. s3:// without s3fs: the environment's problem (exit 1)
+        raise MissingDependencyError(
+            f"reading the configuration {path}", fsspec_backend_install(protocol_of(path)), str(error)
+        ) from None
+    except (OSError, ValueError) as error:
         raise ConfigError(f"{path}: cannot read the configuration: {error}") from None
     try:
         document = yaml.load(text, Loader=_ScalarLoader)

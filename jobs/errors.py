@@ -14,6 +14,7 @@ from paimon_format.errors import (
     CommitRetriesExhaustedError,
     CorruptFileError,
     InvalidTableStateError,
+    MissingDependencyError,
     MissingFileError,
     PaimonFormatError,
     SnapshotNotFoundError,
@@ -68,6 +69,26 @@ class CommitRaceLost(JobError):
     exit_code = EXIT_REFUSED
 
 
+# PySpark's words for a missing library: "[PACKAGE_NOT_INSTALLED] Pandas >= 2.2.0 must be installed; ..."
+_PYSPARK_MISSING_PACKAGE = re.compile(r"\[PACKAGE_NOT_INSTALLED\] (.+?) must be installed")
+
+
+def missing_library(error: BaseException) -> str | None:
+    """What to install when `error` says a library is missing (driver-side ImportError or PySpark's
+    PACKAGE_NOT_INSTALLED, also carried back from an executor), else None.
+
+    A missing library is the environment's problem: exit 1 with "install X", never bad input (2).
+    """
+    if isinstance(error, MissingDependencyError):
+        return error.install
+    match = _PYSPARK_MISSING_PACKAGE.search(str(error))
+    if match:
+        return match.group(1).replace(" ", "")  # "Pandas >= 2.2.0" -> "Pandas>=2.2.0"
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        return error.name.split(".")[0]
+    return None
+
+
 def exit_code_for(error: BaseException) -> int:
     """The process exit code for an error that ended a job, also when it was raised on an executor."""
     remote = executor_error(error)
@@ -81,7 +102,12 @@ def describe(error: BaseException) -> str:
     if remote:
         error_class, message = remote
         return f"{error_class.__name__} in a Spark task: {message}"
-    return str(error).strip() or type(error).__name__
+    text = str(error).strip() or type(error).__name__
+    install = None if isinstance(error, MissingDependencyError) else missing_library(error)
+    if install:
+        first_line = text.splitlines()[0]
+        return f"a library is missing: {first_line} (install {install}, e.g. pip install '{install}')"
+    return text
 
 
 def executor_error(error: BaseException) -> tuple[type[BaseException], str] | None:
@@ -107,6 +133,8 @@ def executor_error(error: BaseException) -> tuple[type[BaseException], str] | No
 
 
 def _exit_code_for_class(error_class: type[BaseException]) -> int:
+    if issubclass(error_class, (MissingDependencyError, ImportError)):
+        return EXIT_UNEXPECTED  # the environment, not the input: never exit 2
     if issubclass(error_class, JobError):
         return error_class.exit_code
     if issubclass(error_class, _FORMAT_REFUSED):

@@ -7,6 +7,8 @@ table state -> 2, refused by a safety check or a lost commit race -> 3.
 
 from __future__ import annotations
 
+import re
+
 
 class PaimonFormatError(Exception):
     """Base class of every error the format layer raises on purpose."""
@@ -49,6 +51,38 @@ class StorageError(PaimonFormatError):
 
 class UnsupportedOperationError(PaimonFormatError):
     """The operation is not supported here, e.g. an atomic create on a backend that cannot do it."""
+
+
+class MissingDependencyError(PaimonFormatError):
+    """A library this operation needs is not installed: the environment's problem, not the input's.
+
+    Kept apart from CorruptFileError and UnsupportedOperationError on purpose: schedulers retry or
+    page a human on exit 1 and ask the user for a config fix on exit 2, and a missing codec library
+    must never read as corrupt data. The message always says what to install.
+    """
+
+    def __init__(self, what: str, install: str, detail: str = "") -> None:
+        suffix = f" ({detail})" if detail else ""
+        super().__init__(f"{what} needs a library that is not installed: install {install}{suffix}")
+        self.install = install
+
+
+# fastavro's words for a codec whose library is missing (a ValueError, raised on read and on write):
+# "zstandard codec is supported but you need to install one of the following libraries: (...)".
+_MISSING_CODEC = re.compile(
+    r"(\w+) codec is supported but you need to install (?:one of the following libraries: )?(.+)$"
+)
+
+
+def missing_codec_library(error: BaseException, what: str) -> MissingDependencyError | None:
+    """A MissingDependencyError for fastavro's "codec library missing" error, else None."""
+    match = _MISSING_CODEC.search(str(error))
+    if match is None:
+        return None
+    libraries = match.group(2).strip().strip("()").replace("'", "").rstrip(",").strip()
+    return MissingDependencyError(
+        f"{what} (Avro codec {match.group(1)})", libraries or match.group(2), "or reinstall paimon-jobs"
+    )
 
 
 class CommitConflictError(PaimonFormatError):

@@ -35,6 +35,7 @@ from typing import Any
 import fsspec
 
 from paimon_format.errors import (
+    MissingDependencyError,
     MissingFileError,
     PaimonFormatError,
     StorageError,
@@ -84,6 +85,23 @@ def protocol_of(url: str) -> str:
         return "file"
     scheme = scheme.lower()
     return _PROTOCOLS.get(scheme, scheme)
+
+
+# What to install for each object store's fsspec backend (`pip install ...`).
+_BACKEND_PACKAGES = {
+    "s3": "paimon-jobs[s3] (s3fs)",
+    "s3a": "paimon-jobs[s3] (s3fs)",
+    "gs": "paimon-jobs[gcs] (gcsfs)",
+    "gcs": "paimon-jobs[gcs] (gcsfs)",
+    "abfs": "adlfs",
+    "abfss": "adlfs",
+    "az": "adlfs",
+}
+
+
+def fsspec_backend_install(protocol: str) -> str:
+    """What `pip install` brings the fsspec backend of `protocol`, for a "install X" message."""
+    return _BACKEND_PACKAGES.get(protocol, f"the fsspec backend for {protocol}://")
 
 
 def join_path(*parts: str) -> str:
@@ -183,9 +201,8 @@ class FileIO:
                     self.protocol, **with_backend_defaults(self.protocol, self.storage_options)
                 )
             except ImportError as exc:
-                raise UnsupportedOperationError(
-                    f"no filesystem for protocol {self.protocol!r}: {exc} (install the fsspec backend, "
-                    "e.g. `pip install paimon-jobs[s3]` for s3://)"
+                raise MissingDependencyError(
+                    f"storage {self.protocol}://", fsspec_backend_install(self.protocol), str(exc)
                 ) from exc
             except ValueError as exc:
                 raise UnsupportedOperationError(f"unknown protocol {self.protocol!r}: {exc}") from exc
@@ -229,6 +246,17 @@ class FileIO:
                 with open(fs_path, "rb") as handle:
                     return handle.read()
             return self.fs.cat_file(fs_path)
+
+    def open_input(self, path: str) -> Any:
+        """A seekable binary stream of a file, for reading it piece by piece (data files).
+
+        The caller closes it. MissingFileError when the file does not exist, StorageError otherwise.
+        """
+        fs_path = self._fs_path(path)
+        with _storage_errors("open", path):
+            if self.protocol == "file":
+                return open(fs_path, "rb")  # noqa: SIM115 - the caller owns the stream
+            return self.fs.open(fs_path, "rb")
 
     def exists(self, path: str) -> bool:
         """True for an existing file or directory; errors other than not-found are raised."""

@@ -30,7 +30,7 @@ import fastavro
 import fastavro.write
 
 from paimon_format.binary_row import EMPTY_ROW, deserialize_row, serialize_row
-from paimon_format.errors import CorruptFileError
+from paimon_format.errors import CorruptFileError, missing_codec_library
 from paimon_format.fileio import FileIO
 from paimon_format.types import DataType
 
@@ -618,9 +618,15 @@ def _index_from_avro(r: dict[str, Any]) -> IndexManifestEntry:
 def _encode(schema: Any, records: Iterable[dict[str, Any]], compression: str) -> bytes:
     codec, level = _codec_and_level(compression)
     buffer = io.BytesIO()
-    fastavro.writer(
-        buffer, schema, records, codec=codec, sync_interval=_SYNC_INTERVAL, codec_compression_level=level
-    )
+    try:
+        fastavro.writer(
+            buffer, schema, records, codec=codec, sync_interval=_SYNC_INTERVAL, codec_compression_level=level
+        )
+    except ValueError as error:
+        missing = missing_codec_library(error, "writing Avro metadata")
+        if missing is not None:
+            raise missing from None
+        raise
     return buffer.getvalue()
 
 
@@ -640,7 +646,8 @@ def _decode(
     """Records of an Avro container decoded with the writer schema from its header, built into models.
 
     Any failure (bad header, truncated block, bad sync marker, codec error, missing required field,
-    wrong `_VERSION`) becomes a CorruptFileError naming `path`.
+    wrong `_VERSION`) becomes a CorruptFileError naming `path`, except a codec whose library is not
+    installed: that is a MissingDependencyError saying what to install.
     """
     index = -1
     try:
@@ -660,6 +667,9 @@ def _decode(
             path, f"record {index}: required field {error} is missing from the {what}"
         ) from None
     except Exception as error:  # fastavro raises assorted types on broken input (EOF, ValueError, zstd, ...)
+        missing = missing_codec_library(error, f"reading {path}")
+        if missing is not None:  # an environment problem, not a corrupt file
+            raise missing from None
         where = "header" if index < 0 else f"after record {index}"
         raise CorruptFileError(
             path, f"not a readable Avro {what} ({where}: {type(error).__name__}: {error})"

@@ -107,6 +107,16 @@ class Table:
             raise TableNotFoundError(f"{self.path}: not a Paimon table (no schema/schema-N file)")
         return latest
 
+    def schema_by_id(self, schema_id: int) -> TableSchema:
+        """Schema `schema_id` of this branch; schema files never change, so each is read once per handle."""
+        cache: dict[int, TableSchema] = self.__dict__.setdefault("_schemas_by_id", {})
+        if schema_id not in cache:
+            if self._schema_override is not None and self._schema_override.id == schema_id:
+                cache[schema_id] = self._schema_override
+            else:
+                cache[schema_id] = self.schema_manager.schema(schema_id)
+        return cache[schema_id]
+
     def check_metadata(self) -> None:
         """Refuse a table whose own metadata contradicts itself, before a job plans anything on it.
 

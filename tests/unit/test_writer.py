@@ -432,15 +432,29 @@ def test_empty_input_writes_nothing(tmp_path):
     assert results == [] and not Path(root).exists()
 
 
-def test_partial_update_refuses_repeated_keys(tmp_path):
-    data = pa.table({"id": [1, 1], "dt": ["a", "a"], "v": ["x", "y"]})
-    with pytest.raises(UnsupportedOperationError, match="partial-update"):
-        write(
-            tmp_path,
-            data,
-            primary_keys=("id", "dt"),
-            options=pk_options(**{"merge-engine": "partial-update"}),
-        )
+def test_repeated_keys_merge_by_the_engine_as_javas_write_buffer(tmp_path):
+    """partial-update and aggregation merge a key's rows of one write into one row (no longer refused)."""
+    data = pa.table({"id": [1, 1, 2], "dt": ["a", "a", "a"], "v": ["x", None, "z"]})
+    options = pk_options(**{"merge-engine": "partial-update"})
+    root, _schema, results = write(tmp_path, data, primary_keys=("id", "dt"), options=options)
+    rows = read_parquet(file_path(root, all_files(results)[0]))
+    assert rows.select(["id", "v", "_SEQUENCE_NUMBER"]).to_pylist() == [
+        {"id": 1, "v": "x", "_SEQUENCE_NUMBER": 11},
+        {"id": 2, "v": "z", "_SEQUENCE_NUMBER": 12},
+    ]
+    options = pk_options(**{"merge-engine": "aggregation", "fields.v.aggregate-function": "listagg"})
+    root, _schema, results = write(tmp_path / "agg", data, primary_keys=("id", "dt"), options=options)
+    rows = read_parquet(file_path(root, all_files(results)[0]))
+    assert rows.column("v").to_pylist() == ["x", "z"]
+
+
+def test_engine_this_writer_cannot_merge_is_refused_only_for_repeated_keys(tmp_path):
+    options = pk_options(**{"merge-engine": "aggregation", "fields.v.aggregate-function": "collect"})
+    single = pa.table({"id": [1, 2], "dt": ["a", "a"], "v": ["x", "y"]})
+    write(tmp_path, single, primary_keys=("id", "dt"), options=options)
+    repeated = pa.table({"id": [1, 1], "dt": ["a", "a"], "v": ["x", "y"]})
+    with pytest.raises(UnsupportedOperationError, match="collect"):
+        write(tmp_path / "repeated", repeated, primary_keys=("id", "dt"), options=options)
 
 
 def test_dynamic_bucket_primary_key_tables_are_refused(tmp_path):
