@@ -37,6 +37,7 @@ from paimon_format.scan import (
     changelog_reads,
     data_manifests,
     index_file_relpaths,
+    keeps_changelog,
     snapshot_metadata_files,
 )
 from paimon_format.snapshot import Snapshot
@@ -195,10 +196,11 @@ def root_references(table: Table, kind: str, name: str) -> RootReferences | None
         if kind == SNAPSHOT_ROOT:
             return _handed_over_to_changelog(table, int(name))
         return None
-    manifests = [
-        meta.file_name for meta in data_manifests(table, snapshot) + changelog_manifests(table, snapshot)
-    ]
-    files = snapshot_metadata_files(snapshot) + [f"manifest/{manifest}" for manifest in manifests]
+    # A tag (and a branch's copy of its tag) needs no changelog: Paimon's expiry deletes it.
+    with_changelog = kind == SNAPSHOT_ROOT and keeps_changelog(table, snapshot)
+    metas = data_manifests(table, snapshot) + (changelog_manifests(table, snapshot) if with_changelog else [])
+    manifests = [meta.file_name for meta in metas]
+    files = snapshot_metadata_files(snapshot, with_changelog) + [f"manifest/{m}" for m in manifests]
     return RootReferences(files, manifests, snapshot.index_manifest or None)
 
 

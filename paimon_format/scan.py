@@ -218,6 +218,30 @@ class SnapshotSource:
     name: str
     snapshot: Snapshot
 
+    @property
+    def needs_changelog(self) -> bool:
+        """Whether this root keeps its snapshot's changelog (list, manifests, files); see
+        `keeps_changelog`. A long-lived changelog's needs are `changelog_reads`."""
+        return self.kind == "snapshot" and keeps_changelog(self.table, self.snapshot)
+
+
+def keeps_changelog(table: Table, snapshot: Snapshot) -> bool:
+    """Whether a retained *snapshot* of `table` (switched to its branch) keeps its changelog.
+
+    What Paimon's Java code keeps: a snapshot's changelog lives as long as the snapshot (or, decoupled,
+    its long-lived changelog). Tags never keep it: `SnapshotDeletion` deletes the changelog list and
+    files of an expiring snapshot even when a tag holds it (the skipping set of its manifest cleanup
+    has only the base and delta lists of tagged snapshots, and `TagDeletion` never touches changelog).
+    A branch created from a tag starts with a copy of that tag (same id, same changelog list): that
+    copy has no changelog of its own either, the main branch's expiry may already have deleted it.
+    """
+    if table.branch == "main" or not snapshot.changelog_manifest_list:
+        return True
+    return not any(
+        tag.id == snapshot.id and tag.changelog_manifest_list == snapshot.changelog_manifest_list
+        for tag in table.tag_manager.tags().values()
+    )
+
 
 def snapshot_sources(table: Table) -> list[SnapshotSource]:
     """Every snapshot, tag and long-lived changelog of every branch: the roots of what a table needs.
@@ -245,12 +269,13 @@ def snapshot_sources(table: Table) -> list[SnapshotSource]:
     return sources
 
 
-def snapshot_metadata_files(snapshot: Snapshot) -> list[str]:
-    """Table-relative paths of the metadata files a snapshot names directly."""
+def snapshot_metadata_files(snapshot: Snapshot, changelog: bool = True) -> list[str]:
+    """Table-relative paths of the metadata files a snapshot names directly (without its changelog
+    manifest list when not `changelog`: a tag's, see `keeps_changelog`)."""
     names = [
         snapshot.base_manifest_list,
         snapshot.delta_manifest_list,
-        snapshot.changelog_manifest_list,
+        snapshot.changelog_manifest_list if changelog else None,
         snapshot.index_manifest,
     ]
     paths = [f"manifest/{name}" for name in names if name]
@@ -259,9 +284,9 @@ def snapshot_metadata_files(snapshot: Snapshot) -> list[str]:
     return paths
 
 
-def manifest_names(table: Table, snapshot: Snapshot) -> list[str]:
-    """The data and changelog manifest files of a snapshot (reads its manifest lists)."""
-    metas = data_manifests(table, snapshot) + changelog_manifests(table, snapshot)
+def manifest_names(table: Table, snapshot: Snapshot, changelog: bool = True) -> list[str]:
+    """The data (and, when `changelog`, changelog) manifest files of a snapshot (reads its lists)."""
+    metas = data_manifests(table, snapshot) + (changelog_manifests(table, snapshot) if changelog else [])
     return [meta.file_name for meta in metas]
 
 
@@ -277,7 +302,7 @@ def referenced_files(table: Table) -> set[str]:
     Includes schemas, snapshot, tag and changelog files themselves (not the LATEST/EARLIEST hints),
     manifest lists, manifests, index manifests, index files, statistics, data files with their
     extra files, and changelog files. A long-lived changelog needs only what its streaming readers
-    open (`changelog_reads`); its manifests count whole, like every other root's.
+    open (`changelog_reads`); a tag needs no changelog (`keeps_changelog`); manifests count whole.
     Single-process; the orphan-file job computes the same set on executors.
     """
     referenced: set[str] = set()
@@ -301,8 +326,11 @@ def referenced_files(table: Table) -> set[str]:
             referenced.update(f"manifest/{meta.file_name}" for meta in reads.named)
             manifests = reads.read
         else:
-            referenced.update(snapshot_metadata_files(snapshot))
-            manifests = data_manifests(source.table, snapshot) + changelog_manifests(source.table, snapshot)
+            with_changelog = source.needs_changelog
+            referenced.update(snapshot_metadata_files(snapshot, with_changelog))
+            manifests = data_manifests(source.table, snapshot)
+            if with_changelog:
+                manifests += changelog_manifests(source.table, snapshot)
         for meta in manifests:
             if meta.file_name in seen_manifests:
                 continue

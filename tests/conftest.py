@@ -64,3 +64,20 @@ def moto_s3() -> Iterator[tuple[str, str, dict[str, Any]]]:
         yield endpoint_url, MOTO_BUCKET, storage_options
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def java_paimon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """Paimon's own Java implementation as an oracle: one JVM for the whole session.
+
+    A `tests.java.oracle.JavaPaimon` (its docstring lists the requests: create tables, commit rows,
+    compact, tag, branch, expire snapshots / changelogs, clean orphans, read at any snapshot, tag or
+    branch). Tests that use it are marked ``java`` (``pytestmark = pytest.mark.java``).
+    """
+    from tests.java.oracle import JavaPaimon
+
+    oracle = JavaPaimon(tmp_path_factory.mktemp("java-oracle") / "jvm.log")
+    try:
+        yield oracle
+    finally:
+        oracle.close()

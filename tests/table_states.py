@@ -141,9 +141,11 @@ def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[st
         snapshot, branch_table = source.snapshot, source.table
         if source.kind == "snapshot" and branch_table.branch == "main" and snapshot.id in expiring:
             continue
-        files.update(snapshot_metadata_files(snapshot))
-        files.update(f"manifest/{name}" for name in manifest_names(branch_table, snapshot))
-        for entry in live_entries(branch_table, snapshot) + changelog_entries(branch_table, snapshot):
+        with_changelog = source.kind == "changelog" or source.needs_changelog  # tags keep none (Paimon)
+        files.update(snapshot_metadata_files(snapshot, with_changelog))
+        files.update(f"manifest/{name}" for name in manifest_names(branch_table, snapshot, with_changelog))
+        changelog = changelog_entries(branch_table, snapshot) if with_changelog else []
+        for entry in live_entries(branch_table, snapshot) + changelog:
             files.update(table.entry_relpaths(entry))
         for index_entry in index_entries(branch_table, snapshot):
             files.update(index_file_relpaths(index_entry))

@@ -1,0 +1,540 @@
+/*
+ * Paimon's own Java implementation (the shaded Paimon 1.0 bundle of paimon-python-ali) as a test oracle.
+ *
+ * Test-only: the product never runs it. One JVM per test session reads requests as JSON lines on stdin
+ * and answers each with one JSON line on stdout ({"ok": true, "result": ...} or {"ok": false, "error":
+ * ...}); everything Paimon logs goes to stderr. tests/java/oracle.py starts it and documents the
+ * requests. Values travel as typed JSON (see toJava / toJson): the bundle lacks netty, so no Arrow.
+ */
+
+import java.math.BigDecimal;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.time.Instant;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.LocalTime;
+import java.time.ZoneOffset;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+
+import org.apache.paimon.data.BinaryRow;
+import org.apache.paimon.data.BinaryString;
+import org.apache.paimon.data.Decimal;
+import org.apache.paimon.data.GenericArray;
+import org.apache.paimon.data.GenericMap;
+import org.apache.paimon.data.GenericRow;
+import org.apache.paimon.data.InternalArray;
+import org.apache.paimon.data.InternalMap;
+import org.apache.paimon.data.InternalRow;
+import org.apache.paimon.data.Timestamp;
+import org.apache.paimon.fs.Path;
+import org.apache.paimon.fs.local.LocalFileIO;
+import org.apache.paimon.index.HashBucketAssigner;
+import org.apache.paimon.operation.OrphanFilesClean;
+import org.apache.paimon.options.ExpireConfig;
+import org.apache.paimon.schema.Schema;
+import org.apache.paimon.schema.SchemaChange;
+import org.apache.paimon.schema.SchemaManager;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import org.apache.paimon.shade.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.paimon.table.BucketMode;
+import org.apache.paimon.table.FileStoreTable;
+import org.apache.paimon.table.FileStoreTableFactory;
+import org.apache.paimon.table.sink.BatchTableCommit;
+import org.apache.paimon.table.sink.BatchWriteBuilder;
+import org.apache.paimon.table.sink.CommitMessage;
+import org.apache.paimon.table.sink.RowPartitionKeyExtractor;
+import org.apache.paimon.table.sink.TableCommitImpl;
+import org.apache.paimon.table.sink.TableWriteImpl;
+import org.apache.paimon.table.source.DataSplit;
+import org.apache.paimon.table.source.ReadBuilder;
+import org.apache.paimon.table.source.Split;
+import org.apache.paimon.types.ArrayType;
+import org.apache.paimon.types.DataField;
+import org.apache.paimon.types.DataType;
+import org.apache.paimon.types.DataTypeJsonParser;
+import org.apache.paimon.types.DecimalType;
+import org.apache.paimon.types.MapType;
+import org.apache.paimon.types.RowKind;
+import org.apache.paimon.types.RowType;
+
+public final class PaimonOracle {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final JsonNodeFactory NODES = JsonNodeFactory.instance;
+    // Spill and lookup files (changelog-producer lookup, deletion vectors) go to the JVM's temp dir.
+    private static final org.apache.paimon.disk.IOManager IO_MANAGER =
+            org.apache.paimon.disk.IOManager.create(System.getProperty("java.io.tmpdir"));
+
+    public static void main(String[] args) throws Exception {
+        PrintStream answers = new PrintStream(System.out, true, "UTF-8");
+        System.setOut(System.err); // anything Paimon prints must not corrupt the protocol
+        BufferedReader requests =
+                new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = requests.readLine()) != null) {
+            if (line.isEmpty()) {
+                continue;
+            }
+            ObjectNode answer = NODES.objectNode();
+            try {
+                JsonNode request = JSON.readTree(line);
+                answer.put("ok", true);
+                answer.set("result", handle(request));
+            } catch (Throwable error) {
+                error.printStackTrace(System.err);
+                answer.put("ok", false);
+                answer.put("error", error.getClass().getName() + ": " + error.getMessage());
+            }
+            answers.println(JSON.writeValueAsString(answer));
+        }
+    }
+
+    private static JsonNode handle(JsonNode request) throws Exception {
+        String op = request.get("op").asText();
+        switch (op) {
+            case "ping":
+                return NODES.textNode("pong");
+            case "create_table":
+                return createTable(request);
+            case "alter_table":
+                return alterTable(request);
+            case "write":
+                return write(request);
+            case "compact":
+                return compact(request);
+            case "create_tag":
+                table(request).createTag(request.get("name").asText(), request.get("snapshot_id").asLong());
+                return NODES.nullNode();
+            case "create_branch":
+                if (request.hasNonNull("tag")) {
+                    table(request).createBranch(request.get("name").asText(), request.get("tag").asText());
+                } else {
+                    table(request).createBranch(request.get("name").asText());
+                }
+                return NODES.nullNode();
+            case "expire_snapshots":
+                return NODES.numberNode(table(request).newExpireSnapshots().config(expireConfig(request)).expire());
+            case "expire_changelog":
+                return NODES.numberNode(table(request).newExpireChangelog().config(expireConfig(request)).expire());
+            case "remove_orphan_files":
+                return removeOrphanFiles(request);
+            case "read":
+                return read(request);
+            default:
+                throw new IllegalArgumentException("unknown op " + op);
+        }
+    }
+
+    // ----------------------------------------------------------------------------------------------
+    // Tables
+    // ----------------------------------------------------------------------------------------------
+
+    private static FileStoreTable table(JsonNode request) {
+        FileStoreTable table =
+                FileStoreTableFactory.create(LocalFileIO.create(), new Path(request.get("path").asText()));
+        Map<String, String> dynamic = new HashMap<>();
+        if (request.hasNonNull("options")) {
+            request.get("options").fields().forEachRemaining(e -> dynamic.put(e.getKey(), e.getValue().asText()));
+        }
+        if (request.hasNonNull("branch")) {
+            table = table.switchToBranch(request.get("branch").asText());
+        }
+        return dynamic.isEmpty() ? table : table.copy(dynamic);
+    }
+
+    private static JsonNode createTable(JsonNode request) throws Exception {
+        Schema.Builder schema = Schema.newBuilder();
+        for (JsonNode field : request.get("fields")) {
+            schema.column(field.get("name").asText(), DataTypeJsonParser.parseDataType(field.get("type")));
+        }
+        schema.partitionKeys(strings(request.get("partition_keys")));
+        schema.primaryKey(strings(request.get("primary_keys")));
+        Map<String, String> options = new LinkedHashMap<>();
+        if (request.hasNonNull("table_options")) {
+            request.get("table_options").fields()
+                    .forEachRemaining(e -> options.put(e.getKey(), e.getValue().asText()));
+        }
+        schema.options(options);
+        new SchemaManager(LocalFileIO.create(), new Path(request.get("path").asText())).createTable(schema.build());
+        return NODES.nullNode();
+    }
+
+    private static JsonNode alterTable(JsonNode request) throws Exception {
+        List<SchemaChange> changes = new ArrayList<>();
+        for (JsonNode change : request.get("changes")) {
+            String kind = change.get(0).asText();
+            switch (kind) {
+                case "add_column":
+                    changes.add(SchemaChange.addColumn(
+                            change.get(1).asText(), DataTypeJsonParser.parseDataType(change.get(2))));
+                    break;
+                case "rename_column":
+                    changes.add(SchemaChange.renameColumn(change.get(1).asText(), change.get(2).asText()));
+                    break;
+                case "update_column_type":
+                    changes.add(SchemaChange.updateColumnType(
+                            change.get(1).asText(), DataTypeJsonParser.parseDataType(change.get(2))));
+                    break;
+                case "set_option":
+                    changes.add(SchemaChange.setOption(change.get(1).asText(), change.get(2).asText()));
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown schema change " + kind);
+            }
+        }
+        SchemaManager manager = new SchemaManager(LocalFileIO.create(), new Path(request.get("path").asText()));
+        if (request.hasNonNull("branch")) {
+            manager = manager.copyWithBranch(request.get("branch").asText());
+        }
+        manager.commitChanges(changes);
+        return NODES.nullNode();
+    }
+
+    private static List<String> strings(JsonNode array) {
+        List<String> out = new ArrayList<>();
+        if (array != null) {
+            array.forEach(n -> out.add(n.asText()));
+        }
+        return out;
+    }
+
+    // ----------------------------------------------------------------------------------------------
+    // Writing, compaction
+    // ----------------------------------------------------------------------------------------------
+
+    /** Commits the rows as one batch commit (an overwrite when "overwrite" is given); answers the new
+     * latest snapshot id. Each row is an object by column name; "_kind" (+I, -U, +U, -D) sets its kind. */
+    private static JsonNode write(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        RowType rowType = table.rowType();
+        List<InternalRow> rows = new ArrayList<>();
+        for (JsonNode row : request.get("rows")) {
+            rows.add(toRow(row, rowType));
+        }
+        if (table.bucketMode() == BucketMode.HASH_DYNAMIC) {
+            writeDynamicBucket(table, rows);
+        } else {
+            BatchWriteBuilder builder = table.newBatchWriteBuilder();
+            if (request.hasNonNull("overwrite")) {
+                Map<String, String> partition = new LinkedHashMap<>();
+                request.get("overwrite").fields().forEachRemaining(e -> partition.put(e.getKey(), e.getValue().asText()));
+                builder = builder.withOverwrite(partition);
+            }
+            try (org.apache.paimon.table.sink.BatchTableWrite write = builder.newWrite();
+                    BatchTableCommit commit = builder.newCommit()) {
+                write.withIOManager(IO_MANAGER);
+                for (InternalRow row : rows) {
+                    write.write(row);
+                }
+                commit.commit(write.prepareCommit());
+            }
+        }
+        return latest(table);
+    }
+
+    /** A dynamic-bucket table needs the bucket of each row from the table's hash index (as Flink's
+     * bucket assigner does); the writer then maintains the index. */
+    private static void writeDynamicBucket(FileStoreTable table, List<InternalRow> rows) throws Exception {
+        String commitUser = UUID.randomUUID().toString();
+        HashBucketAssigner assigner = new HashBucketAssigner(
+                table.snapshotManager(), commitUser, table.store().newIndexFileHandler(), 1, 1, 0,
+                table.coreOptions().dynamicBucketTargetRowNum());
+        RowPartitionKeyExtractor keys = new RowPartitionKeyExtractor(table.schema());
+        try (TableWriteImpl<?> write = table.newWrite(commitUser);
+                TableCommitImpl commit = table.newCommit(commitUser)) {
+            write.withIOManager(IO_MANAGER);
+            for (InternalRow row : rows) {
+                BinaryRow partition = keys.partition(row);
+                int bucket = assigner.assign(partition, keys.trimmedPrimaryKey(row).hashCode());
+                write.write(row, bucket);
+            }
+            commit.commit(write.prepareCommit(true, BatchWriteBuilder.COMMIT_IDENTIFIER));
+        }
+    }
+
+    /** Paimon's own compaction of every (partition, bucket) of the latest snapshot, full when "full". */
+    private static JsonNode compact(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        boolean full = !request.has("full") || request.get("full").asBoolean();
+        Set<List<Object>> targets = new LinkedHashSet<>();
+        for (Split split : table.newReadBuilder().newScan().plan().splits()) {
+            DataSplit data = (DataSplit) split;
+            List<Object> target = new ArrayList<>();
+            target.add(data.partition());
+            target.add(data.bucket());
+            targets.add(target);
+        }
+        BatchWriteBuilder builder = table.newBatchWriteBuilder();
+        try (TableWriteImpl<?> write = (TableWriteImpl<?>) builder.newWrite();
+                BatchTableCommit commit = builder.newCommit()) {
+            write.withIOManager(IO_MANAGER);
+            for (List<Object> target : targets) {
+                write.compact((BinaryRow) target.get(0), (Integer) target.get(1), full);
+            }
+            List<CommitMessage> messages = write.prepareCommit();
+            commit.commit(messages);
+        }
+        return latest(table);
+    }
+
+    private static JsonNode latest(FileStoreTable table) {
+        Long id = table.snapshotManager().latestSnapshotId();
+        return id == null ? NODES.nullNode() : NODES.numberNode(id);
+    }
+
+    // ----------------------------------------------------------------------------------------------
+    // Maintenance
+    // ----------------------------------------------------------------------------------------------
+
+    private static ExpireConfig expireConfig(JsonNode request) {
+        ExpireConfig.Builder config = ExpireConfig.builder();
+        if (request.hasNonNull("retain_min")) {
+            config.snapshotRetainMin(request.get("retain_min").asInt());
+        }
+        if (request.hasNonNull("retain_max")) {
+            config.snapshotRetainMax(request.get("retain_max").asInt());
+        }
+        if (request.hasNonNull("time_retained_ms")) {
+            config.snapshotTimeRetain(Duration.ofMillis(request.get("time_retained_ms").asLong()));
+        }
+        if (request.hasNonNull("max_deletes")) {
+            config.snapshotMaxDeletes(request.get("max_deletes").asInt());
+        }
+        if (request.hasNonNull("changelog_retain_min")) {
+            config.changelogRetainMin(request.get("changelog_retain_min").asInt());
+        }
+        if (request.hasNonNull("changelog_retain_max")) {
+            config.changelogRetainMax(request.get("changelog_retain_max").asInt());
+        }
+        if (request.hasNonNull("changelog_time_retained_ms")) {
+            config.changelogTimeRetain(Duration.ofMillis(request.get("changelog_time_retained_ms").asLong()));
+        }
+        return config.build();
+    }
+
+    /** Paimon's OrphanFilesClean: answers the orphans it found (deleted unless "dry_run"). */
+    private static JsonNode removeOrphanFiles(JsonNode request) throws Exception {
+        boolean dryRun = request.hasNonNull("dry_run") && request.get("dry_run").asBoolean();
+        LocalFileIO io = LocalFileIO.create();
+        OrphanFilesClean clean = new OrphanFilesClean(table(request))
+                .olderThan(request.get("older_than").asText())
+                .fileCleaner(path -> {
+                    if (!dryRun) {
+                        try {
+                            io.deleteQuietly(path);
+                        } catch (Exception ignored) {
+                            // a failed delete shows as a leftover in the test's own listing
+                        }
+                    }
+                });
+        ArrayNode found = NODES.arrayNode();
+        for (Path path : clean.clean()) {
+            found.add(path.toUri().getPath());
+        }
+        return found;
+    }
+
+    // ----------------------------------------------------------------------------------------------
+    // Reading
+    // ----------------------------------------------------------------------------------------------
+
+    /** Every row of a batch read at a snapshot / tag (default latest) of the table or a branch, with the
+     * fields it was read with: {"fields": [DataField JSON], "rows": [[value, ...], ...]}. */
+    private static JsonNode read(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        Map<String, String> travel = new HashMap<>();
+        if (request.hasNonNull("snapshot_id")) {
+            travel.put("scan.snapshot-id", request.get("snapshot_id").asText());
+        }
+        if (request.hasNonNull("tag")) {
+            travel.put("scan.tag-name", request.get("tag").asText());
+        }
+        if (!travel.isEmpty()) {
+            table = table.copy(travel);
+        }
+        RowType rowType = table.rowType();
+        ReadBuilder builder = table.newReadBuilder();
+        ArrayNode rows = NODES.arrayNode();
+        builder.newRead().createReader(builder.newScan().plan()).forEachRemaining(row -> {
+            rows.add(toJson(row, rowType));
+        });
+        ObjectNode result = NODES.objectNode();
+        ArrayNode fields = NODES.arrayNode();
+        for (DataField field : rowType.getFields()) {
+            fields.add(JSON.valueToTree(JSON.readTree(org.apache.paimon.utils.JsonSerdeUtil.toJson(field))));
+        }
+        result.set("fields", fields);
+        result.set("rows", rows);
+        return result;
+    }
+
+    // ----------------------------------------------------------------------------------------------
+    // Typed JSON <-> Paimon internal values
+    // ----------------------------------------------------------------------------------------------
+
+    private static InternalRow toRow(JsonNode row, RowType rowType) {
+        GenericRow out = new GenericRow(rowType.getFieldCount());
+        for (int i = 0; i < rowType.getFieldCount(); i++) {
+            DataField field = rowType.getFields().get(i);
+            JsonNode value = row.isArray() ? row.get(i) : row.get(field.name());
+            out.setField(i, toJava(value, field.type()));
+        }
+        if (row.isObject() && row.hasNonNull("_kind")) {
+            out.setRowKind(RowKind.fromShortString(row.get("_kind").asText()));
+        }
+        return out;
+    }
+
+    private static Object toJava(JsonNode value, DataType type) {
+        if (value == null || value.isNull()) {
+            return null;
+        }
+        switch (type.getTypeRoot()) {
+            case BOOLEAN:
+                return value.asBoolean();
+            case TINYINT:
+                return (byte) value.asInt();
+            case SMALLINT:
+                return (short) value.asInt();
+            case INTEGER:
+                return value.asInt();
+            case BIGINT:
+                return value.asLong();
+            case FLOAT:
+                return (float) value.asDouble();
+            case DOUBLE:
+                return value.asDouble();
+            case CHAR:
+            case VARCHAR:
+                return BinaryString.fromString(value.asText());
+            case BINARY:
+            case VARBINARY:
+                return Base64.getDecoder().decode(value.asText());
+            case DECIMAL:
+                DecimalType decimal = (DecimalType) type;
+                return Decimal.fromBigDecimal(
+                        new BigDecimal(value.asText()), decimal.getPrecision(), decimal.getScale());
+            case DATE:
+                return (int) LocalDate.parse(value.asText()).toEpochDay();
+            case TIME_WITHOUT_TIME_ZONE:
+                return (int) (LocalTime.parse(value.asText()).toNanoOfDay() / 1_000_000L);
+            case TIMESTAMP_WITHOUT_TIME_ZONE:
+                return Timestamp.fromLocalDateTime(LocalDateTime.parse(value.asText()));
+            case TIMESTAMP_WITH_LOCAL_TIME_ZONE:
+                return Timestamp.fromInstant(LocalDateTime.parse(value.asText()).toInstant(ZoneOffset.UTC));
+            case ARRAY:
+                DataType element = ((ArrayType) type).getElementType();
+                Object[] items = new Object[value.size()];
+                for (int i = 0; i < value.size(); i++) {
+                    items[i] = toJava(value.get(i), element);
+                }
+                return new GenericArray(items);
+            case MAP:
+                MapType map = (MapType) type;
+                Map<Object, Object> entries = new LinkedHashMap<>();
+                if (value.isObject()) {
+                    value.fields().forEachRemaining(e -> entries.put(
+                            toJava(NODES.textNode(e.getKey()), map.getKeyType()),
+                            toJava(e.getValue(), map.getValueType())));
+                }
+                for (JsonNode pair : value.isArray() ? value : NODES.arrayNode()) {
+                    entries.put(toJava(pair.get(0), map.getKeyType()), toJava(pair.get(1), map.getValueType()));
+                }
+                return new GenericMap(entries);
+            case ROW:
+                return toRow(value, (RowType) type);
+            default:
+                throw new IllegalArgumentException("unsupported type " + type);
+        }
+    }
+
+    private static ArrayNode toJson(InternalRow row, RowType rowType) {
+        ArrayNode out = NODES.arrayNode();
+        for (int i = 0; i < rowType.getFieldCount(); i++) {
+            DataType type = rowType.getTypeAt(i);
+            out.add(toJson(InternalRow.createFieldGetter(type, i).getFieldOrNull(row), type));
+        }
+        return out;
+    }
+
+    private static JsonNode toJson(Object value, DataType type) {
+        if (value == null) {
+            return NODES.nullNode();
+        }
+        switch (type.getTypeRoot()) {
+            case BOOLEAN:
+                return NODES.booleanNode((Boolean) value);
+            case TINYINT:
+                return NODES.numberNode((Byte) value);
+            case SMALLINT:
+                return NODES.numberNode((Short) value);
+            case INTEGER:
+                return NODES.numberNode((Integer) value);
+            case BIGINT:
+                return NODES.numberNode((Long) value);
+            case FLOAT:
+                return NODES.numberNode((Float) value);
+            case DOUBLE:
+                return NODES.numberNode((Double) value);
+            case CHAR:
+            case VARCHAR:
+                return NODES.textNode(value.toString());
+            case BINARY:
+            case VARBINARY:
+                return NODES.textNode(Base64.getEncoder().encodeToString((byte[]) value));
+            case DECIMAL:
+                return NODES.textNode(((Decimal) value).toBigDecimal().toPlainString());
+            case DATE:
+                return NODES.textNode(LocalDate.ofEpochDay((Integer) value).toString());
+            case TIME_WITHOUT_TIME_ZONE:
+                return NODES.textNode(LocalTime.ofNanoOfDay((Integer) value * 1_000_000L).toString());
+            case TIMESTAMP_WITHOUT_TIME_ZONE:
+                return NODES.textNode(((Timestamp) value).toLocalDateTime().toString());
+            case TIMESTAMP_WITH_LOCAL_TIME_ZONE:
+                Instant instant = ((Timestamp) value).toInstant();
+                return NODES.textNode(LocalDateTime.ofInstant(instant, ZoneOffset.UTC).toString());
+            case ARRAY:
+                DataType element = ((ArrayType) type).getElementType();
+                InternalArray array = (InternalArray) value;
+                InternalArray.ElementGetter getter = InternalArray.createElementGetter(element);
+                ArrayNode items = NODES.arrayNode();
+                for (int i = 0; i < array.size(); i++) {
+                    items.add(toJson(getter.getElementOrNull(array, i), element));
+                }
+                return items;
+            case MAP:
+                MapType mapType = (MapType) type;
+                InternalMap map = (InternalMap) value;
+                InternalArray.ElementGetter keyGetter = InternalArray.createElementGetter(mapType.getKeyType());
+                InternalArray.ElementGetter valueGetter =
+                        InternalArray.createElementGetter(mapType.getValueType());
+                ArrayNode pairs = NODES.arrayNode();
+                for (int i = 0; i < map.size(); i++) {
+                    ArrayNode pair = NODES.arrayNode();
+                    pair.add(toJson(keyGetter.getElementOrNull(map.keyArray(), i), mapType.getKeyType()));
+                    pair.add(toJson(valueGetter.getElementOrNull(map.valueArray(), i), mapType.getValueType()));
+                    pairs.add(pair);
+                }
+                return pairs;
+            case ROW:
+                return toJson((InternalRow) value, (RowType) type);
+            default:
+                throw new IllegalArgumentException("unsupported type " + type);
+        }
+    }
+}
