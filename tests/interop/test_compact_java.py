@@ -9,7 +9,9 @@ Then, once per module on a copy of that warehouse:
   snapshot and a tag;
 - our `compact` job (the real job entry point, in this process's SparkSession) compacts each table;
   Java reads the new snapshot with the rows it read before, every older snapshot and tag as before,
-  and our `read_table` agrees with Java on our compacted output; a second run commits nothing;
+  and our `read_table` agrees with Java on our compacted output (first-row: Paimon's batch read skips
+  level-0 files, so the compacted table reads as after Java's own full compaction of the same table);
+  a second run commits nothing;
 - Java then commits on top of our files and compacts again (our output at the top level must satisfy
   Java's LSM invariants), and reads what a table with those upserts holds.
 """
@@ -76,8 +78,10 @@ def build_engine(java: JavaPaimon, path: str, options: dict[str, str]) -> None:
     java.write(path, [{"k": k, "a": 10, "b": None, "c": 2} for k in range(2, 8)])
     java.create_tag(path, "t2", 2)
     java.compact(path, full=True)
-    java.write(path, [{"k": k, "a": 1, "b": None, "c": 9} for k in range(4, 6)])
-    java.write(path, [{"k": k, "a": 5, "b": f"late{k}", "c": -1} for k in range(5, 9)])
+    # write-only: first-row (a lookup table) would otherwise compact every commit into the top level
+    level0 = {"write-only": "true"}
+    java.write(path, [{"k": k, "a": 1, "b": None, "c": 9} for k in range(4, 6)], options=level0)
+    java.write(path, [{"k": k, "a": 5, "b": f"late{k}", "c": -1} for k in range(5, 9)], options=level0)
 
 
 def build_dynamic(java: JavaPaimon, path: str) -> None:
@@ -187,7 +191,9 @@ def test_read_table_returns_javas_rows(spark_session, java_written, name):
 
 
 @pytest.mark.parametrize("name", list(TABLES))
-def test_java_reads_our_compaction_as_before(spark_session, java_paimon, java_written, compacted, name):
+def test_java_reads_our_compaction_as_before(
+    spark_session, java_paimon, java_written, compacted, tmp_path, name
+):
     """The new snapshot reads, in Java, the rows Java read at the compacted snapshot; every older
     snapshot and tag reads as before; our read_table of our output equals Java's read of it."""
     _template, before = java_written
@@ -198,6 +204,14 @@ def test_java_reads_our_compaction_as_before(spark_session, java_paimon, java_wr
     assert new == base + 1, f"{name}: compact committed no snapshot"
     expected = before[name][("snapshot", str(base))]
     assert expected
+    if name == "pk_first_row":
+        # Paimon's batch read of a first-row table skips level-0 files (their keys are not yet known
+        # to be first), so any full compaction, Java's own too, makes them visible: compare with Java's.
+        javas_own = shutil.copytree(table_path(_template, name), str(tmp_path / name))
+        java_paimon.compact(javas_own, full=True)
+        expected_after = java_paimon.read(javas_own)
+        assert expected_after != expected and {"k": 8, "a": 5, "b": "late8", "c": -1} in expected_after
+        expected = expected_after
     java_latest = java_paimon.read(path)
     assert java_latest == expected
     assert our_rows(spark_session, warehouse, name) == java_latest
@@ -248,7 +262,8 @@ def test_java_writes_and_compacts_on_top_of_our_files(
     ours = shutil.copytree(source, str(tmp_path / "ours" / f"{DATABASE}.db"))
     path = os.path.join(ours, name)
     java_paimon.write(path, UPSERTS[name])
-    java_paimon.compact(path, full=True)
+    if name != "append_small_files":  # Paimon 1.0 compacts bucket -1 append tables only in its jobs
+        java_paimon.compact(path, full=True)
     rows = java_paimon.read(path)
     our_warehouse = str(tmp_path / "ours")
     assert our_rows(spark_session, our_warehouse, name) == rows
