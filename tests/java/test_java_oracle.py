@@ -65,3 +65,25 @@ def test_java_orphan_cleaning_and_expiry_answer(java_paimon, tmp_path):
     assert java_paimon.expire_snapshots(path, retain_min=1, retain_max=1) == 2
     assert sorted(os.listdir(os.path.join(path, "snapshot"))) == ["EARLIEST", "LATEST", "snapshot-3"]
     assert [r["k"] for r in java_paimon.read(path)] == [0, 1, 2]
+
+
+def test_a_tag_whose_changelog_java_expired_needs_no_changelog(java_templates):
+    """Issue 16's bug in the format layer: the referenced set of a Java table whose tag's changelog
+    list Java's expiry deleted is readable, names the tag's base and delta lists and every file
+    Java reads there, and not its (gone) changelog list."""
+    import json
+
+    from paimon_format.fileio import FileIO
+    from paimon_format.scan import referenced_files
+
+    warehouse, fixtures = java_templates
+    path = fixtures["pk_changelog"].path(warehouse)
+    with open(os.path.join(path, "tag", "tag-t2")) as handle:
+        tag = json.load(handle)
+    assert not os.path.exists(os.path.join(path, "manifest", tag["changelogManifestList"]))
+    referenced = referenced_files(Table(FileIO.for_path(path), path))
+    assert f"manifest/{tag['baseManifestList']}" in referenced
+    assert f"manifest/{tag['deltaManifestList']}" in referenced
+    assert f"manifest/{tag['changelogManifestList']}" not in referenced
+    listed = {os.path.relpath(os.path.join(d, n), path) for d, _, names in os.walk(path) for n in names}
+    assert referenced <= listed  # nothing referenced is missing
