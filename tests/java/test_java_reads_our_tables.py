@@ -1,5 +1,7 @@
-"""Java reads every table our write job makes (every type, append and primary key, parquet / orc /
-avro) at every snapshot with the rows pypaimon reads; and our write job appends to Java's tables."""
+"""Java reads every table our write job makes (append and primary key, parquet / orc / avro, every
+type Spark builds from local rows: TIMESTAMP_LTZ is covered by the Java-written fixtures, as Spark's
+Arrow conversion of local rows asserts a time zone there) at every snapshot with the rows pypaimon
+reads; and our write job appends to a Java-written primary-key table."""
 
 from __future__ import annotations
 
