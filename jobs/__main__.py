@@ -1,21 +1,25 @@
-"""`python -m jobs <operation> --config FILE [--set key=value ...] [--dry-run] [--output FILE]`.
+"""`python -m jobs <operation> --config FILE [--set key=value ...] [--dry-run] [--output FILE]`,
+and `python -m jobs schema <operation>` (the JSON Schema of the operation's YAML).
 
 The same `main()` serves `paimon-jobs ...` (console script) and `spark-submit jobs/<module>.py ...`
 (through `jobs.entry.run_entry`). Exit codes: 0 done, 2 bad input, 3 refused by a safety check or a
 lost commit race, 1 unexpected. The run record (JSON) goes to stdout or --output, also when the job
-fails, so a scheduler always has one document per run.
+fails, so a scheduler always has one document per run; stdout carries nothing else (log lines go
+to stderr, also under spark-submit, see `reclaim_stderr_from_spark_submit`).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
 from jobs.config import load_config
 from jobs.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, describe, exit_code_for
-from jobs.logs import LOG_LEVELS, JobLogging
+from jobs.logs import LOG_LEVELS, JobLogging, reclaim_stderr_from_spark_submit
 from jobs.registry import OPERATIONS, JobContext, load
 from jobs.report import RunRecord
 
@@ -43,12 +47,60 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--dry-run", action="store_true", help="plan and report, change nothing")
     parser.add_argument("--output", help="write the run record here (path or fsspec URL) instead of stdout")
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)
+    parser.add_argument(
+        "--spark-log-level",
+        default="WARN",
+        type=str.upper,
+        choices=("ALL", "DEBUG", "INFO", "WARN", "ERROR", "OFF"),
+        help="Spark's own log level (spark.log.level; default WARN; a --conf given to spark-submit wins)",
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", help="no Spark stage progress bar, even on a terminal"
+    )
     return parser
+
+
+def _schema_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs schema",
+        description="Print the JSON Schema of an operation's YAML configuration (for editors and CI lint).",
+    )
+    parser.add_argument(
+        "operation", choices=list(OPERATIONS), metavar="operation", help=", ".join(OPERATIONS)
+    )
+    return parser
+
+
+def print_schema(argv: Sequence[str]) -> int:
+    """`schema <operation>`: the pydantic model's JSON Schema, exactly what the YAML is validated by."""
+    args = _schema_parser().parse_args(argv)
+    try:
+        model = load(args.operation).CONFIG_MODEL
+    except Exception as error:
+        print(f"error: {describe(error)}", file=sys.stderr)
+        return exit_code_for(error)
+    schema = model.model_json_schema()
+    schema.setdefault("title", f"paimon-jobs {args.operation} configuration")
+    return write_stdout(json.dumps(schema, indent=2) + "\n")
+
+
+def write_stdout(text: str) -> int:
+    """Print `text`; a reader that closed the pipe early (`| head`) is no error and prints no trace."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes again at exit
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one operation; returns the exit code (argparse itself exits 2 on bad arguments)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["schema"]:
+        return print_schema(argv[1:])
     args = _parser().parse_args(argv)
+    reclaim_stderr_from_spark_submit()
     logs = JobLogging(args.operation, args.log_level)
     log = logging.getLogger(f"jobs.{args.operation}")
     record = RunRecord(operation=args.operation, dry_run=args.dry_run)
@@ -61,7 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         storage_options = getattr(config, "storage_options", None)
         logs.set_table(record.table or "-")
         log.info("%s with %s", "dry run" if args.dry_run else "run", args.config)
-        context = JobContext(args.operation, config, args.dry_run, record, log)
+        context = JobContext(
+            args.operation,
+            config,
+            args.dry_run,
+            record,
+            log,
+            spark_log_level=args.spark_log_level,
+            console_progress=not args.quiet and sys.stderr.isatty(),
+        )
         operation.run(context, config)
         code, message = EXIT_OK, None
     except Exception as error:  # every failure ends in a record and an exit code

@@ -197,7 +197,9 @@ def compact_manifests(
         table.file_io.delete_many([table.manifest_path(name) for name in written])
         log.info("commit failed: removed the %d manifests this run wrote", len(written))
         raise
-    record.snapshot_ids["committed"] = snapshot.id if snapshot else None
+    record.snapshot_ids["committed"] = None
+    if snapshot is not None:
+        record.committed(snapshot.id)
     log.info("snapshot %s: %d manifests -> %d", record.snapshot_ids["committed"], len(manifests), len(base))
     return record
 

@@ -58,7 +58,9 @@ class TableJobConfig(StrictModel):
     warehouse: str = Field(description="fsspec URL of the warehouse: /path, file://, s3://, memory://")
     table: str = Field(description="db.name")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="handed to fsspec")
-    spark: dict[str, Any] | None = Field(default=None, description="Spark settings for local runs only")
+    spark: dict[str, Any] | None = Field(
+        default=None, description="Spark settings; under spark-submit only those it was not given"
+    )
     allow_unsafe_overwrite_commit: bool = Field(
         default=False,
         description="accept exists-check-then-write commits on stores without create-if-absent "

@@ -6,7 +6,9 @@ A thin entry file is two lines:
     run_entry("expire-snapshots")
 
 The package must be importable on the driver and the executors: installed with pip on every node,
-or shipped with `spark-submit --py-files paimon_jobs.zip` (see scripts/package).
+shipped as a virtual environment (`--archives paimon_jobs-<version>-venv.tar.gz#environment` with
+`spark.pyspark.python=./environment/bin/python`), or with `--py-files paimon_jobs.zip` next to its
+installed dependencies (see scripts/package and README's cluster section).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """maintain: one scheduled run that maintains many tables (issue #9).
 
 For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
-compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
+compact, compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
 `run(context, config)`, all in one SparkSession. Tables run concurrently on a thread pool of
 `parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
 `scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
@@ -22,7 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any
 
 from jobs.errors import (
@@ -41,6 +42,7 @@ from jobs.registry import JobContext, load
 from jobs.report import RunRecord
 from jobs.table_globs import resolve_tables
 from jobs.table_lock import TableLock, default_lock_dir, lock_path
+from jobs.table_open import open_existing_table
 from paimon_format.crash_points import crash_point
 from paimon_format.fileio import FileIO
 
@@ -64,6 +66,10 @@ SUMMARY_KEYS: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
             ("files_deleted", "manifests_deleted", "manifest_lists_deleted"),
             ("files_to_delete", "manifests_to_delete", "manifest_lists_to_delete"),
         ),
+    },
+    "compact": {
+        "files": (("files_rewritten",), ("files_before",)),
+        "bytes": (("files_rewritten",), ("files_before",)),
     },
     "remove-orphan-files": {
         "files": (("files_deleted",), ("orphan_files",)),
@@ -161,6 +167,11 @@ def run(context: JobContext, config: MaintainConfig) -> None:
         log.warning("%s", message)
         record.details["unmatched_patterns"] = resolution.unmatched
     plans = plan_tables(config, resolution.tables)  # config errors for any table: before Spark starts
+    if plans and not any(plan.steps for plan in plans):
+        raise BadInputError(
+            f"no operation is enabled for any of the {len(plans)} tables: every block applying to them "
+            "says enabled: false (leave out `defaults` for the built-in maintenance)"
+        )
     record.details["plan"] = {plan.table: [step.operation for step in plan.steps] for plan in plans}
     record.count("tables", len(plans))
     log.info(
@@ -204,7 +215,7 @@ def maintain_table(
                 return outcome
             lock = None if dry_run else lock
         crash_point("maintain:locked")
-        _run_steps(spark, plan, dry_run, outcome, table_log)
+        _run_steps(spark, _applicable(plan, config, table_log), dry_run, outcome, table_log)
     except Exception as error:  # the lock itself failed (storage, a garbled lock file)
         outcome.status, outcome.exit_code, outcome.reason = "failed", exit_code_for(error), describe(error)
         table_log.error("%s", outcome.reason)
@@ -219,6 +230,26 @@ def maintain_table(
                 table_log.error("cannot release lock %s: %s", lock.path, describe(error))
         outcome.duration_s = round(time.monotonic() - started, 3)
     return outcome
+
+
+def _applicable(plan: TablePlan, config: MaintainConfig, log: logging.LoggerAdapter) -> TablePlan:
+    """Open the table (a broken one fails here, exit 2, also in a dry run and with no step enabled)
+    and drop the built-in steps whose table option is not set (e.g. partition.expiration-time)."""
+    table = open_existing_table(
+        SimpleNamespace(
+            warehouse=config.warehouse,
+            table=plan.table,
+            storage_options=config.storage_options,
+            allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
+        )
+    )
+    kept = []
+    for step in plan.steps:
+        if step.only_if_option and step.only_if_option not in table.schema.options:
+            log.info("%s: not run (the table does not set %s)", step.operation, step.only_if_option)
+            continue
+        kept.append(step)
+    return replace(plan, steps=tuple(kept))
 
 
 def _table_lock(config: MaintainConfig, table: str) -> TableLock:

@@ -15,6 +15,10 @@ Merging: for each operation, the `defaults` block first, then every `overrides` 
 pattern matches the table, in file order; each key of a later block replaces the earlier value
 (last match wins, key by key). An operation runs for a table when some block for it applies and
 the merged `enabled` is not false.
+
+A file without a `defaults` section gets the built-in defaults (`BUILT_IN_DEFAULTS`): the table's
+own maintenance, each operation with the table's options and Paimon's defaults, some only where a
+table option asks for them. Overrides merge over them as over a written `defaults` section.
 """
 
 from __future__ import annotations
@@ -29,16 +33,44 @@ from jobs.registry import OperationNotImplemented, load
 from jobs.table_globs import matches, split_pattern
 from paimon_format.options import parse_duration_ms
 
-# The safe order: partitions dropped first (their files become unreferenced by the new snapshot),
-# snapshots expired next (deletes what only expired snapshots used, including those files),
-# manifests compacted on what is left, orphans removed last (after every planned deletion).
+# The safe order: automatic tags created first (before any expiry can remove the snapshots they
+# tag), partitions dropped next (their files become unreferenced by the new snapshot), then tags
+# deleted and expired (what only they used goes, so snapshot expiry no longer keeps it), snapshots
+# expired next (deletes what only expired snapshots used, including those files), data files
+# compacted on what is left (no work on dropped partitions), manifests compacted after that (so
+# they also absorb the compaction's DELETE/ADD entries), orphans removed last (after every planned
+# deletion). rollback is a one-off decision, never a maintenance step: it has no block.
 OPERATIONS: tuple[tuple[str, str], ...] = (
+    ("create_tag", "create-tag"),
     ("expire_partitions", "expire-partitions"),
+    ("delete_tag", "delete-tag"),
+    ("expire_tags", "expire-tags"),
     ("expire_snapshots", "expire-snapshots"),
+    ("compact", "compact"),
     ("compact_manifests", "compact-manifests"),
     ("remove_orphan_files", "remove-orphan-files"),
 )
 TOP_LEVEL_KEYS = ("warehouse", "table", "storage_options", "spark", "allow_unsafe_overwrite_commit")
+
+
+@dataclass(frozen=True)
+class BuiltInDefault:
+    """One operation of the built-in defaults: its block, and the table option it depends on."""
+
+    key: str  # the block key, e.g. expire_partitions
+    block: dict[str, Any]  # keys handed to the operation; {} = the table's options, Paimon's defaults
+    only_if_option: str | None = None  # run only on tables that set this option
+
+
+# What `maintain` does when the file has no `defaults` section. Add an operation here (and to
+# OPERATIONS) to make it part of every table's default maintenance.
+BUILT_IN_DEFAULTS: tuple[BuiltInDefault, ...] = (
+    BuiltInDefault("expire_partitions", {}, only_if_option="partition.expiration-time"),
+    BuiltInDefault("expire_snapshots", {}),
+    BuiltInDefault("compact_manifests", {"mode": "auto"}),
+    BuiltInDefault("remove_orphan_files", {}),
+)
+BUILT_IN = "built-in defaults"
 
 
 def _refuse_top_level_keys(cls: type[BaseModel], data: Any) -> Any:
@@ -143,7 +175,9 @@ class MaintainConfig(StrictModel):
 
     warehouse: str = Field(description="fsspec URL of the warehouse: /path, file://, s3://, memory://")
     storage_options: dict[str, Any] = Field(default_factory=dict, description="handed to fsspec")
-    spark: dict[str, Any] | None = Field(default=None, description="Spark settings for local runs only")
+    spark: dict[str, Any] | None = Field(
+        default=None, description="Spark settings; under spark-submit only those it was not given"
+    )
     allow_unsafe_overwrite_commit: bool = False
     tables: list[str] = Field(min_length=1, description="names or globs: db.events, db.*, *.events_*")
     exclude: list[str] = Field(default_factory=list, description="names or globs left out")
@@ -151,7 +185,12 @@ class MaintainConfig(StrictModel):
     parallelism: int = Field(default=4, ge=1, le=64, description="tables maintained at the same time")
     scheduler_pool: str | None = Field(default=None, description="Spark FAIR scheduler pool for the jobs")
     lock: LockConfig = Field(default_factory=LockConfig)
-    defaults: Defaults = Field(default_factory=Defaults)  # type: ignore[valid-type]
+    defaults: Optional[Defaults] = Field(  # type: ignore[valid-type]  # noqa: UP045 - runtime type
+        default=None,
+        description="blocks for every table; leave out for the built-in defaults: expire-snapshots, "
+        "compact-manifests (auto) and remove-orphan-files with each table's options, expire-partitions "
+        "where the table sets partition.expiration-time",
+    )
     overrides: list[Override] = Field(default_factory=list)  # type: ignore[valid-type]
 
     @field_validator("tables", "exclude")
@@ -178,6 +217,7 @@ class Step:
     operation: str  # expire-snapshots
     config: TableJobConfig
     sources: tuple[str, ...]  # where its keys came from: defaults, overrides[2]
+    only_if_option: str | None = None  # run only if the table sets this option (built-in defaults)
 
 
 @dataclass(frozen=True)
@@ -190,7 +230,14 @@ def merged_block(config: MaintainConfig, table: str, key: str) -> tuple[dict[str
     """The keys the user set for operation `key` on `table`, merged; None when no block applies."""
     merged: dict[str, Any] = {}
     sources: list[str] = []
-    blocks = [("defaults", getattr(config.defaults, key))]
+    if config.defaults is None:
+        built_in = next((item for item in BUILT_IN_DEFAULTS if item.key == key), None)
+        if built_in is not None:
+            merged.update(built_in.block)
+            sources.append(BUILT_IN)
+        blocks = []
+    else:
+        blocks = [("defaults", getattr(config.defaults, key))]
     blocks += [
         (f"overrides[{index}]", getattr(override, key))
         for index, override in enumerate(config.overrides)
@@ -235,7 +282,10 @@ def plan_tables(
             except ConfigError as error:
                 problems.append(str(error))
                 continue
-            steps.append(Step(key, operation, op_config, tuple(sources)))
+            condition = None
+            if sources == [BUILT_IN]:
+                condition = next(item.only_if_option for item in BUILT_IN_DEFAULTS if item.key == key)
+            steps.append(Step(key, operation, op_config, tuple(sources), condition))
         plans.append(TablePlan(table, tuple(steps)))
     if problems:
         raise ConfigError("\n".join(problems))

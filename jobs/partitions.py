@@ -480,7 +480,7 @@ def record_partitions(
 
 def record_drop(record: Any, outcome: DropOutcome) -> None:
     if outcome.snapshot is not None:
-        record.snapshot_ids.setdefault("committed", []).append(outcome.snapshot.id)
+        record.committed(outcome.snapshot.id)
     record.count("files_dropped", outcome.files)
     record.add_bytes("files_dropped", outcome.bytes)
     record.count("rows_dropped", outcome.rows)

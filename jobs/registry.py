@@ -52,11 +52,27 @@ register(
 register(
     "remove-orphan-files", "jobs.remove_orphan_files", "delete files no snapshot, tag or branch references"
 )
+register("compact", "jobs.compact", "rewrite small files and sorted runs into fewer, larger files")
 register("compact-manifests", "jobs.compact_manifests", "rewrite manifests into fewer, partition-sorted ones")
 register(
     "drop-partition", "jobs.drop_partition", "drop partitions by spec or predicate (an OVERWRITE commit)"
 )
 register("expire-partitions", "jobs.expire_partitions", "drop partitions older than an expiration time")
+register(
+    "create-tag", "jobs.create_tag", "tag a snapshot (by id, time or the latest), as Paimon's create_tag"
+)
+register("delete-tag", "jobs.delete_tag", "delete tags by name or glob and the files only they used")
+register("expire-tags", "jobs.expire_tags", "delete tags past their retention or beyond tag.num-retained-max")
+register(
+    "rollback",
+    "jobs.rollback",
+    "roll the table back to a snapshot or tag; newer snapshots, tags and their files go",
+)
+register(
+    "remove-unexisting-files",
+    "jobs.remove_unexisting_files",
+    "repair: remove the latest snapshot's entries of lost data files (one commit)",
+)
 register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
 
 
@@ -90,6 +106,8 @@ class JobContext:
     dry_run: bool
     record: RunRecord
     log: logging.Logger | logging.LoggerAdapter
+    spark_log_level: str | None = "WARN"  # Spark's own log level for a session this run creates
+    console_progress: bool = False  # Spark's stage progress bar on the terminal
     _spark: Any = field(default=None, repr=False)
     _owns_spark: bool = field(default=False, repr=False)
 
@@ -100,7 +118,10 @@ class JobContext:
 
             self._owns_spark = not spark_is_running()
             self._spark = get_or_create_spark(
-                f"paimon-jobs {self.operation}", getattr(self.config, "spark", None)
+                f"paimon-jobs {self.operation}",
+                getattr(self.config, "spark", None),
+                self.spark_log_level,
+                self.console_progress,
             )
         return self._spark
 

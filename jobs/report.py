@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ class RunRecord:
 
     Counts and bytes are totals by name (e.g. `files_deleted`, `bytes_deleted`); samples are a few
     paths per name, capped so that a job deleting millions of files still emits a small record.
+    A key has one type in every operation's record (scheduler dashboards index them): counts and
+    bytes are integers, `snapshot_ids.base` / `.committed` a number or null, `.committed_ids` a list.
     """
 
     operation: str
@@ -52,6 +55,13 @@ class RunRecord:
 
     def add_bytes(self, key: str, value: int) -> None:
         self.bytes[key] = self.bytes.get(key, 0) + int(value)
+
+    def committed(self, snapshot_id: int) -> None:
+        """Record a snapshot this run committed: `snapshot_ids.committed` is always the last one (a
+        number, null when nothing was committed), `snapshot_ids.committed_ids` every one, in order,
+        whichever operation ran (one commit or one per batch)."""
+        self.snapshot_ids["committed"] = int(snapshot_id)
+        self.snapshot_ids.setdefault("committed_ids", []).append(int(snapshot_id))
 
     def sample(self, key: str, paths: list[str]) -> None:
         """Keep the first SAMPLE_LIMIT paths given under `key` over all calls."""
@@ -78,8 +88,11 @@ class RunRecord:
             with fsspec.open(output, "w", encoding="utf-8", **(storage_options or {})) as handle:
                 handle.write(text)
         else:
-            sys.stdout.write(text)
-            sys.stdout.flush()
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except BrokenPipeError:  # the reader stopped early (`| head`): no trace, no second error
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class ProgressLogger:

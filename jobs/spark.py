@@ -46,11 +46,19 @@ def launched_by_spark_submit() -> bool:
     return "--master" in os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
 
 
-def get_or_create_spark(app_name: str, conf: dict[str, Any] | None = None):  # -> SparkSession
+def get_or_create_spark(
+    app_name: str,
+    conf: dict[str, Any] | None = None,
+    log_level: str | None = None,
+    console_progress: bool = False,
+):  # -> SparkSession
     """The active session if there is one (tests, notebooks, a wrapper); else a new one.
 
     Under spark-submit, its settings are kept and only keys it did not set are taken from `conf`
-    (the YAML `spark:` block). With plain Python, LOCAL_DEFAULTS and then `conf` apply.
+    (the YAML `spark:` block), then from our defaults. With plain Python, LOCAL_DEFAULTS and then
+    `conf` apply. Our defaults: Spark's own log level `log_level` (`spark.log.level`, applied as the
+    context starts, so its thousands of INFO lines stay out of a job's log; the job's own progress
+    lines are Python logging and stay), and Spark's console progress bar when `console_progress`.
     """
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -59,20 +67,23 @@ def get_or_create_spark(app_name: str, conf: dict[str, Any] | None = None):  # -
     if active is not None:
         return active
     requested = {key: _conf_text(value) for key, value in (conf or {}).items()}
+    ours = {"spark.ui.showConsoleProgress": "true" if console_progress else "false"}
+    if log_level:
+        ours["spark.log.level"] = log_level.upper()
     if launched_by_spark_submit():
         SparkContext._ensure_initialized()  # connects to spark-submit's JVM, starts none
         submitted = SparkConf()
         ignored = sorted(key for key in requested if submitted.contains(key))
         if ignored:
             log.warning("spark: settings also given to spark-submit are ignored: %s", ", ".join(ignored))
-        settings = {key: value for key, value in requested.items() if key not in ignored}
+        settings = {key: value for key, value in {**ours, **requested}.items() if not submitted.contains(key)}
     else:
         # Before the JVM starts: it inherits SPARK_LOCAL_IP, and executors run PYSPARK_PYTHON,
         # which must be this interpreter (with pyarrow and this package), not the first python3.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        settings = {"spark.app.name": app_name, **LOCAL_DEFAULTS, **requested}
+        settings = {"spark.app.name": app_name, **LOCAL_DEFAULTS, **ours, **requested}
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)

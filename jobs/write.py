@@ -32,6 +32,8 @@ from paimon_format.table import Table
 from paimon_format.types import DataType, from_arrow
 from paimon_format.writer import conform, write_table_files
 
+RECORD_PARTITION_LIMIT = 100
+
 ORDER_COLUMN = "__paimon_order"
 BUCKET_COLUMN = "__paimon_bucket"
 _RESULT_SCHEMA = "partition binary, bucket int, meta binary, rows long, size long, path string"
@@ -71,6 +73,11 @@ class WriteConfig(TableJobConfig):
     partitions: list[dict[str, Any]] = Field(
         default_factory=list, description="for overwrite_scope: partitions"
     )
+    strict_create: bool = Field(
+        default=False,
+        description="a `create:` block that differs from the existing table (keys, bucket): exit 2, "
+        "not a warning",
+    )
 
 
 CONFIG_MODEL = WriteConfig
@@ -81,16 +88,23 @@ def run(context: JobContext, config: WriteConfig) -> None:
     files = None
     if source.path is not None and source.format == "parquet" and not source.options:
         files = parquet_files(source.path, config.storage_options)
+    if files is not None:
+        context.log.info(
+            "source: %d Parquet files under %s (read by the executors)", len(files.paths), source.path
+        )
+    else:
+        context.log.info("source: %s", f"{source.format} at {source.path}" if source.path else "a query")
     df = files if files is not None else load_source(context.spark, source)
-    create = config.create or CreateConfig()
+    create = config.create
     write_dataframe(
         df,
         config.warehouse,
         config.table,
         mode=config.mode,
-        partition_keys=create.partition_keys,
-        primary_keys=create.primary_keys,
-        options=create.options,
+        partition_keys=create.partition_keys if create else None,
+        primary_keys=create.primary_keys if create else None,
+        options=create.options if create else None,
+        strict_create=config.strict_create,
         overwrite_scope=config.overwrite_scope,
         overwrite_partitions=config.partitions,
         storage_options=config.storage_options,
@@ -304,10 +318,15 @@ def write_dataframe(
     record: RunRecord | None = None,
     log: Any = None,
     spark: Any = None,
+    strict_create: bool = False,
 ) -> RunRecord:
     """Write `df` into `warehouse`/`table` (`db.name`); creates the table from the DataFrame if missing.
 
     `df` is a Spark DataFrame, or `ParquetFiles` (then `spark` is needed) for the direct path.
+    `partition_keys`, `primary_keys` and `options` describe the table to create; for an existing
+    table, given keys or a `bucket` that differ from the table's are a warning (`strict_create`:
+    BadInputError). A table this call created is removed again when its first commit fails, so a
+    corrected definition takes effect on the next run.
     """
     import logging
 
@@ -342,12 +361,15 @@ def write_dataframe(
             log.info("created table %s at %s", table, target.path)
     else:
         schema = existing
+        _check_create_matches(
+            schema, table, partition_keys, primary_keys, options, strict_create, record, log
+        )
         _refuse_dynamic_buckets(schema, table)
         check_compatible(arrow_schema, schema, table)
     num_buckets = int(schema.options.get("bucket", "-1"))
     overwrite_filter = _overwrite_filter(mode, overwrite_scope, overwrite_partitions or [], schema, table)
     previous = target.snapshot_manager.latest_id() if existing is not None else None
-    record.snapshot_ids["previous"] = previous
+    record.snapshot_ids["base"] = previous
 
     if previous is not None:  # a snapshot naming a schema that is gone is a broken table: refuse
         target.check_metadata()
@@ -357,20 +379,48 @@ def write_dataframe(
         df = spark.read.parquet(*files.paths)
     # before the dry-run exit: reading every manifest of the latest snapshot is the check that the
     # dry run must share with the real run (a corrupt or missing manifest fails both, with exit 2)
+    if existing is not None:
+        log.info("reading the manifests of snapshot %s for the next sequence number", previous)
     first_sequence = next_sequence_number(spark, target) if existing is not None else 0
     if dry_run:
         record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
         return record
 
-    if direct:
-        written = _write_files_directly(spark, files, target, schema, first_sequence)
-        record.details["path"] = "direct (executors read the Parquet source with pyarrow)"
-    else:
-        written = _write_through_spark(df, target, schema, num_buckets, first_sequence)
-    return _commit_written(
-        written, target, schema, num_buckets, mode, overwrite_scope, overwrite_filter, previous, record, log
+    log.info(
+        "writing data files on the executors (%s%s)",
+        "primary-key table" if schema.primary_keys else "append table",
+        f", {num_buckets} buckets" if num_buckets > 0 else "",
     )
+    created = bool(record.details.get("created_table"))
+    try:
+        if direct:
+            written = _write_files_directly(spark, files, target, schema, first_sequence)
+            record.details["path"] = "direct (executors read the Parquet source with pyarrow)"
+        else:
+            written = _write_through_spark(df, target, schema, num_buckets, first_sequence)
+        log.info(
+            "wrote %d data files (%s bytes); committing",
+            len(written),
+            f"{sum(row['size'] for row in written):,}",
+        )
+        return _commit_written(
+            written,
+            target,
+            schema,
+            num_buckets,
+            mode,
+            overwrite_scope,
+            overwrite_filter,
+            previous,
+            record,
+            log,
+        )
+    except BaseException:
+        if created:
+            _remove_created_table(target, log)
+            record.details["created_table"] = False
+        raise
 
 
 def _write_through_spark(
@@ -491,14 +541,119 @@ def _commit_written(
     except BaseException:
         _remove_unless_landed(target, committer, previous, [row["path"] for row in written], log)
         raise
-    record.snapshot_ids["committed"] = snapshot.id if snapshot else None
+    record.snapshot_ids["committed"] = None
+    if snapshot is not None:
+        record.committed(snapshot.id)
+        if mode == "overwrite":
+            _record_replaced(target, snapshot, overwrite_scope, record)
     log.info(
         "committed snapshot %s: %d files, %d rows",
         record.snapshot_ids["committed"],
         len(written),
         record.counts.get("rows_written", 0),
     )
+    if mode == "overwrite" and snapshot is not None:
+        log.info(
+            "the overwrite replaced %d files (%d rows) in %d partitions",
+            record.counts["files_replaced"],
+            record.counts["rows_replaced"],
+            record.details["replaced"]["partition_count"],
+        )
     return record
+
+
+def _record_replaced(target: Table, snapshot: Any, scope: str, record: RunRecord) -> None:
+    """What the overwrite replaced, from its snapshot's delta (the DELETE entries it committed).
+
+    The delta is streamed; the driver keeps counts and the distinct partitions (which a table has
+    far fewer of than files), of which the record names the first RECORD_PARTITION_LIMIT.
+    """
+    from paimon_format.manifest import DELETE
+    from paimon_format.scan import read_entries, read_list
+
+    partitions: set[bytes] = set()
+    files = rows = size = 0
+    for entry in read_entries(target, read_list(target, snapshot.delta_manifest_list)):
+        if entry.kind == DELETE:
+            files += 1
+            rows += entry.file.row_count
+            size += entry.file.file_size
+            partitions.add(bytes(entry.partition))
+    record.count("files_replaced", files)
+    record.count("rows_replaced", rows)
+    record.add_bytes("replaced", size)
+    names = sorted(target.partition_dir(p) or "(the whole table)" for p in partitions)
+    record.details["replaced"] = {
+        "scope": scope,
+        "partition_count": len(partitions),
+        "partitions": names[:RECORD_PARTITION_LIMIT],
+    }
+
+
+def _check_create_matches(
+    schema: TableSchema,
+    table: str,
+    partition_keys: list[str] | None,
+    primary_keys: list[str] | None,
+    options: dict[str, Any] | None,
+    strict: bool,
+    record: RunRecord,
+    log: Any,
+) -> None:
+    """A `create:` block is used only for a new table; for an existing one, say where it differs.
+
+    A user who changed the block expects the table to change; silently ignoring it hides that the
+    table keeps its old keys and bucket count (recreating a table is a decision we never take).
+    """
+    differences = []
+    if partition_keys is not None and list(partition_keys) != list(schema.partition_keys):
+        differences.append(f"partition_keys {list(partition_keys)} (table: {list(schema.partition_keys)})")
+    if primary_keys is not None and list(primary_keys) != list(schema.primary_keys):
+        differences.append(f"primary_keys {list(primary_keys)} (table: {list(schema.primary_keys)})")
+    if options and "bucket" in options and str(options["bucket"]) != schema.options.get("bucket", "-1"):
+        differences.append(f"bucket {options['bucket']} (table: {schema.options.get('bucket', '-1')})")
+    if not differences:
+        return
+    message = (
+        f"create: differs from the existing table {table}: {'; '.join(differences)}; "
+        "create: applies only to a new table"
+    )
+    if strict:
+        raise BadInputError(f"{message} (strict_create: true)")
+    record.details["create_mismatch"] = differences
+    log.warning("%s; the table is written as it is", message)
+
+
+def _remove_created_table(target: Table, log: Any) -> None:
+    """Remove the table this run created (its schema-0) after its first commit failed.
+
+    Crash ordering: the data files went first (`_remove_unless_landed`), the schema goes last, so a
+    crash in between leaves an empty table, as before this cleanup existed. Only a table with no
+    snapshot at all and no schema but schema-0 is removed: a table another writer committed to
+    meanwhile is theirs too and stays.
+    """
+    try:
+        if target.snapshot_manager.latest_id() is not None or target.schema_manager.list_ids() != [0]:
+            log.warning("not removing table %s: it has snapshots or newer schemas now", target.path)
+            return
+        target.file_io.delete(target.schema_manager.schema_path(0))
+        if target.file_io.protocol == "file":
+            _remove_empty_dirs(target.file_io.fs, target.path)
+        log.info("removed table %s created by this run (its first commit failed)", target.path)
+    except Exception:  # the commit's own error is what the user must see
+        log.warning("could not remove the table %s this run created", target.path, exc_info=True)
+
+
+def _remove_empty_dirs(fs: Any, root: str) -> None:
+    """Remove the empty directories under a local `root`, and `root` if it ends empty; never a file."""
+    import os
+
+    local_root = root[len("file://") :] if root.startswith("file://") else root
+    for directory, _, _ in sorted(os.walk(local_root), key=lambda item: -len(item[0])):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            pass  # not empty
 
 
 def _refuse_dynamic_buckets(schema: TableSchema, table: str) -> None:

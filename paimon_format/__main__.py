@@ -1,19 +1,26 @@
-"""`python -m paimon_format inspect TABLE_PATH [--snapshot N | --tag T] [--json]`.
+"""`python -m paimon_format inspect TABLE_PATH [--snapshot N | --tag T] [--files-per-partition] [--json]`.
 
 A look at a table with nothing but Python. Exit codes follow the jobs: 0 done, 2 bad input (no
-such table, snapshot or tag; corrupt metadata), 1 unexpected.
+such table, snapshot or tag; corrupt metadata), 1 unexpected. A reader that stops early
+(`inspect ... | head`) ends the output quietly, with exit 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 
 from paimon_format.errors import PaimonFormatError
 from paimon_format.fileio import FileIO
-from paimon_format.inspect import describe_table, render_text
+from paimon_format.inspect import (
+    describe_table,
+    files_per_partition,
+    render_files_per_partition,
+    render_text,
+)
 from paimon_format.table import Table
 
 
@@ -28,6 +35,12 @@ def _parser() -> argparse.ArgumentParser:
     chosen.add_argument("--snapshot", type=int, help="snapshot id whose files to list (default: latest)")
     chosen.add_argument("--tag", help="tag whose files to list")
     inspect.add_argument("--json", action="store_true", help="print one JSON document")
+    inspect.add_argument(
+        "--files-per-partition",
+        action="store_true",
+        help="per partition: files, small files, rows, bytes; and a file-size histogram (instead of the "
+        "file list)",
+    )
     inspect.add_argument(
         "--storage-option",
         action="append",
@@ -58,13 +71,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         path = args.table_path.rstrip("/")
         table = Table(FileIO.for_path(path, _storage_options(args.storage_option)), path)
         description = describe_table(table, args.snapshot, args.tag)
+        summary = files_per_partition(table, description["files"]) if args.files_per_partition else None
     except PaimonFormatError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if summary is not None:
+        description["files_per_partition"] = summary
+        del description["files"]
     if args.json:
-        print(json.dumps(description, indent=2, default=str))
+        text = json.dumps(description, indent=2, default=str)
+    elif summary is not None:
+        text = render_text(description) + "\n" + render_files_per_partition(summary)
     else:
-        print(render_text(description))
+        text = render_text(description)
+    return write_stdout(text + "\n")
+
+
+def write_stdout(text: str) -> int:
+    """Print `text`; a reader that closed the pipe early (`| head`) is no error and prints no trace."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python would flush stdout again at exit and raise once more: point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
     return 0
 
 

@@ -31,6 +31,7 @@ from paimon_format.manifest import (
     ADD,
     DELETE,
     DataFileMeta,
+    IndexManifestEntry,
     ManifestEntry,
     ManifestFileMeta,
     read_manifest,
@@ -84,6 +85,18 @@ class CommitMessage:
 
 
 PartitionFilter = Callable[[bytes], bool]
+IndexEntryFilter = Callable[[IndexManifestEntry], bool]
+
+
+def _index_dropper(
+    partitions: PartitionFilter | None, entries: IndexEntryFilter | None
+) -> IndexEntryFilter | None:
+    """One test for the index entries a commit leaves out: those of replaced partitions, or named."""
+    if partitions is None and entries is None:
+        return None
+    return lambda entry: bool(
+        (partitions is not None and partitions(entry.partition)) or (entries is not None and entries(entry))
+    )
 
 
 def _every_partition(_partition: bytes) -> bool:
@@ -230,6 +243,7 @@ class SnapshotCommit:
         properties: dict[str, str] | None = None,
         prewritten_delta: PrewrittenDeltaBuilder | None = None,
         drop_index_of: PartitionFilter | None = None,
+        drop_index_entries: IndexEntryFilter | None = None,
     ) -> Snapshot | None:
         """Run commit attempts until one lands, the changes conflict, or the retry budget is spent.
 
@@ -239,7 +253,10 @@ class SnapshotCommit:
         conflict check covers only the entries of `build_delta`. `drop_index_of` names the
         partitions an overwrite replaces: their index files (hash index, deletion vectors) leave
         the new snapshot's index manifest, as in Paimon, since the files they describe are gone.
+        `drop_index_entries` removes single index entries (a compaction's deletion vectors of the
+        files it rewrote).
         """
+        drop_index_of = _index_dropper(drop_index_of, drop_index_entries)
         check = kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts
         options = self._options()
         started = time.monotonic()
@@ -294,7 +311,7 @@ class SnapshotCommit:
         rewrite_base: BaseRewriter | None,
         properties: dict[str, str] | None,
         prewritten_delta: PrewrittenDeltaBuilder | None = None,
-        drop_index_of: PartitionFilter | None = None,
+        drop_index_of: IndexEntryFilter | None = None,
     ) -> Snapshot | None:
         schema = self.table.schema_manager.latest() or self.table.schema
         ctx = AttemptContext(self.table, latest, schema)
@@ -344,7 +361,7 @@ class SnapshotCommit:
         properties: dict[str, str] | None,
         written: _Written,
         prewritten: PrewrittenDelta | None = None,
-        drop_index_of: PartitionFilter | None = None,
+        drop_index_of: IndexEntryFilter | None = None,
     ) -> Snapshot:
         options = CoreOptions({**ctx.schema.options, **self._option_overrides})
         latest = ctx.latest
@@ -399,7 +416,7 @@ class SnapshotCommit:
     def _index_manifest(
         self,
         latest: Snapshot | None,
-        drop_index_of: PartitionFilter | None,
+        drop_index_of: IndexEntryFilter | None,
         options: CoreOptions,
         written: _Written,
     ) -> str | None:
@@ -407,7 +424,7 @@ class SnapshotCommit:
         if latest is None or not latest.index_manifest or drop_index_of is None:
             return latest.index_manifest if latest else None
         entries = index_entries(self.table, latest)
-        kept = [entry for entry in entries if not drop_index_of(entry.partition)]
+        kept = [entry for entry in entries if not drop_index_of(entry)]
         if len(kept) == len(entries):
             return latest.index_manifest
         if not kept:

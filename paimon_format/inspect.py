@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from paimon_format.options import CoreOptions
 from paimon_format.scan import live_entries, resolve_snapshot
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
@@ -54,6 +55,63 @@ def describe_table(table: Table, snapshot_id: int | None = None, tag: str | None
             "rows": sum(f["rows"] for f in files),
         },
     }
+
+
+# Upper bounds (bytes) of the file-size histogram; the last bucket is open.
+_MIB = 1024 * 1024
+SIZE_BUCKETS: tuple[tuple[str, float], ...] = (
+    ("< 1 MiB", 1 * _MIB),
+    ("1-16 MiB", 16 * _MIB),
+    ("16-64 MiB", 64 * _MIB),
+    ("64-128 MiB", 128 * _MIB),
+    (">= 128 MiB", float("inf")),
+)
+
+
+def files_per_partition(table: Table, files: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per partition: files, bytes, rows and small files; and a size histogram over all files.
+
+    A file is small when it is under half the table's `target-file-size` (what a compaction would
+    merge); many small files in a partition say at a glance that the table needs compaction.
+    """
+    target = CoreOptions(dict(table.schema.options)).target_file_size(bool(table.schema.primary_keys))
+    small_below = target // 2
+    partitions: dict[str, dict[str, int]] = {}
+    histogram = {label: 0 for label, _ in SIZE_BUCKETS}
+    for f in files:
+        summary = partitions.setdefault(f["partition"], {"files": 0, "bytes": 0, "rows": 0, "small_files": 0})
+        summary["files"] += 1
+        summary["bytes"] += f["size"]
+        summary["rows"] += f["rows"]
+        summary["small_files"] += f["size"] < small_below
+        histogram[next(label for label, bound in SIZE_BUCKETS if f["size"] < bound)] += 1
+    return {
+        "target_file_size": target,
+        "small_file_below": small_below,
+        "partitions": [{"partition": name, **partitions[name]} for name in sorted(partitions)],
+        "size_histogram": histogram,
+        "small_files": sum(p["small_files"] for p in partitions.values()),
+    }
+
+
+def render_files_per_partition(summary: dict[str, Any]) -> str:
+    """The partition summary and the histogram as text, with a bar per histogram bucket."""
+    lines = [
+        f"files per partition ({len(summary['partitions'])} partitions; small = under "
+        f"{summary['small_file_below']:,} bytes, half of target-file-size)",
+        f"  {'partition':<30} {'files':>7} {'small':>7} {'rows':>12} {'bytes':>14} {'avg bytes':>12}",
+    ]
+    for p in summary["partitions"]:
+        average = p["bytes"] // p["files"] if p["files"] else 0
+        lines.append(
+            f"  {p['partition'] or '-':<30} {p['files']:>7} {p['small_files']:>7} {p['rows']:>12} "
+            f"{p['bytes']:>14} {average:>12}"
+        )
+    lines.append("file sizes")
+    widest = max(summary["size_histogram"].values(), default=0) or 1
+    for label, count in summary["size_histogram"].items():
+        lines.append(f"  {label:>10} {count:>8}  {'#' * round(40 * count / widest)}")
+    return "\n".join(lines)
 
 
 def _snapshot_summary(snapshot: Snapshot) -> dict[str, Any]:
@@ -109,6 +167,8 @@ def render_text(description: dict[str, Any]) -> str:
     lines.append(
         f"live files of {where}: {totals['files']} files, {totals['rows']} rows, {totals['bytes']} bytes"
     )
+    if "files" not in description:  # replaced by the files-per-partition summary
+        return "\n".join(lines)
     lines.append(f"  {'partition':<30} {'bucket':>6} {'level':>5} {'rows':>10} {'bytes':>10}  file")
     for f in description["files"]:
         lines.append(

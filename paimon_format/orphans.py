@@ -122,6 +122,9 @@ def exceeds_ratio(candidates: int, listed: int, max_ratio: float) -> bool:
 
 SNAPSHOT_ROOT = "snapshot"
 TAG_ROOT = "tag"
+# A tag whose deletion an interrupted delete-tag/expire-tags left unfinished (`tag-deletion/`): a
+# dropped root only, never protecting anything.
+PENDING_TAG_ROOT = "pending-tag"
 CHANGELOG_ROOT = "changelog"
 # A snapshot that expire-snapshots expires on a decoupled table: its changelog-<id> is (about to be)
 # written, so it needs what that changelog needs. Read from changelog/ or, not yet written, snapshot/.
@@ -189,6 +192,8 @@ def root_references(table: Table, kind: str, name: str) -> RootReferences | None
             snapshot = table.snapshot_manager.snapshot(int(name))
         elif kind == TAG_ROOT:
             snapshot = table.tag_manager.tag(name)
+        elif kind == PENDING_TAG_ROOT:
+            snapshot = table.tag_manager.pending_deletion(name)
         else:
             raise ValueError(f"unknown metadata root kind {kind!r}")
     except SnapshotNotFoundError:

@@ -30,7 +30,13 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
-from paimon_format.errors import CorruptFileError, PaimonFormatError, UnsupportedOperationError
+from paimon_format.errors import (
+    CorruptFileError,
+    MissingDependencyError,
+    PaimonFormatError,
+    UnsupportedOperationError,
+    missing_codec_library,
+)
 from paimon_format.manifest import DataFileMeta
 from paimon_format.options import CoreOptions
 from paimon_format.schema import TableSchema
@@ -289,6 +295,16 @@ def _file_column_names(file_format: str, handle: Any) -> list[str]:
     return [f["name"] for f in fastavro.reader(handle).writer_schema["fields"]]
 
 
+def _decode_error(error: Exception, path: str, what: str) -> PaimonFormatError:
+    """A decoder's failure: a missing codec library is the environment's problem, not corruption."""
+    if isinstance(error, ImportError):
+        return MissingDependencyError(f"reading {path}", error.name or str(error), str(error))
+    missing = missing_codec_library(error, f"reading {path}")
+    if missing is not None:
+        return missing
+    return CorruptFileError(path, f"{what}: {type(error).__name__}: {error}")
+
+
 def read_data_file(
     table: Table,
     partition: bytes,
@@ -336,8 +352,7 @@ def _read(
             file_columns = _file_column_names(file_format, handle)
             handle.seek(0)
         except Exception as error:  # noqa: BLE001 - decoders raise anything on damaged bytes
-            reason = f"not a readable {file_format} file: {type(error).__name__}: {error}"
-            raise CorruptFileError(path, reason) from None
+            raise _decode_error(error, path, f"not a readable {file_format} file") from None
         plan = _plan_columns(read_schema, file_schema, file_columns, system_columns, path)
         needed = sorted({c.source for c in plan if c.source is not None})
         if file_format == "parquet":
@@ -355,8 +370,7 @@ def _read(
             except PaimonFormatError:
                 raise
             except Exception as error:  # noqa: BLE001 - decoders raise anything on damaged bytes
-                reason = f"cannot decode {file_format} data: {type(error).__name__}: {error}"
-                raise CorruptFileError(path, reason) from None
+                raise _decode_error(error, path, f"cannot decode {file_format} data") from None
             first_row, position = position, position + batch.num_rows
             projected = deleted.filter(_project(batch, plan, layout, path), first_row)
             if projected.num_rows:

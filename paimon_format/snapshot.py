@@ -21,6 +21,7 @@ import json
 import logging
 import re
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -46,6 +47,7 @@ MAIN_BRANCH = "main"
 SNAPSHOT_PREFIX = "snapshot-"
 CHANGELOG_PREFIX = "changelog-"
 TAG_PREFIX = "tag-"
+PENDING_TAG_DELETION_DIR = "tag-deletion"
 BRANCH_PREFIX = "branch-"
 CONSUMER_PREFIX = "consumer-"
 LATEST = "LATEST"
@@ -501,7 +503,8 @@ class SnapshotManager:
 # -- TagManager ------------------------------------------------------------------------------------
 
 
-def _validate_tag_name(name: str) -> None:
+def validate_tag_name(name: str) -> None:
+    """ValueError naming the problem: blank, numeric (ambiguous with snapshot ids) or with a slash."""
     if not isinstance(name, str) or not name.strip():
         raise ValueError(f"tag name must not be blank, got {name!r}")
     if name.isdigit():
@@ -570,15 +573,17 @@ class TagManager:
         snapshot: Snapshot,
         time_retained_ms: int | None = None,
         ignore_if_exists: bool = False,
+        replace: bool = False,
     ) -> bool:
         """Tag `snapshot` as `name`; True if created, False if it existed and `ignore_if_exists`.
 
         Without a retention the file is the plain snapshot JSON (as Java writes it, readable by old
         readers); with one, `tagCreateTime` (LocalDateTime array) and `tagTimeRetained` (seconds)
-        are added. An existing tag is never overwritten: `InvalidTableStateError` unless
-        `ignore_if_exists`.
+        are added. An existing tag is never overwritten (`InvalidTableStateError` unless
+        `ignore_if_exists`), except with `replace`: then the file is replaced atomically (a reader
+        sees the old or the new tag), as Paimon's replaceTag overwrites it.
         """
-        _validate_tag_name(name)
+        validate_tag_name(name)
         extra = {k: v for k, v in snapshot.extra.items() if k not in ("tagCreateTime", "tagTimeRetained")}
         tagged = dataclasses.replace(snapshot, extra=extra)
         if time_retained_ms is not None:
@@ -595,6 +600,9 @@ class TagManager:
             tagged.extra["tagTimeRetained"] = (
                 Decimal(int(time_retained_ms)).scaleb(-3).quantize(Decimal("1E-9"))
             )
+        if replace:
+            self.file_io.write_bytes(self.tag_path(name), tagged.to_json().encode("utf-8"))
+            return True
         if self.file_io.create_if_absent(self.tag_path(name), tagged.to_json().encode("utf-8")):
             return True
         if ignore_if_exists:
@@ -604,6 +612,44 @@ class TagManager:
     def delete_tag(self, name: str) -> bool:
         """Delete the tag file only (data cleanup is the expiry/orphan jobs' business); False if absent."""
         return self.file_io.delete(self.tag_path(name))
+
+    # A tag being deleted with its files: its JSON is parked in `tag-deletion/tag-<name>` right before
+    # the tag file goes, so a run interrupted after that can still find what the tag used. Readers
+    # (Java, pypaimon) never look there; the deleting job removes the copy once the files are gone.
+
+    def pending_deletion_dir(self) -> str:
+        return self.file_io.join(self.branch_root, PENDING_TAG_DELETION_DIR)
+
+    def pending_deletion_path(self, name: str) -> str:
+        return self.file_io.join(self.pending_deletion_dir(), f"{TAG_PREFIX}{name}")
+
+    def pending_deletion_names(self) -> list[str]:
+        """Keys of the tags whose deletion an interrupted run left unfinished, sorted; [] when none."""
+        names = []
+        for status in _list_or_empty(self.file_io, self.pending_deletion_dir()):
+            base = _basename(status.path)
+            if base.startswith(TAG_PREFIX) and len(base) > len(TAG_PREFIX) and not status.is_dir:
+                names.append(base[len(TAG_PREFIX) :])
+        return sorted(names)
+
+    def pending_deletion(self, key: str) -> Snapshot:
+        path = self.pending_deletion_path(key)
+        try:
+            data = self.file_io.read_bytes(path)
+        except MissingFileError:
+            raise SnapshotNotFoundError(f"{path}: no pending tag deletion {key!r}") from None
+        return Snapshot.from_json(data, path)
+
+    def park_for_deletion(self, name: str) -> str:
+        """Copy the tag file to `tag-deletion/tag-<name>.<random>` (a key of its own, so an older
+        unfinished deletion of the same name is never overwritten); returns the key."""
+        key = f"{name}.{uuid.uuid4().hex[:12]}"
+        data = self.file_io.read_bytes(self.tag_path(name))
+        self.file_io.write_bytes(self.pending_deletion_path(key), data)
+        return key
+
+    def finish_deletion(self, key: str) -> bool:
+        return self.file_io.delete(self.pending_deletion_path(key))
 
 
 # -- BranchManager ---------------------------------------------------------------------------------

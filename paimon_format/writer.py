@@ -21,37 +21,50 @@ What readers rely on, and therefore what this module guarantees:
 from __future__ import annotations
 
 import datetime as dt
-import io
 import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
-import fastavro
-import fastavro.write
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.orc as orc
-import pyarrow.parquet as pq
 
 from paimon_format.binary_row import EMPTY_ROW, serialize_row
 from paimon_format.bucket import bucket_array, bucket_key_columns
-from paimon_format.errors import PaimonFormatError, UnsupportedOperationError, missing_codec_library
+from paimon_format.errors import PaimonFormatError, UnsupportedOperationError
+from paimon_format.file_encoders import (  # noqa: F401 - re-exported: callers import them from here
+    AvroEncoder,
+    FileEncoder,
+    OrcEncoder,
+    ParquetEncoder,
+    avro_schema,
+    data_file_extension,
+    encode_file,
+    new_encoder,
+)
+from paimon_format.file_layout import (  # noqa: F401 - re-exported: callers import them from here
+    FIELD_ID_KEY,
+    KEY_FIELD_ID_OFFSET,
+    KEY_PREFIX,
+    SEQUENCE_NUMBER,
+    SEQUENCE_NUMBER_ID,
+    VALUE_KIND,
+    VALUE_KIND_ID,
+    arrow_field,
+    file_arrow_schema,
+    file_arrow_type,
+    file_fields,
+    key_fields,
+    table_arrow_schema,
+)
 from paimon_format.fileio import FileIO
-from paimon_format.manifest import DataFileMeta, SimpleStats, avro_codec
+from paimon_format.manifest import DataFileMeta, SimpleStats
 from paimon_format.options import CoreOptions
 from paimon_format.paths import bucket_dir, new_data_file_name, partition_dir
 from paimon_format.schema import TableSchema
-from paimon_format.types import DataField, DataType, to_arrow
-
-KEY_PREFIX = "_KEY_"
-SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"
-VALUE_KIND = "_VALUE_KIND"
-KEY_FIELD_ID_OFFSET = 1073741823
-SEQUENCE_NUMBER_ID = 2147483646
-VALUE_KIND_ID = 2147483645
+from paimon_format.types import DataField, DataType
 
 ROW_KIND_COLUMN = "_VALUE_KIND"
 """Optional input column with each row's kind (0 +I, 1 -U, 2 +U, 3 -D, or those strings)."""
@@ -59,150 +72,13 @@ ROW_KIND_INPUT_COLUMNS = (ROW_KIND_COLUMN, "__row_kind")
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 RETRACT_KINDS = (1, 3)
 
-FIELD_ID_KEY = b"PARQUET:field_id"
-_STRUCTURED_ID_BASE = 2147483647 // 4  # Java SpecialFields.STRUCTURED_TYPE_FIELD_ID_BASE
-_STRUCTURED_DEPTH_LIMIT = 1 << 10
 _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024  # Java's parquet.block.size
 _MAX_ROW_GROUP_ROWS = 1024 * 1024
-_AVRO_RECORD = "org.apache.paimon.avro.generated.record"
-# Java HadoopCompressionType.fileExtension; other names are used as they are, "none" adds nothing.
-_COMPRESSION_EXTENSIONS = {
-    "zstd": "zst",
-    "gzip": "gz",
-    "bzip2": "bz2",
-    "deflate": "deflate",
-    "snappy": "snappy",
-    "lz4": "lz4",
-    "none": None,
-    "": None,
-}
-_PARQUET_CODECS = {
-    "none": "none",
-    "uncompressed": "none",
-    "zstd": "zstd",
-    "snappy": "snappy",
-    "gzip": "gzip",
-    "lz4": "lz4",
-    "brotli": "brotli",
-}
-_ORC_CODECS = {
-    "none": "uncompressed",
-    "uncompressed": "uncompressed",
-    "zstd": "zstd",
-    "snappy": "snappy",
-    "lz4": "lz4",
-    "zlib": "zlib",
-    "gzip": "zlib",
-    "deflate": "zlib",
-}
 _NESTED_ROOTS = ("ARRAY", "MAP", "MULTISET", "ROW", "VARIANT", "BLOB", "VECTOR")
 
 
 class DataWriteError(PaimonFormatError, ValueError):
     """Input data that cannot become a data file of this table (wrong types, null keys, ...)."""
-
-
-# -- file schema: Arrow types with Paimon field ids ---------------------------------------------------
-
-
-def _java_int(value: int) -> int:
-    """Java int arithmetic wraps around; the structured-type ids are computed that way."""
-    return (value + 2**31) % 2**32 - 2**31
-
-
-def _element_id(field_id: int, depth: int) -> int:
-    return _java_int(_STRUCTURED_ID_BASE + field_id * _STRUCTURED_DEPTH_LIMIT + depth)
-
-
-def _map_key_id(field_id: int, depth: int) -> int:
-    return _java_int(_STRUCTURED_ID_BASE - field_id * _STRUCTURED_DEPTH_LIMIT - depth)
-
-
-def _map_value_id(field_id: int, depth: int) -> int:
-    return _java_int(_STRUCTURED_ID_BASE + field_id * _STRUCTURED_DEPTH_LIMIT + depth)
-
-
-def _id_metadata(field_id: int) -> dict[bytes, bytes]:
-    return {FIELD_ID_KEY: str(field_id).encode()}
-
-
-def file_arrow_type(data_type: DataType, field_id: int, depth: int = 0) -> pa.DataType:
-    """The Arrow type a column is stored as; nested children carry Java's structured-type ids.
-
-    Differs from `types.to_arrow` only where Java's file layout does: TIME is stored as
-    millisecond INT32 (Java reads nothing else), map keys are NOT NULL.
-    """
-    root = data_type.root
-    if root == "TIME":
-        return pa.time32("ms")
-    if root in ("ARRAY", "VECTOR") and data_type.element is not None:
-        element = data_type.element
-        child = pa.field(
-            "element",
-            file_arrow_type(element, field_id, depth + 1),
-            nullable=element.nullable,
-            metadata=_id_metadata(_element_id(field_id, depth + 1)),
-        )
-        return pa.list_(child)
-    if root == "MAP" and data_type.key is not None and data_type.value is not None:
-        key = pa.field(
-            "key",
-            file_arrow_type(data_type.key, field_id, depth + 1),
-            nullable=False,
-            metadata=_id_metadata(_map_key_id(field_id, depth + 1)),
-        )
-        value = pa.field(
-            "value",
-            file_arrow_type(data_type.value, field_id, depth + 1),
-            nullable=data_type.value.nullable,
-            metadata=_id_metadata(_map_value_id(field_id, depth + 1)),
-        )
-        return pa.map_(key, value)
-    if root == "ROW":
-        return pa.struct([arrow_field(f.name, f.type, f.id) for f in data_type.fields or ()])
-    return to_arrow(data_type)
-
-
-def arrow_field(name: str, data_type: DataType, field_id: int) -> pa.Field:
-    """One file column: its Arrow type, nullability and Parquet field id."""
-    return pa.field(
-        name,
-        file_arrow_type(data_type, field_id),
-        nullable=data_type.nullable,
-        metadata=_id_metadata(field_id),
-    )
-
-
-def key_fields(schema: TableSchema) -> list[DataField]:
-    """The trimmed primary key: primary-key columns that are not partition columns."""
-    return [schema.field(name) for name in schema.trimmed_primary_keys()]
-
-
-def table_arrow_schema(schema: TableSchema) -> pa.Schema:
-    """The table's columns as stored in data files (what `conform` casts input to)."""
-    return pa.schema([arrow_field(f.name, f.type, f.id) for f in schema.fields])
-
-
-def file_fields(schema: TableSchema, options: CoreOptions | None = None) -> list[tuple[str, DataType, int]]:
-    """(name, type, field id) of every column of a data file, in file order (spec §7)."""
-    columns = [(f.name, f.type, f.id) for f in schema.fields]
-    if not schema.primary_keys:
-        return columns
-    options = options or CoreOptions(schema.options)
-    system: list[tuple[str, DataType, int]] = []
-    if not options.data_file_thin_mode:
-        system = [
-            (KEY_PREFIX + f.name, f.type.with_nullable(False), f.id + KEY_FIELD_ID_OFFSET)
-            for f in key_fields(schema)
-        ]
-    system.append((SEQUENCE_NUMBER, DataType("BIGINT", False), SEQUENCE_NUMBER_ID))
-    system.append((VALUE_KIND, DataType("TINYINT", False), VALUE_KIND_ID))
-    return system + columns
-
-
-def file_arrow_schema(schema: TableSchema, options: CoreOptions | None = None) -> pa.Schema:
-    """The Arrow schema of a data file, system columns first for primary-key tables."""
-    return pa.schema([arrow_field(name, t, i) for name, t, i in file_fields(schema, options)])
 
 
 # -- input -> the table's column types ---------------------------------------------------------------
@@ -548,310 +424,6 @@ def prepare_primary_key_rows(
 # -- encoding one file --------------------------------------------------------------------------------
 
 
-class FileEncoder(Protocol):
-    """Builds one data file in memory: row groups in, exact bytes out."""
-
-    def write(self, chunk: pa.Table) -> None: ...
-
-    def size(self) -> int:
-        """Bytes so far (encoded, or estimated where the format buffers internally)."""
-        ...
-
-    def finish(self) -> bytes: ...
-
-
-def _has_nanos(arrow_type: pa.DataType) -> bool:
-    if pa.types.is_timestamp(arrow_type):
-        return arrow_type.unit == "ns"
-    return any(_has_nanos(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
-
-
-class ParquetEncoder:
-    """pyarrow's Parquet writer, configured for Java's layout (spec §7 "Parquet specifics").
-
-    TIMESTAMP p>6 is INT96 in Java's files; pyarrow can only switch INT96 on for a whole file,
-    so a file with such a column stores all its timestamps as INT96 (Java reads INT96 at any
-    precision). Decimals are INT32/INT64 up to precision 18, as Java writes them.
-    """
-
-    def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
-        codec = _PARQUET_CODECS.get(options.file_compression)
-        if codec is None:
-            raise UnsupportedOperationError(
-                f"file.compression={options.file_compression!r} is not supported for parquet "
-                f"({', '.join(sorted(_PARQUET_CODECS))})"
-            )
-        self._sink = pa.BufferOutputStream()
-        self._writer = pq.ParquetWriter(
-            self._sink,
-            schema,
-            compression=codec,
-            compression_level=options.file_compression_zstd_level if codec == "zstd" else None,
-            use_deprecated_int96_timestamps=any(_has_nanos(f.type) for f in schema),
-            store_schema=False,
-            store_decimal_as_integer=True,
-            write_statistics=True,
-        )
-
-    def write(self, chunk: pa.Table) -> None:
-        self._writer.write_table(chunk, row_group_size=max(chunk.num_rows, 1))
-
-    def size(self) -> int:
-        return self._sink.tell()
-
-    def finish(self) -> bytes:
-        self._writer.close()
-        return self._sink.getvalue().to_pybytes()
-
-
-def _orc_type(arrow_type: pa.DataType) -> pa.DataType:
-    """ORC has no TIME type: Java stores millis of day as INT."""
-    return pa.int32() if pa.types.is_time(arrow_type) else arrow_type
-
-
-class OrcEncoder:
-    """pyarrow's ORC writer.
-
-    It buffers whole stripes, so rolling uses the uncompressed Arrow size as the estimate (files
-    come out smaller than the target); pyarrow's ORC writer takes no zstd level.
-    """
-
-    def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
-        codec = _ORC_CODECS.get(options.file_compression)
-        if codec is None:
-            raise UnsupportedOperationError(
-                f"file.compression={options.file_compression!r} is not supported for orc "
-                f"({', '.join(sorted(_ORC_CODECS))})"
-            )
-        self._sink = pa.BufferOutputStream()
-        self._writer = orc.ORCWriter(self._sink, compression=codec)
-        self._schema = pa.schema([f.with_type(_orc_type(f.type)) for f in schema])
-        self._estimate = 0
-
-    def write(self, chunk: pa.Table) -> None:
-        if not chunk.schema.equals(self._schema):
-            chunk = chunk.cast(self._schema)
-        self._writer.write(chunk)
-        self._estimate += chunk.nbytes
-
-    def size(self) -> int:
-        return max(self._sink.tell(), self._estimate)
-
-    def finish(self) -> bytes:
-        self._writer.close()
-        return self._sink.getvalue().to_pybytes()
-
-
-def _avro_type(data_type: DataType, row_name: str) -> Any:
-    """Java's `AvroSchemaConverter` mapping (facts: nullable = ["null", T], logical types)."""
-    root = data_type.root
-    precision = data_type.precision or 0
-    simple = {
-        "BOOLEAN": "boolean",
-        "TINYINT": "int",
-        "SMALLINT": "int",
-        "INT": "int",
-        "BIGINT": "long",
-        "FLOAT": "float",
-        "DOUBLE": "double",
-        "CHAR": "string",
-        "VARCHAR": "string",
-        "BINARY": "bytes",
-        "VARBINARY": "bytes",
-        "BLOB": "bytes",
-    }
-    result: Any
-    if root in simple:
-        result = simple[root]
-    elif root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
-        if precision > 6:
-            raise UnsupportedOperationError(f"Avro data files cannot hold {data_type} (precision > 6)")
-        unit = "millis" if precision <= 3 else "micros"
-        prefix = "local-timestamp" if root == "TIMESTAMP_LTZ" else "timestamp"
-        result = {"type": "long", "logicalType": f"{prefix}-{unit}"}
-    elif root == "DATE":
-        result = {"type": "int", "logicalType": "date"}
-    elif root == "TIME":
-        if precision > 3:
-            raise UnsupportedOperationError(f"Avro data files cannot hold {data_type} (precision > 3)")
-        result = {"type": "int", "logicalType": "time-millis"}
-    elif root == "DECIMAL":
-        result = {
-            "type": "bytes",
-            "logicalType": "decimal",
-            "precision": data_type.precision,
-            "scale": data_type.scale or 0,
-        }
-    elif root == "ROW":
-        result = _avro_record(row_name, [(f.name, f.type) for f in data_type.fields or ()])
-    elif root == "ARRAY" and data_type.element is not None:
-        result = {"type": "array", "items": _avro_type(data_type.element, row_name)}
-    elif root == "MAP" and data_type.key is not None and data_type.value is not None:
-        if data_type.key.root in ("CHAR", "VARCHAR"):
-            result = {"type": "map", "values": _avro_type(data_type.value, row_name)}
-        else:  # Avro maps have string keys only: an array of key/value records
-            entry = _avro_record(
-                row_name, [("key", data_type.key.with_nullable(False)), ("value", data_type.value)]
-            )
-            result = {"type": "array", "items": entry, "logicalType": "map"}
-    else:
-        raise UnsupportedOperationError(f"Avro data files cannot hold {data_type} yet")
-    return ["null", result] if data_type.nullable else result
-
-
-def _avro_record(name: str, fields: Sequence[tuple[str, DataType]]) -> dict[str, Any]:
-    avro_fields = []
-    for field_name, field_type in fields:
-        entry: dict[str, Any] = {"name": field_name, "type": _avro_type(field_type, f"{name}_{field_name}")}
-        if field_type.nullable:
-            entry["default"] = None
-        avro_fields.append(entry)
-    return {"type": "record", "name": name, "fields": avro_fields}
-
-
-def avro_schema(fields: Sequence[tuple[str, DataType]]) -> dict[str, Any]:
-    """The Avro schema of a data file with these columns (top-level record, as pypaimon writes)."""
-    return _avro_record(_AVRO_RECORD, fields)
-
-
-def _avro_arrow_type(arrow_type: pa.DataType, data_type: DataType) -> pa.DataType:
-    """Arrow type whose Python values fastavro encodes without guessing time zones.
-
-    fastavro reads naive datetimes as local time; epoch numbers are unambiguous.
-    """
-    t = pa.types
-    if t.is_timestamp(arrow_type):
-        return pa.int64()
-    if t.is_date(arrow_type) or t.is_time(arrow_type):
-        return pa.int32()
-    if t.is_list(arrow_type) and data_type.element is not None:
-        child = arrow_type.value_field
-        return pa.list_(child.with_type(_avro_arrow_type(child.type, data_type.element)))
-    if t.is_map(arrow_type) and data_type.key is not None and data_type.value is not None:
-        key, item = arrow_type.key_field, arrow_type.item_field
-        return pa.map_(
-            key.with_type(_avro_arrow_type(key.type, data_type.key)),
-            item.with_type(_avro_arrow_type(item.type, data_type.value)),
-        )
-    if t.is_struct(arrow_type) and data_type.fields:
-        return pa.struct(
-            [
-                arrow_type.field(i).with_type(_avro_arrow_type(arrow_type.field(i).type, f.type))
-                for i, f in enumerate(data_type.fields)
-            ]
-        )
-    return arrow_type
-
-
-def _to_avro_epoch(column: pa.ChunkedArray, data_type: DataType) -> pa.ChunkedArray:
-    """Timestamps as epoch millis/micros (their Avro logical unit), dates/times as plain ints."""
-    if pa.types.is_timestamp(column.type):
-        unit = "ms" if (data_type.precision or 0) <= 3 else "us"
-        column = pc.cast(column, pa.timestamp(unit, column.type.tz))
-    target = _avro_arrow_type(column.type, data_type)
-    return column if target.equals(column.type) else column.cast(target)
-
-
-def _has_map(data_type: DataType) -> bool:
-    children = [data_type.element, data_type.key, data_type.value] + [f.type for f in data_type.fields or ()]
-    return data_type.root == "MAP" or any(c is not None and _has_map(c) for c in children)
-
-
-def _avro_value(value: Any, data_type: DataType) -> Any:
-    """Python value -> fastavro datum where Arrow's form differs (maps come as (key, value) pairs)."""
-    if value is None:
-        return None
-    root = data_type.root
-    if root == "MAP" and data_type.key is not None and data_type.value is not None:
-        pairs = [(k, _avro_value(v, data_type.value)) for k, v in value]
-        if data_type.key.root in ("CHAR", "VARCHAR"):
-            return dict(pairs)
-        return [{"key": _avro_value(k, data_type.key), "value": v} for k, v in pairs]
-    if root == "ARRAY" and data_type.element is not None:
-        return [_avro_value(v, data_type.element) for v in value]
-    if root == "ROW":
-        return {f.name: _avro_value(value.get(f.name), f.type) for f in data_type.fields or ()}
-    return value
-
-
-class AvroEncoder:
-    """fastavro container file with Java's Avro data-file schema; one block flush per row group."""
-
-    def __init__(self, fields: Sequence[tuple[str, DataType]], options: CoreOptions) -> None:
-        try:
-            codec = avro_codec(options.file_compression)
-        except ValueError as error:
-            raise UnsupportedOperationError(f"file.compression for avro: {error}") from None
-        self._fields = list(fields)
-        self._buffer = io.BytesIO()
-        level = options.file_compression_zstd_level if codec == "zstandard" else None
-        self._writer = fastavro.write.Writer(
-            self._buffer,
-            fastavro.parse_schema(avro_schema(self._fields)),
-            codec=codec,
-            compression_level=level,
-        )
-
-    def write(self, chunk: pa.Table) -> None:
-        columns = [_to_avro_epoch(chunk.column(name), t) for name, t in self._fields]
-        values = [column.to_pylist() for column in columns]
-        for index, (_, data_type) in enumerate(self._fields):
-            if _has_map(data_type):
-                values[index] = [_avro_value(v, data_type) for v in values[index]]
-        names = [name for name, _ in self._fields]
-        for row in zip(*values, strict=True):
-            self._writer.write(dict(zip(names, row, strict=True)))
-        self._flush()
-
-    def size(self) -> int:
-        return self._buffer.tell()
-
-    def finish(self) -> bytes:
-        self._flush()
-        return self._buffer.getvalue()
-
-    def _flush(self) -> None:
-        """Compress and write the block; fastavro finds a missing codec library only here."""
-        try:
-            self._writer.flush()
-        except ValueError as error:
-            missing = missing_codec_library(error, "writing an Avro data file")
-            if missing is not None:
-                raise missing from None
-            raise
-
-
-def new_encoder(schema: TableSchema, options: CoreOptions) -> FileEncoder:
-    """An encoder for the table's `file.format`."""
-    file_format = options.file_format
-    if file_format == "parquet":
-        return ParquetEncoder(file_arrow_schema(schema, options), options)
-    if file_format == "orc":
-        return OrcEncoder(file_arrow_schema(schema, options), options)
-    if file_format == "avro":
-        return AvroEncoder([(name, t) for name, t, _ in file_fields(schema, options)], options)
-    raise UnsupportedOperationError(f"file.format={file_format!r} is not supported (parquet, orc or avro)")
-
-
-def data_file_extension(options: CoreOptions) -> str:
-    """`.<format>`, or `.<compression ext>.<format>` with `file.suffix.include.compression`."""
-    file_format = options.file_format
-    if options.file_suffix_include_compression:
-        compression = options.file_compression
-        suffix = _COMPRESSION_EXTENSIONS.get(compression, compression)
-        if suffix:
-            return f".{suffix}.{file_format}"
-    return f".{file_format}"
-
-
-def encode_file(data: pa.Table, schema: TableSchema, options: CoreOptions | None = None) -> bytes:
-    """One data file's bytes (rows already in file layout), in the table's format and compression."""
-    encoder = new_encoder(schema, options or CoreOptions(schema.options))
-    if data.num_rows:
-        encoder.write(data)
-    return encoder.finish()
-
-
 # -- writing the files of one bucket ------------------------------------------------------------------
 
 
@@ -901,6 +473,9 @@ class BucketWriter:
         bucket: int,
         first_sequence_number: int,
         options: CoreOptions | None = None,
+        level: int = 0,
+        file_source: int = 0,
+        target_file_size: int | None = None,
     ) -> None:
         self.file_io = file_io
         self.table_root = table_root
@@ -910,7 +485,9 @@ class BucketWriter:
         self.bucket = bucket
         self.next_sequence_number = first_sequence_number
         self._has_pk = bool(schema.primary_keys)
-        self._target = self.options.target_file_size(self._has_pk)
+        self._target = target_file_size or self.options.target_file_size(self._has_pk)
+        self._level = level
+        self._file_source = file_source
         self._uuid = str(uuid.uuid4())
         self._counter = 0
         self._extension = data_file_extension(self.options)
@@ -949,6 +526,22 @@ class BucketWriter:
                 self._group_rows = _row_group_rows(data, self._target)
             while self._pending_rows >= self._group_rows:
                 self._write_group(self._take_pending(self._group_rows))
+
+    def write_key_values(self, rows: pa.Table) -> None:
+        """Add primary-key rows already in file layout (`file_arrow_schema`), sorted by key, each key
+        once, with their own sequence numbers and value kinds (a compaction's merged output).
+
+        Nothing is deduplicated or renumbered: the rows are encoded as they come, so the caller's
+        streaming merge bounds the memory (one row group at a time), and files roll at the target.
+        """
+        if not self._has_pk:
+            raise DataWriteError("write_key_values is for primary-key tables")
+        if rows.num_rows == 0:
+            return
+        if self._group_rows is None:
+            self._group_rows = _row_group_rows(rows, self._target)
+        for start in range(0, rows.num_rows, self._group_rows):
+            self._write_group(rows.slice(start, self._group_rows))
 
     def close(self) -> list[DataFileMeta]:
         """Write what is buffered, finish the open file, and return every file's metadata."""
@@ -1039,11 +632,11 @@ class BucketWriter:
             min_sequence_number=min_sequence,
             max_sequence_number=max_sequence,
             schema_id=self.schema.id,
-            level=0,
+            level=self._level,
             extra_files=[],
             creation_time=_creation_time(),
             delete_row_count=deletes,
-            file_source=0,
+            file_source=self._file_source,
             value_stats_cols=stats_cols,
         )
 

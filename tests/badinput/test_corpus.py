@@ -32,6 +32,7 @@ from tests.table_states import (
 
 # operation -> its YAML keys beyond warehouse/table (`{source}` is a small Parquet input directory).
 JOBS: dict[str, dict] = {
+    "compact": {"strategy": "full"},
     "compact-manifests": {"mode": "full"},
     "write": {"source": {"format": "parquet", "path": "{source}"}},
     "remove-orphan-files": {"older_than": "1h"},
@@ -40,7 +41,16 @@ JOBS: dict[str, dict] = {
     # retain_max 1: the latest snapshot's delta (where the corpus breaks a manifest) decides what the
     # expired ones lost, so the job reads it; like Java, it reads no manifest it does not need
     "expire-snapshots": {"retain_min": 1, "retain_max": 1},
+    "create-tag": {"tag": "new-tag"},
+    # t2 tags snapshot 2, which exists: these read tag and snapshot files only, no manifest
+    "delete-tag": {"tags": ["t2"]},
+    "expire-tags": {"older_than": "1 ms"},
+    "rollback": {"to_snapshot": 3},
+    "remove-unexisting-files": {"max_missing_ratio": 0.5},
 }
+# Jobs that read no manifest here, so the broken-manifest cases cannot reach them.
+READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags"}
+MANIFEST_CASES = {"truncated-manifest", "manifest-list-names-a-missing-manifest"}
 # Jobs for which a table that does not exist yet is no error (write creates it).
 CREATES_TABLES = {"write"}
 
@@ -190,6 +200,10 @@ def test_bad_input_is_refused_with_one_clear_line_and_nothing_changed(
 ):
     if case.name == "missing-table" and operation in CREATES_TABLES:
         pytest.skip(f"{operation} creates a missing table")
+    if case.name in MANIFEST_CASES and operation in READS_NO_MANIFEST:
+        pytest.skip(f"{operation} reads no manifest of this table (tags on live snapshots)")
+    if case.name == "manifest-list-names-a-missing-manifest" and operation == "rollback":
+        pytest.skip("rollback drops the broken snapshot 4 (the dropped side is read leniently): a repair")
     warehouse = copy_warehouse(template, str(tmp_path / "wh"))
     config = job_config(operation, warehouse, source)
     expected = case.apply(warehouse, config)

@@ -89,6 +89,8 @@ class ChaosJob:
 JOBS: dict[str, ChaosJob] = {
     "write": ChaosJob({"source": {"format": "parquet", "path": "{source}"}}, appends=True),
     "compact-manifests": ChaosJob({"mode": "full"}),
+    # every partition's small files rewritten into one; the inputs stay for the older snapshots
+    "compact": ChaosJob({"strategy": "full"}),
     "remove-orphan-files": ChaosJob({"older_than": "1h"}),
     "drop-partition": ChaosJob({"partitions": [{"dt": "2024-01-02"}]}),
     # exactly dt=2024-01-01 is past its expiration time (no max_expires: a rerun after the commit

@@ -351,3 +351,61 @@ def test_cli_dry_run_emits_a_record(tmp_path):
     record = json.loads(result.stdout[result.stdout.index("{") :])
     assert record["counts"]["snapshots_to_expire"] == 3
     assert fingerprint(table_root(warehouse)) == before
+
+
+# -- branches: each by its own options, shared files kept ----------------------------------------------
+
+
+def test_branch_expiry_keeps_main_and_shared_files(spark_session, tmp_path, capsys):
+    """A branch made by pypaimon from tag t2, three commits on it (our committer); expiring the branch
+    with its own snapshot.num-retained options leaves main untouched and readable, the branch's
+    latest readable by pypaimon, and deletes only files no root of either needs."""
+    import json
+
+    import pypaimon
+    import yaml
+
+    from jobs.__main__ import main
+    from tests.pypaimon_reads import pypaimon_rows
+    from tests.table_states import IDENTIFIER, row_ids
+    from tests.table_states import missing_needed as missing_needed_on_any_branch
+
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=4)  # tag t2
+    pypaimon.CatalogFactory.create({"warehouse": warehouse}).create_branch(IDENTIFIER, "b", "t2")
+    branch = table.for_branch("b")
+    schema_path = Path(branch.metadata_root) / "schema" / f"schema-{branch.schema.id}"
+    schema = json.loads(schema_path.read_text())
+    schema["options"].update({"snapshot.num-retained.min": "1", "snapshot.time-retained": "1 ms"})
+    schema_path.write_text(json.dumps(schema))
+    branch = table.for_branch("b")
+    append_rows(branch, batch(699, 3))  # 699 and 711 go to dt=2024-01-01: only this branch has them
+    append_rows(branch, batch(710, 2))
+    written = write_table_files(branch.file_io, branch.path, branch.schema, batch(800, 1, days=1), 9000)
+    SnapshotCommit(branch).overwrite(  # replaces dt=2024-01-01: main's files there and 699's
+        [CommitMessage(p, bucket, -1, files) for p, bucket, files in written],
+        partition_filter=lambda p: deserialize_row(p, branch.partition_types) == ["2024-01-01"],
+    )
+    main_before = view(warehouse)
+    branch_rows = pypaimon_rows(warehouse, f"{IDENTIFIER}$branch_b")
+    assert not {699, 711} & set(row_ids(branch_rows)) and {700, 701, 710, 800} <= set(row_ids(branch_rows))
+    branch_ids = branch.snapshot_manager.snapshot_ids()
+
+    config = tmp_path / "branch.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": warehouse, "table": IDENTIFIER, "branch": "b"}))
+    assert main(["expire-snapshots", "--config", str(config)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert branch.snapshot_manager.snapshot_ids() == [branch_ids[-1]]  # the branch's own retain_min 1
+    assert record["counts"]["snapshots_expired"] == len(branch_ids) - 1
+    assert table.snapshot_manager.snapshot_ids() == [1, 2, 3, 4]  # main untouched
+    after = view(warehouse)
+    assert after.rows_by_snapshot == main_before.rows_by_snapshot
+    assert after.rows_by_tag == main_before.rows_by_tag
+    assert pypaimon_rows(warehouse, f"{IDENTIFIER}$branch_b") == branch_rows
+    assert missing_needed_on_any_branch(table) == set()
+    assert record["counts"]["files_deleted"] == 2  # 699's and 711's; main's old dt=2024-01-01 files stay
+    assert record["counts"]["manifest_lists_deleted"] > 0
+
+    config.write_text(yaml.safe_dump({"warehouse": warehouse, "table": IDENTIFIER, "branch": "nope"}))
+    assert main(["expire-snapshots", "--config", str(config)]) == 2
+    assert "branch 'nope' does not exist" in json.loads(capsys.readouterr().out)["error"]

@@ -256,3 +256,85 @@ def test_hive_style_source_directories_go_through_spark(spark_session, tmp_path)
     assert found is not None and [p.rsplit("/", 1)[1] for p in found.paths] == ["a.parquet"]
     assert parquet_files(str(tmp_path / "hive"), {}) is None  # Spark adds `dt` from the directory names
     assert parquet_files(str(tmp_path / "missing"), {}) is None
+
+
+def test_an_overwrite_record_says_what_it_replaced(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    first = [(1, "a", "x"), (2, "a", "y"), (3, "b", "z"), (4, "c", "w")]
+    write_dataframe(rows_df(spark_session, first), warehouse, "db.t", partition_keys=["dt"])
+    record = write_dataframe(
+        rows_df(spark_session, [(5, "a", "n"), (6, "b", "m")]), warehouse, "db.t", mode="overwrite"
+    )
+    assert record.snapshot_ids == {"base": 1, "committed": 2, "committed_ids": [2]}
+    assert record.details["replaced"] == {
+        "scope": "touched",
+        "partition_count": 2,
+        "partitions": ["dt=a", "dt=b"],
+    }
+    assert record.counts["rows_replaced"] == 3  # the rows of dt=a and dt=b that snapshot 1 had
+    live_before = {f["file"] for f in _live_files(warehouse, 1) if f["dt"] in ("a", "b")}
+    assert record.counts["files_replaced"] == len(live_before) and record.bytes["replaced"] > 0
+    assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(5, "a"), (6, "b"), (4, "c")}
+
+
+def _live_files(warehouse: str, snapshot_id: int) -> list[dict]:
+    from paimon_format.scan import live_entries
+
+    table = Table.open(warehouse, "db.t")
+    snapshot = table.snapshot_manager.snapshot(snapshot_id)
+    return [
+        {"file": e.file.file_name, "dt": table.partition_dir(e.partition).split("=")[1]}
+        for e in live_entries(table, snapshot)
+    ]
+
+
+def test_a_create_block_that_differs_from_the_table_warns_or_with_strict_create_exits_2(
+    spark_session, tmp_path, capsys
+):
+    source = tmp_path / "in"
+    source.mkdir()
+    pq.write_table(pa.table({"id": [1, 2], "dt": ["x", "y"], "v": ["a", "b"]}), source / "p.parquet")
+    warehouse = tmp_path / "wh"
+    body = f"warehouse: {warehouse}\ntable: db.events\nsource: {{format: parquet, path: {source}}}\n"
+    assert main(["write", "--config", write_yaml(tmp_path, body + "create: {partition_keys: [dt]}\n")]) == 0
+    capsys.readouterr()
+
+    changed = body + "create: {partition_keys: [id], options: {bucket: '2', bucket-key: id}}\n"
+    assert main(["write", "--config", write_yaml(tmp_path, changed)]) == 0
+    captured = capsys.readouterr()
+    record = json.loads(captured.out)
+    assert record["details"]["create_mismatch"] == [
+        "partition_keys ['id'] (table: ['dt'])",
+        "bucket 2 (table: -1)",
+    ]
+    assert "create: differs from the existing table db.events" in captured.err and "WARNING" in captured.err
+
+    strict = write_yaml(tmp_path, changed + "strict_create: true\n")
+    snapshots = latest_id(str(warehouse), "db.events")
+    assert main(["write", "--config", strict]) == 2
+    record = json.loads(capsys.readouterr().out)
+    assert "partition_keys ['id'] (table: ['dt'])" in record["error"] and "strict_create" in record["error"]
+    assert latest_id(str(warehouse), "db.events") == snapshots == 2
+
+
+def test_a_table_whose_first_commit_fails_is_removed_so_a_corrected_create_applies(
+    spark_session, tmp_path, monkeypatch
+):
+    from paimon_format.commit import SnapshotCommit
+    from paimon_format.errors import CommitConflictError
+
+    warehouse = str(tmp_path / "wh")
+    original_append = SnapshotCommit.append
+
+    def refuse(self, messages, **kwargs):
+        raise CommitConflictError("simulated conflict")
+
+    monkeypatch.setattr(SnapshotCommit, "append", refuse)
+    with pytest.raises(CommitConflictError):
+        write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["v"])
+    assert not (tmp_path / "wh" / "db.db" / "t").exists()  # no schema, no empty directories left
+
+    monkeypatch.setattr(SnapshotCommit, "append", original_append)
+    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    assert Table.open(warehouse, "db.t").schema.partition_keys == ("dt",)
+    assert pypaimon_rows(warehouse, "db.t") == [{"id": 1, "dt": "a", "v": "x"}]

@@ -249,7 +249,7 @@ def test_drop_partition_on_s3_is_gone_at_the_new_snapshot_and_readable_before(
     config = job_config(warehouse, options, partitions=[{"dt": "2024-01-01"}])
     code, record = run_job(tmp_path, "drop-partition", config, capsys)
     assert code == 0, record["error"]
-    assert record["snapshot_ids"]["committed"] == [3]
+    assert record["snapshot_ids"]["committed"] == 3 and record["snapshot_ids"]["committed_ids"] == [3]
 
     after = view(download(warehouse, options, tmp_path / "after"))
     kept = [row for row in before.rows_by_snapshot[2] if row["dt"] != "2024-01-01"]
@@ -273,7 +273,11 @@ def test_expire_partitions_on_s3_drops_old_partitions_at_a_new_snapshot(spark_se
     config = job_config(warehouse, options, expiration_time="7d", timestamp_formatter="yyyy-MM-dd")
     code, record = run_job(tmp_path, "expire-partitions", config, capsys)
     assert code == 0, record["error"]
-    assert record["snapshot_ids"]["committed"] == [3] and record["counts"]["partitions"] == 3
+    assert (
+        record["snapshot_ids"]["committed"] == 3
+        and record["snapshot_ids"]["committed_ids"] == [3]
+        and record["counts"]["partitions"] == 3
+    )
 
     after = view(download(warehouse, options, tmp_path / "after"))
     assert after.latest == 3 and after.rows_by_snapshot[3] == [

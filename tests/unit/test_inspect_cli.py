@@ -44,3 +44,57 @@ def test_inspect_errors_exit_2_with_the_cause(tmp_path, capsys):
     (tmp_path / "db.db" / "t" / "snapshot" / "snapshot-1").write_text("{not json")
     assert main(["inspect", root]) == 2
     assert "snapshot-1" in capsys.readouterr().err
+
+
+def test_files_per_partition_counts_sizes_and_small_files(tmp_path, capsys):
+    root = str(tmp_path / "db.db" / "t")
+    table = make_table(root, options={"target-file-size": "4 mb"})
+    mib = 1024 * 1024
+    committer = SnapshotCommit(table)
+    committer.append(
+        [
+            message(table, ["a"], data_file("data-a1.parquet", rows=5, size=100)),
+            message(table, ["a"], data_file("data-a2.parquet", rows=6, size=3 * mib)),
+        ]
+    )
+    committer.append([message(table, ["b"], data_file("data-b1.parquet", rows=7, size=20 * mib))])
+
+    assert main(["inspect", root, "--files-per-partition", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)["files_per_partition"]
+    assert summary["small_file_below"] == 2 * mib and summary["small_files"] == 1
+    assert summary["partitions"] == [
+        {"partition": "dt=a", "files": 2, "bytes": 100 + 3 * mib, "rows": 11, "small_files": 1},
+        {"partition": "dt=b", "files": 1, "bytes": 20 * mib, "rows": 7, "small_files": 0},
+    ]
+    assert summary["size_histogram"] == {
+        "< 1 MiB": 1,
+        "1-16 MiB": 1,
+        "16-64 MiB": 1,
+        "64-128 MiB": 0,
+        ">= 128 MiB": 0,
+    }
+    assert main(["inspect", root, "--files-per-partition"]) == 0
+    text = capsys.readouterr().out
+    assert "files per partition (2 partitions" in text and "data-a1.parquet" not in text
+    assert any(line.split()[:3] == ["dt=a", "2", "1"] for line in text.splitlines())
+
+
+def test_inspect_into_a_closed_pipe_prints_no_traceback(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(tmp_path / "db.db" / "t")
+    table = make_table(root)
+    SnapshotCommit(table).append([message(table, ["p"], data_file("data-1.parquet"))])
+    repo = Path(__file__).resolve().parents[2]
+    inspect = subprocess.Popen(
+        [sys.executable, "-m", "paimon_format", "inspect", root],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=repo,
+    )
+    inspect.stdout.close()  # the reader is gone before the output comes, as `| head -1` is after a line
+    stderr = inspect.stderr.read().decode()
+    assert inspect.wait(timeout=60) == 0, stderr
+    assert "Traceback" not in stderr and "BrokenPipeError" not in stderr

@@ -236,3 +236,37 @@ def test_row_count_mismatch_with_the_manifest_is_corruption(tmp_path: Path):
 
     with pytest.raises(CorruptFileError, match="3 rows"):
         list(read_data_file(table, partition, 0, wrong))
+
+
+_READ_WITHOUT_ZSTD = """
+import pickle, sys
+for name in ("backports.zstd", "compression.zstd", "zstandard"):
+    sys.modules[name] = None
+from paimon_format.errors import MissingDependencyError
+from paimon_format.read import read_data_file
+
+table, partition, meta = pickle.loads(bytes.fromhex(sys.argv[1]))
+try:
+    list(read_data_file(table, partition, 0, meta))
+except MissingDependencyError as error:
+    print("missing", error)
+"""
+
+
+def test_a_missing_codec_library_is_not_a_corrupt_file(tmp_path: Path):
+    """An Avro data file with zstd blocks, read where no zstd library is installed."""
+    import pickle
+    import subprocess
+    import sys
+
+    table = make_table(str(tmp_path / "t"), options={"file.format": "avro", "file.compression": "zstd"})
+    partition, (meta,) = write_file(table, [{"id": 1, "dt": "2024-01-01", "v": "a"}])
+    result = subprocess.run(
+        [sys.executable, "-c", _READ_WITHOUT_ZSTD, pickle.dumps((table, partition, meta)).hex()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=str(Path(__file__).resolve().parents[2]),
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("missing ") and "install" in result.stdout

@@ -1,0 +1,243 @@
+"""create-tag: tag a snapshot of a table, as Paimon's `create_tag` procedure does (issue #17).
+
+The tagged snapshot is `snapshot` (an id that must still exist), the latest snapshot committed at or
+before `timestamp`, or else the latest snapshot. The tag file `tag/tag-<name>` is the snapshot's JSON;
+with a retention (`time_retained`, else the table's `tag.default-time-retained`) it also carries
+`tagCreateTime` and `tagTimeRetained`, exactly as Paimon's TagManager writes them, and expire-tags
+deletes it once that time has passed.
+
+The file is created atomically and only when absent: an existing name is exit 2 unless
+`replace: true`, which overwrites it atomically (files only the old tag used are then left to
+remove-orphan-files, as after Paimon's replaceTag). Nothing is deleted, so there is no crash
+ordering to keep: a crash leaves the tag written or not. Runs on the driver alone (no Spark).
+
+Spark-submit entry: `spark-submit jobs/create_tag.py --config conf/create-tag.yaml`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from jobs.config import TableJobConfig
+from jobs.errors import BadInputError
+from jobs.expire_snapshots import cutoff_ms
+from jobs.registry import JobContext
+from jobs.report import RunRecord
+from jobs.table_open import open_existing_table
+from paimon_format.errors import SnapshotNotFoundError
+from paimon_format.options import parse_duration_ms
+from paimon_format.snapshot import Snapshot, validate_tag_name
+from paimon_format.table import Table
+from paimon_format.tag_periods import missing_automatic_tags
+
+OPERATION = "create-tag"
+DEFAULT_TIME_RETAINED = "tag.default-time-retained"
+
+
+class CreateTagConfig(TableJobConfig):
+    tag: str | None = Field(default=None, description="the tag name")
+    automatic: bool = Field(
+        default=False,
+        description="instead of one tag: the missing tags the table's tag.automatic-creation asks for",
+    )
+    snapshot: int | None = Field(default=None, ge=1, description="snapshot id to tag; default: the latest")
+    timestamp: str | None = Field(
+        default=None,
+        description="tag the latest snapshot committed at or before this UTC time ('2024-05-14 00:00:00', "
+        "or a duration such as 1d meaning now - 1d)",
+    )
+    time_retained: str | None = Field(
+        default=None, description="how long the tag lives (1d, 12h); default: tag.default-time-retained"
+    )
+    replace: bool = Field(default=False, description="overwrite an existing tag of the same name")
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        if value is not None:
+            validate_tag_name(value)
+        return value
+
+    @field_validator("timestamp")
+    @classmethod
+    def _timestamp(cls, value: str | None) -> str | None:
+        if value is not None:
+            cutoff_ms(value, 0)
+        return value
+
+    @field_validator("time_retained")
+    @classmethod
+    def _time_retained(cls, value: str | None) -> str | None:
+        if value is not None and parse_duration_ms(value) <= 0:
+            raise ValueError(f"must be a positive duration, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CreateTagConfig:
+        if self.snapshot is not None and self.timestamp is not None:
+            raise ValueError("give either snapshot or timestamp, not both")
+        if self.automatic and (self.tag, self.snapshot, self.timestamp, self.time_retained) != (None,) * 4:
+            raise ValueError("automatic: true takes the tag names, snapshots and retention from the table")
+        return self
+
+
+CONFIG_MODEL = CreateTagConfig
+
+
+def run(context: JobContext, config: CreateTagConfig) -> None:
+    table = open_existing_table(config)
+    if config.automatic:
+        create_automatic_tags(table, dry_run=context.dry_run, record=context.record, log=context.log)
+        return
+    if config.tag is None:
+        raise BadInputError(f"{table.path}: create-tag needs tag: NAME (or automatic: true)")
+    create_tag(
+        table,
+        config.tag,
+        snapshot_id=config.snapshot,
+        timestamp=config.timestamp,
+        time_retained=config.time_retained,
+        replace=config.replace,
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
+
+
+def create_tag(
+    table: Table,
+    tag: str,
+    snapshot_id: int | None = None,
+    timestamp: str | None = None,
+    time_retained: str | None = None,
+    replace: bool = False,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+    now_ms: int | None = None,
+) -> RunRecord:
+    """Write `tag/tag-<tag>` for the chosen snapshot (see the module docstring)."""
+    log = log or logging.getLogger("jobs.create_tag")
+    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    snapshot = choose_snapshot(table, snapshot_id, timestamp, now_ms)
+    retained_ms = retention_ms(table, time_retained)
+    manager = table.tag_manager
+    exists = manager.tag_exists(tag)
+    if exists and not replace:
+        raise BadInputError(
+            f"{manager.tag_path(tag)}: tag {tag!r} already exists (on snapshot {manager.tag(tag).id}); "
+            "set replace: true to overwrite it"
+        )
+    record.snapshot_ids["tagged"] = snapshot.id
+    record.details["tag"] = {
+        "name": tag,
+        "snapshot": snapshot.id,
+        "time_retained_ms": retained_ms,
+        "replaces": manager.tag(tag).id if exists else None,
+    }
+    if dry_run:
+        log.info("dry run: would tag snapshot %d as %r", snapshot.id, tag)
+        record.count("tags_created", 0)
+        return record
+    manager.create_tag(tag, snapshot, time_retained_ms=retained_ms, replace=replace)
+    record.count("tags_created", 1)
+    record.count("tags_replaced", 1 if exists else 0)
+    log.info("tagged snapshot %d as %r%s", snapshot.id, tag, " (replaced)" if exists else "")
+    return record
+
+
+def choose_snapshot(table: Table, snapshot_id: int | None, timestamp: str | None, now_ms: int) -> Snapshot:
+    """The snapshot to tag: by id, the latest at or before `timestamp`, or the latest."""
+    manager = table.snapshot_manager
+    if snapshot_id is not None:
+        try:
+            return manager.snapshot(snapshot_id)
+        except SnapshotNotFoundError:
+            ids = manager.snapshot_ids()
+            span = f"[{ids[0]}, {ids[-1]}]" if ids else "none"
+            raise BadInputError(
+                f"{manager.snapshot_path(snapshot_id)}: snapshot {snapshot_id} does not exist "
+                f"(snapshots present: {span})"
+            ) from None
+    latest = manager.latest()
+    if latest is None:
+        raise BadInputError(f"{table.path}: the table has no snapshot to tag")
+    if timestamp is None:
+        return latest
+    moment = cutoff_ms(timestamp, now_ms)
+    found = latest_at_or_before(table, moment)
+    if found is None:
+        raise BadInputError(
+            f"{table.path}: no snapshot was committed at or before {timestamp!r} "
+            f"(the earliest retained one, {manager.earliest_id()}, is newer)"
+        )
+    return found
+
+
+def latest_at_or_before(table: Table, moment_ms: int) -> Snapshot | None:
+    """Binary search over the retained snapshots (commit times grow with the id)."""
+    manager = table.snapshot_manager
+    ids = manager.snapshot_ids()
+    low, high, found = 0, len(ids) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        snapshot = manager.snapshot(ids[middle])
+        if snapshot.time_millis <= moment_ms:
+            found, low = snapshot, middle + 1
+        else:
+            high = middle - 1
+    return found
+
+
+def retention_ms(table: Table, time_retained: str | None) -> int | None:
+    """The tag's retention: the job's, else the table's `tag.default-time-retained`, else none."""
+    text = time_retained if time_retained is not None else table.schema.options.get(DEFAULT_TIME_RETAINED)
+    if text is None:
+        return None
+    try:
+        value = parse_duration_ms(text)
+    except ValueError as error:
+        raise BadInputError(f"{table.path}: {DEFAULT_TIME_RETAINED}: {error}") from None
+    return value
+
+
+def create_automatic_tags(
+    table: Table,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+) -> RunRecord:
+    """The tags the table's `tag.automatic-creation` asks for and that are missing (see
+    `paimon_format.tag_periods.missing_automatic_tags`), each created if absent with the table's
+    `tag.default-time-retained`; `batch` replaces the day's `batch-write-<date>` tag when it names an
+    older snapshot. A table without automatic creation gets nothing (recorded)."""
+    log = log or logging.getLogger("jobs.create_tag")
+    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    try:
+        planned = missing_automatic_tags(table)
+    except ValueError as error:
+        raise BadInputError(f"{table.path}: {error}") from None
+    retained_ms = retention_ms(table, None)
+    record.details["automatic_tags"] = {name: snapshot.id for name, snapshot, _ in planned[:100]}
+    record.count("tags_to_create", len(planned))
+    if dry_run:
+        record.count("tags_created", 0)
+        return record
+    for name, snapshot, replace in planned:
+        created = table.tag_manager.create_tag(
+            name, snapshot, time_retained_ms=retained_ms, ignore_if_exists=not replace, replace=replace
+        )
+        record.count("tags_created", 1 if created else 0)
+        log.info("automatic tag %r on snapshot %d%s", name, snapshot.id, "" if created else " (existed)")
+    return record
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry(OPERATION)

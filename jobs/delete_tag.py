@@ -1,0 +1,115 @@
+"""delete-tag: delete tags by name or glob, and the files only they used (Paimon's delete_tag).
+
+See `jobs/tag_deletion.py` for what goes and in which order: the tag files first (as Paimon), then the
+files no snapshot, other tag, branch or long-lived changelog needs, in expire-snapshots' stages. A
+crash between the two leaves unreferenced files that remove-orphan-files clears; a rerun finds the
+tags gone and deletes nothing more.
+
+Spark-submit entry: `spark-submit jobs/delete_tag.py --config conf/delete-tag.yaml`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from jobs.config import TableJobConfig
+from jobs.errors import BadInputError
+from jobs.registry import JobContext
+from jobs.report import RunRecord
+from jobs.table_open import open_existing_table
+from jobs.tag_deletion import TagSteps, delete_tags
+from paimon_format.table import Table
+
+OPERATION = "delete-tag"
+STEPS = TagSteps.of(OPERATION)
+_GLOB_CHARACTERS = "*?["
+
+
+class DeleteTagConfig(TableJobConfig):
+    tags: list[str] = Field(description="tag names or globs (* ? [..])")
+    strict: bool = Field(default=False, description="a name or glob matching no tag is an error")
+    delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
+    max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall file delete rate")
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one tag or glob")
+        for pattern in value:
+            if not pattern.strip() or "/" in pattern:
+                raise ValueError(f"{pattern!r} is no tag name or glob (blank or with '/')")
+        return value
+
+
+CONFIG_MODEL = DeleteTagConfig
+
+
+def run(context: JobContext, config: DeleteTagConfig) -> None:
+    table = open_existing_table(config)
+    delete_tag(
+        lambda: context.spark,  # started only when a deleted tag's snapshot has expired
+        table,
+        config.tags,
+        strict=config.strict,
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+        batch_size=config.delete_batch_size,
+        max_per_second=config.max_deletes_per_second,
+    )
+
+
+def matching_tags(names: list[str], patterns: list[str]) -> tuple[list[str], list[str]]:
+    """(tags matched by any pattern, sorted; patterns matching none). Exact names match themselves,
+    globs by `fnmatch` rules, case-sensitive."""
+    matched: set[str] = set()
+    unmatched: list[str] = []
+    for pattern in patterns:
+        if any(char in pattern for char in _GLOB_CHARACTERS):
+            found = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
+        else:
+            found = [pattern] if pattern in names else []
+        if not found:
+            unmatched.append(pattern)
+        matched.update(found)
+    return sorted(matched), unmatched
+
+
+def delete_tag(
+    spark: Any,
+    table: Table,
+    patterns: list[str],
+    strict: bool = False,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+    batch_size: int = 1000,
+    max_per_second: float | None = None,
+) -> RunRecord:
+    """Delete the tags `patterns` name or match, and the files only they used."""
+    log = log or logging.getLogger("jobs.delete_tag")
+    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    manager = table.tag_manager
+    names, unmatched = matching_tags(manager.tag_names(), patterns)
+    record.details["unmatched"] = unmatched
+    if unmatched:
+        message = f"{table.path}: no tag matches {', '.join(repr(p) for p in unmatched)}"
+        if strict:
+            raise BadInputError(message + " (strict: true)")
+        log.warning(message)
+    tags = {}
+    for name in names:
+        tags[name] = manager.tag(name)
+    delete_tags(spark, table, tags, STEPS, dry_run, record, log, batch_size, max_per_second)
+    return record
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry(OPERATION)

@@ -1,0 +1,183 @@
+"""expire-tags: delete the tags whose time is up, and the files only they used (issue #17).
+
+Which tags expire (Paimon's TagTimeExpire and TagAutoCreation rules):
+- a tag with `tagCreateTime` and `tagTimeRetained` once create time + retention has passed;
+- a tag without them once the table's `tag.default-time-retained` has passed since its tag file was
+  written (its modification time; Paimon writes that option into new tags instead, so this covers
+  tags written before the option was set);
+- with `older_than`, every tag created (or, without a create time, written) before that moment, as
+  Paimon's expire_tags procedure;
+- beyond `tag.num-retained-max` (or `num_retained_max`), the oldest *automatic* tags (names in the
+  table's `tag.creation-period`/`tag.period-formatter` format, ordered by snapshot id as Paimon),
+  when the table creates tags automatically or `num_retained_max` is given.
+Times are local, as Paimon stores `tagCreateTime` (a LocalDateTime of the writer's clock).
+
+The deletion itself is delete-tag's (`jobs/tag_deletion.py`): tag files first, then the files no
+snapshot, other tag, branch or long-lived changelog needs; a crash in between leaves orphans that
+remove-orphan-files clears, and a rerun expires the tags that are left.
+
+Spark-submit entry: `spark-submit jobs/expire_tags.py --config conf/expire-tags.yaml`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from jobs.config import TableJobConfig
+from jobs.errors import BadInputError
+from jobs.expire_snapshots import cutoff_ms
+from jobs.registry import JobContext
+from jobs.report import RunRecord
+from jobs.table_open import open_existing_table
+from jobs.tag_deletion import TagSteps, delete_tags
+from paimon_format.fileio import FileIO
+from paimon_format.options import parse_duration_ms
+from paimon_format.snapshot import TAG_PREFIX, Snapshot
+from paimon_format.table import Table
+from paimon_format.tag_periods import (
+    AUTOMATIC_CREATION,
+    DEFAULT_TIME_RETAINED,
+    NUM_RETAINED_MAX,
+    TagPeriod,
+)
+
+OPERATION = "expire-tags"
+STEPS = TagSteps.of(OPERATION)
+
+
+class ExpireTagsConfig(TableJobConfig):
+    older_than: str | None = Field(
+        default=None,
+        description="also expire every tag created before now - duration (7d) or a UTC timestamp",
+    )
+    num_retained_max: int | None = Field(
+        default=None, ge=1, description="automatic tags kept at most; default: tag.num-retained-max"
+    )
+    delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
+    max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall file delete rate")
+
+    @field_validator("older_than")
+    @classmethod
+    def _older_than(cls, value: str | None) -> str | None:
+        if value is not None:
+            cutoff_ms(value, 0)
+        return value
+
+
+CONFIG_MODEL = ExpireTagsConfig
+
+
+def run(context: JobContext, config: ExpireTagsConfig) -> None:
+    table = open_existing_table(config)
+    expire_tags(
+        lambda: context.spark,  # started only when an expired tag's snapshot has expired too
+        table,
+        older_than=config.older_than,
+        num_retained_max=config.num_retained_max,
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+        batch_size=config.delete_batch_size,
+        max_per_second=config.max_deletes_per_second,
+    )
+
+
+def expire_tags(
+    spark: Any,
+    table: Table,
+    older_than: str | None = None,
+    num_retained_max: int | None = None,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+    batch_size: int = 1000,
+    max_per_second: float | None = None,
+    now_ms: int | None = None,
+) -> RunRecord:
+    """Delete the expired tags (see the module docstring) and the files only they used."""
+    log = log or logging.getLogger("jobs.expire_tags")
+    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    tags = table.tag_manager.tags()
+    reasons = expired_tags(table, tags, older_than, num_retained_max, now_ms)
+    record.details["expired_because"] = dict(list(reasons.items())[:100])
+    record.count("tags_retained", len(tags) - len(reasons))
+    delete_tags(
+        spark,
+        table,
+        {name: tags[name] for name in reasons},
+        STEPS,
+        dry_run,
+        record,
+        log,
+        batch_size,
+        max_per_second,
+    )
+    return record
+
+
+def expired_tags(
+    table: Table,
+    tags: dict[str, Snapshot],
+    older_than: str | None,
+    num_retained_max: int | None,
+    now_ms: int,
+) -> dict[str, str]:
+    """{tag name: why it expires}, in the tags' order (snapshot id, then name)."""
+    options = table.schema.options
+    now = dt.datetime.fromtimestamp(now_ms / 1000)
+    cutoff = dt.datetime.fromtimestamp(cutoff_ms(older_than, now_ms) / 1000) if older_than else None
+    try:
+        default_ms = (
+            parse_duration_ms(options[DEFAULT_TIME_RETAINED]) if DEFAULT_TIME_RETAINED in options else None
+        )
+        if num_retained_max is None and NUM_RETAINED_MAX in options and _creates_tags(options):
+            num_retained_max = int(options[NUM_RETAINED_MAX])
+        period = TagPeriod.of(options) if num_retained_max is not None else None
+    except ValueError as error:
+        raise BadInputError(f"{table.path}: {error}") from None
+    if not tags:
+        return {}
+    written = _tag_file_times(table) if default_ms is not None or cutoff is not None else {}
+    reasons: dict[str, str] = {}
+    for name, tag in tags.items():
+        created, retained_ms = tag.tag_create_time, tag.tag_time_retained_ms
+        if created is None or retained_ms is None:
+            created, retained_ms = written.get(name), default_ms
+        if created is None:
+            continue
+        if retained_ms is not None and created + dt.timedelta(milliseconds=retained_ms) < now:
+            reasons[name] = f"created {created.isoformat()} + retained {retained_ms} ms has passed"
+        elif cutoff is not None and created < cutoff:
+            reasons[name] = f"created {created.isoformat()} before older_than {older_than!r}"
+    if period is not None and num_retained_max is not None:
+        automatic = [name for name in tags if period.is_auto_tag(name) and name not in reasons]
+        for name in automatic[: max(0, len(automatic) - num_retained_max)]:
+            reasons[name] = f"beyond {num_retained_max} automatic tags (tag.num-retained-max)"
+    return {name: reasons[name] for name in tags if name in reasons}
+
+
+def _creates_tags(options: dict[str, str]) -> bool:
+    return options.get(AUTOMATIC_CREATION, "none").strip().lower() != "none"
+
+
+def _tag_file_times(table: Table) -> dict[str, dt.datetime]:
+    """Tag name -> its file's modification time (local), from one listing of the tag directory."""
+    manager = table.tag_manager
+    times: dict[str, dt.datetime] = {}
+    for status in manager.file_io.list_dir(manager.tag_dir()):
+        base = FileIO.relative_to(manager.tag_dir(), status.path)
+        if base.startswith(TAG_PREFIX) and not status.is_dir:
+            times[base[len(TAG_PREFIX) :]] = dt.datetime.fromtimestamp(status.modification_time_ms / 1000)
+    return times
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry(OPERATION)

@@ -1,0 +1,171 @@
+"""Reading a Paimon table into a Spark DataFrame: splits planned on the driver, read on the executors.
+
+The driver resolves the snapshot (latest, an id, or a tag), plans the splits from metadata
+(`paimon_format.splits.plan_splits`) and ships each split, pickled, as one row of a small
+DataFrame; `mapInArrow` then runs `paimon_format.split_read.read_split` on the executors, one task
+per split, so the rows never pass through the driver. What a split reads, and how primary-key
+buckets are merged and deletion vectors applied, is the format layer's business; this module only
+fans out and converts Arrow types to Spark's.
+
+`where` is a Spark SQL predicate applied to the result. Its top-level AND terms that name only
+partition columns (in the grammar of `paimon_format.partition_predicate`) also prune partitions
+before any file is opened; the full predicate is still applied by Spark, so pruning only saves work.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from jobs.errors import BadInputError
+from jobs.spark import parallelize_small
+from paimon_format.errors import PaimonFormatError
+from paimon_format.merge import check_merge_supported
+from paimon_format.options import CoreOptions
+from paimon_format.partition_predicate import (
+    And,
+    PartitionColumns,
+    PartitionTest,
+    bind_predicate,
+    parse_predicate,
+    selects,
+)
+from paimon_format.read import output_arrow_schema
+from paimon_format.scan import resolve_snapshot
+from paimon_format.schema import TableSchema
+from paimon_format.split_read import projected_schema, read_split
+from paimon_format.splits import PartitionFilter, plan_splits
+from paimon_format.table import Table
+
+log = logging.getLogger(__name__)
+SPLIT_COLUMN = "split"
+
+
+def read_table(
+    spark: Any,
+    warehouse: str,
+    table: str,
+    snapshot: int | None = None,
+    tag: str | None = None,
+    columns: Sequence[str] | None = None,
+    where: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Any:  # -> pyspark.sql.DataFrame
+    """The rows of `table` (`db.name` in `warehouse`) at the latest snapshot, snapshot `snapshot`
+    or tag `tag`, as a DataFrame with the table's columns (or `columns`, in that order).
+
+    Time travel reads with the schema of the snapshot travelled to, as Paimon does. An empty table
+    reads as an empty DataFrame. Bad arguments (unknown table, snapshot, tag or column) raise
+    `BadInputError`; a missing or corrupt file fails the Spark job with the format layer's error.
+    """
+    try:
+        handle = Table.open(warehouse, table, storage_options)
+        handle.check_metadata()
+        resolved = resolve_snapshot(handle, snapshot, tag)
+        schema = handle.schema_by_id(resolved.schema_id) if resolved is not None else handle.schema
+        projected_schema(schema, columns)  # unknown columns are bad input
+        if schema.primary_keys:  # an engine or option we cannot merge: refuse before Spark runs
+            check_merge_supported(schema, CoreOptions(schema.options))
+        partition_filter = _partition_filter(handle, schema, where)
+    except (ValueError, PaimonFormatError) as error:
+        raise BadInputError(f"read {table}: {error}") from None
+    # `where` may name columns left out of `columns`: then read them all, filter, and project.
+    read_columns = list(columns) if columns and not where else None
+    read_schema_spark = spark_schema_of(output_arrow_schema(projected_schema(schema, read_columns)))
+
+    def finish(frame: Any) -> Any:
+        frame = frame.where(where) if where else frame
+        return frame.select(*columns) if columns and where else frame
+
+    if resolved is None:
+        log.info("read %s: no snapshot yet, empty result", table)
+        return finish(spark.createDataFrame([], read_schema_spark))
+    splits = plan_splits(handle, resolved, partition_filter)
+    log.info(
+        "read %s: snapshot %d, %d split(s), %d file(s)",
+        table,
+        resolved.id,
+        len(splits),
+        sum(len(s.files) for s in splits),
+    )
+    if not splits:
+        return finish(spark.createDataFrame([], read_schema_spark))
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], len(splits), what="splits")
+    frame = spark.createDataFrame(
+        blobs.map(lambda blob: (blob,)), StructType([StructField(SPLIT_COLUMN, BinaryType(), False)])
+    )
+    time_zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
+    task = _read_task(handle, schema, read_columns, read_schema_spark, time_zone)
+    return finish(frame.mapInArrow(task, read_schema_spark))
+
+
+def spark_schema_of(arrow_schema: pa.Schema) -> Any:  # -> StructType
+    """Spark's schema for Arrow columns as `read_data_file` yields them (TIMESTAMP -> TIMESTAMP_NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    plain = pa.schema([field.remove_metadata() for field in arrow_schema])
+    try:
+        return from_arrow_schema(plain, prefer_timestamp_ntz=True)
+    except (TypeError, ValueError) as error:
+        raise BadInputError(f"a column type cannot be read into Spark: {error}") from None
+
+
+def _read_task(
+    table: Table, schema: TableSchema, columns: list[str] | None, spark_schema: Any, time_zone: str
+):
+    """The executor side: each input row is a pickled split; yields its rows in Spark's Arrow types."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    target = to_arrow_schema(spark_schema, timezone=time_zone)
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for blob in batch.column(SPLIT_COLUMN).to_pylist():
+                split = pickle.loads(blob)
+                for rows in read_split(table, split, read_schema=schema, columns=columns):
+                    yield pa.RecordBatch.from_arrays(
+                        [rows.column(i).cast(field.type) for i, field in enumerate(target)], schema=target
+                    )
+
+    return read
+
+
+# -- partition pruning from `where` -------------------------------------------------------------
+
+
+def _conjuncts(expr: Any) -> list[Any]:
+    if isinstance(expr, And):
+        return _conjuncts(expr.left) + _conjuncts(expr.right)
+    return [expr]
+
+
+def _partition_filter(table: Table, schema: TableSchema, where: str | None) -> PartitionFilter | None:
+    """A partition test from the AND terms of `where` that are about partition columns only."""
+    if not where or not schema.partition_keys:
+        return None
+    try:
+        expr = parse_predicate(where)
+    except ValueError:
+        return None  # beyond the partition grammar: Spark alone filters
+    columns = PartitionColumns.of(schema)
+    tests: list[PartitionTest] = []
+    for term in _conjuncts(expr):
+        try:
+            tests.append(bind_predicate(term, columns))
+        except ValueError:
+            continue  # names a non-partition column or a literal that does not fit: not for pruning
+    if not tests:
+        return None
+    log.info("read %s: %d term(s) of the where clause prune partitions", table.path, len(tests))
+
+    def accepts(partition: bytes) -> bool:
+        values = table.partition_values(partition)
+        return all(selects(test, values) for test in tests)
+
+    return accepts

@@ -1,0 +1,200 @@
+"""remove-unexisting-files: repair a table whose data files were lost (Paimon's remove_unexisting_files).
+
+The latest snapshot's data manifests are read on the executors, ADD and DELETE entries merged into
+the live files (per file identifier, as readers do), and every live file's existence is checked on
+the executors (its path, or its external path). The missing ones are reported exactly: path,
+partition, bucket, rows (`details.missing`, the first 1,000; counts of files and rows per
+partition), and then removed from the table by one commit of DELETE entries grouped per partition
+and bucket (kind OVERWRITE, conflict-checked: a concurrent commit that changed one of those files
+makes the run exit 3 and commit nothing). Older snapshots and tags are not changed; they still name
+the lost files, so reading them fails as before.
+
+Refused (exit 3, nothing committed) when more than `max_missing_ratio` of the live files are missing:
+that is a wrong path, a permissions problem or a storage outage far more often than a loss, and
+the commit would silently empty the table. A dry run reports and commits nothing. Only the commit
+writes, so a crash leaves the table as it was or repaired.
+
+Spark-submit entry: `spark-submit jobs/remove_unexisting_files.py --config conf/remove-unexisting-files.yaml`.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+from pydantic import Field
+
+from jobs.config import TableJobConfig
+from jobs.errors import SafetyRefusal
+from jobs.registry import JobContext
+from jobs.report import SAMPLE_LIMIT, RunRecord
+from jobs.spark import assert_small, parallelize_small
+from jobs.table_open import open_existing_table
+from paimon_format.commit import CommitMessage, SnapshotCommit
+from paimon_format.crash_points import crash_point
+from paimon_format.manifest import ADD, read_manifest
+from paimon_format.scan import data_manifests
+from paimon_format.table import Table
+
+OPERATION = "remove-unexisting-files"
+MISSING_LIMIT = 1_000_000  # missing entries the driver holds for the commit
+DETAIL_LIMIT = 1000
+_ENTRY_COLUMNS = "key string, kind int, path string, rows long, entry binary"
+_ENTRY_SCHEMA = pa.schema(
+    [
+        ("key", pa.string()),
+        ("kind", pa.int32()),
+        ("path", pa.string()),
+        ("rows", pa.int64()),
+        ("entry", pa.binary()),
+    ]
+)
+
+
+class RemoveUnexistingFilesConfig(TableJobConfig):
+    max_missing_ratio: float = Field(
+        default=0.1, ge=0, le=1, description="refuse (exit 3) when more of the live files are missing"
+    )
+
+
+CONFIG_MODEL = RemoveUnexistingFilesConfig
+
+
+def run(context: JobContext, config: RemoveUnexistingFilesConfig) -> None:
+    table = open_existing_table(config)
+    remove_unexisting_files(
+        context.spark,
+        table,
+        max_missing_ratio=config.max_missing_ratio,
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
+
+
+def remove_unexisting_files(
+    spark: Any,
+    table: Table,
+    max_missing_ratio: float = 0.1,
+    dry_run: bool = False,
+    record: RunRecord | None = None,
+    log: Any = None,
+) -> RunRecord:
+    """Find the latest snapshot's missing data files and commit their removal (module docstring)."""
+    from pyspark.sql import functions as F
+
+    log = log or logging.getLogger("jobs.remove_unexisting_files")
+    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    latest = table.snapshot_manager.latest()
+    if latest is None:
+        record.count("missing_files", 0)
+        return record
+    record.snapshot_ids["scanned"] = latest.id
+    manifests = [meta.file_name for meta in data_manifests(table, latest)]
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    names = spark.createDataFrame(
+        parallelize_small(spark, [(name,) for name in manifests], what="manifests"), "manifest string"
+    )
+
+    def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for name in batch.column("manifest").to_pylist():
+                out: dict[str, list] = {field: [] for field in _ENTRY_SCHEMA.names}
+                for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                    out["key"].append(repr(entry.identifier()))
+                    out["kind"].append(entry.kind)
+                    out["path"].append(table.data_file_path(entry))
+                    out["rows"].append(entry.file.row_count)
+                    out["entry"].append(pickle.dumps(entry) if entry.kind == ADD else b"")
+                yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
+
+    entries = names.repartition(parallelism * 2).mapInArrow(read_entries, _ENTRY_COLUMNS)
+    live = (
+        entries.groupBy("key")
+        .agg(
+            F.sum(F.when(F.col("kind") == ADD, 1).otherwise(-1)).alias("balance"),
+            F.first(F.when(F.col("kind") == ADD, F.col("path")), ignorenulls=True).alias("path"),
+            F.first(F.when(F.col("kind") == ADD, F.col("rows")), ignorenulls=True).alias("rows"),
+            F.first(F.when(F.col("kind") == ADD, F.col("entry")), ignorenulls=True).alias("entry"),
+        )
+        .filter(F.col("balance") > 0)
+        .select("path", "rows", "entry")
+        .localCheckpoint(eager=True)
+    )
+
+    def check_exists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            present = [table.file_io.exists(path) for path in paths]
+            keep = pa.array([not found for found in present])
+            yield batch.filter(keep)
+
+    missing = live.mapInArrow(check_exists, live.schema).localCheckpoint(eager=True)
+    live_count = live.count()
+    missing_count, missing_rows = missing.agg(F.count("path"), F.sum("rows")).first()
+    missing_rows = missing_rows or 0
+    record.count("live_files", live_count)
+    record.count("missing_files", missing_count)
+    record.count("rows_lost", missing_rows)
+    ratio = missing_count / live_count if live_count else 0.0
+    record.details["missing_ratio"] = round(ratio, 6)
+    log.info("%d of %d live files are missing (%d rows)", missing_count, live_count, missing_rows)
+    try:
+        if missing_count == 0:
+            return record
+        assert_small(missing_count, MISSING_LIMIT, "missing files")
+        lost = [pickle.loads(row["entry"]) for row in missing.select("entry").toLocalIterator()]
+        by_partition: dict[str, dict[str, int]] = {}
+        for entry in lost:
+            label = (
+                "/".join(f"{k}={v}" for k, v in table.partition_spec(entry.partition).items()) or "(table)"
+            )
+            found = by_partition.setdefault(label, {"files": 0, "rows": 0})
+            found["files"] += 1
+            found["rows"] += entry.file.row_count
+        record.details["missing_by_partition"] = dict(list(by_partition.items())[:DETAIL_LIMIT])
+        record.details["missing"] = [
+            {
+                "path": table.data_file_path(entry),
+                "partition": {k: str(v) for k, v in table.partition_spec(entry.partition).items()},
+                "bucket": entry.bucket,
+                "rows": entry.file.row_count,
+            }
+            for entry in lost[:DETAIL_LIMIT]
+        ]
+        record.sample("missing_files", [table.data_file_path(entry) for entry in lost[:SAMPLE_LIMIT]])
+        if ratio > max_missing_ratio:
+            raise SafetyRefusal(
+                f"{table.path}: {missing_count} of {live_count} live files ({ratio:.1%}) are missing, more "
+                f"than max_missing_ratio {max_missing_ratio:.1%}: a wrong path or a storage outage rather "
+                "than a loss? Nothing was committed; check the storage, or raise max_missing_ratio"
+            )
+        crash_point(f"{OPERATION}:planned")
+        if dry_run:
+            log.info("dry run: nothing committed")
+            return record
+        groups: dict[tuple[bytes, int, int], list] = {}
+        for entry in lost:
+            groups.setdefault((entry.partition, entry.bucket, entry.total_buckets), []).append(entry.file)
+        messages = [
+            CommitMessage(partition, bucket, total_buckets, [], files)
+            for (partition, bucket, total_buckets), files in groups.items()
+        ]
+        snapshot = SnapshotCommit(table).append(messages)
+        assert snapshot is not None
+        record.snapshot_ids["committed"] = snapshot.id
+        record.count("files_removed", len(lost))
+        log.info("committed snapshot %d removing %d missing files", snapshot.id, len(lost))
+        return record
+    finally:
+        live.unpersist()
+        missing.unpersist()
+
+
+if __name__ == "__main__":
+    from jobs.entry import run_entry
+
+    run_entry(OPERATION)

@@ -1,0 +1,192 @@
+"""Rewriting one compaction bin: its files read, merged or concatenated, written as new files.
+
+Runs inside one Spark task per bin (and in plain Python in tests). The inputs stay untouched: the
+new files are only referenced once the driver commits the COMPACT snapshot, and until then they
+are unreferenced files that `abort` (or, after a crash, remove-orphan-files) deletes.
+
+Append bins: the files are read in sequence order (deletion vectors applied by the reader) and
+written again at level 0 with file source COMPACT; the output's sequence numbers start at the
+first input's, as Paimon's append compaction numbers them, so a fixed bucket keeps its order.
+`order_by` sorts the bin's rows by columns first (`order`), or by a Z-order value interleaving
+the bits of the columns' ranks (`zorder`), to cluster the data for file pruning.
+
+Primary-key bins: the bucket's sorted runs are merged by key with the table's merge engine
+(`paimon_format.merge`), retractions dropped since the output goes to the top level, and the
+merged rows are written with their original sequence numbers and value kinds at level
+`num-levels - 1`, rolled at the target size.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from paimon_format.deletion_vectors import DeletionFile, read_deletion_vectors
+from paimon_format.file_layout import file_arrow_schema, key_fields
+from paimon_format.manifest import DataFileMeta
+from paimon_format.options import CoreOptions
+from paimon_format.table import Table
+from paimon_format.writer import BucketWriter, conform
+
+COMPACT_FILE_SOURCE = 1
+
+
+@dataclass(frozen=True)
+class RewriteSpec:
+    """What every bin of one run shares (small and picklable, shipped to the executors)."""
+
+    target_file_size: int
+    top_level: int
+    order_by: tuple[str, ...] = ()
+    order_strategy: str = "order"
+    batch_rows: int = 8192
+
+
+def rewrite_bin(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    deletion_files: Mapping[str, DeletionFile] | None = None,
+) -> list[DataFileMeta]:
+    """Write the bin's rows into new files and return their metadata; nothing is committed here.
+
+    `deletion_files` (data file name -> its deletion vector) are applied: deleted rows are not
+    written again, so the new files need no deletion vectors.
+
+    On any failure the files written so far are deleted before the error propagates.
+    """
+    schema = table.schema
+    options = CoreOptions(schema.options)
+    primary_key = bool(schema.primary_keys)
+    ordered = sorted(files, key=lambda f: (f.min_sequence_number, f.file_name))
+    deleted = read_deletion_vectors(table, deletion_files) if deletion_files else {}
+    writer = BucketWriter(
+        table.file_io,
+        table.path,
+        schema,
+        table.partition_values(partition),
+        bucket,
+        ordered[0].min_sequence_number if ordered else 0,
+        options,
+        level=spec.top_level if primary_key else 0,
+        file_source=COMPACT_FILE_SOURCE,
+        target_file_size=spec.target_file_size,
+    )
+    try:
+        if primary_key:
+            layout = file_arrow_schema(schema, options)
+            for batch in _merged_key_values(table, partition, bucket, ordered, options, spec, deleted):
+                rows = pa.Table.from_batches([batch])
+                writer.write_key_values(rows.select(layout.names).cast(layout))
+        elif spec.order_by:
+            batches = list(_append_batches(table, partition, bucket, ordered, spec, deleted))
+            rows = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
+            if rows is None:
+                return writer.close()
+            writer.write(conform(sort_rows(rows, spec.order_by, spec.order_strategy), schema))
+        else:
+            for batch in _append_batches(table, partition, bucket, ordered, spec, deleted):
+                writer.write(conform(pa.Table.from_batches([batch]), schema))
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
+def _append_batches(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    deleted: Mapping[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    from paimon_format.read import read_data_file
+
+    for meta in files:
+        yield from read_data_file(
+            table,
+            partition,
+            bucket,
+            meta,
+            deleted_rows=deleted.get(meta.file_name),
+            batch_rows=spec.batch_rows,
+        )
+
+
+def _merged_key_values(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    options: CoreOptions,
+    spec: RewriteSpec,
+    deleted: Mapping[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    from paimon_format.merge import merge_sorted_runs
+    from paimon_format.read import read_data_file
+    from paimon_format.splits import sorted_runs
+
+    def run_batches(run: Sequence[DataFileMeta]) -> Iterator[pa.RecordBatch]:
+        return itertools.chain.from_iterable(
+            read_data_file(
+                table,
+                partition,
+                bucket,
+                meta,
+                system_columns=True,
+                deleted_rows=deleted.get(meta.file_name),
+                batch_rows=spec.batch_rows,
+            )
+            for meta in run
+        )
+
+    key_types = [field.type for field in key_fields(table.schema)]
+    runs = [run_batches(run) for run in sorted_runs(list(files), key_types)]
+    yield from merge_sorted_runs(runs, table.schema, options, drop_deletes=True, batch_rows=spec.batch_rows)
+
+
+# -- ordering append rows ------------------------------------------------------------------------
+
+
+def sort_rows(rows: pa.Table, columns: Sequence[str], strategy: str) -> pa.Table:
+    """The rows ordered by `columns` (nulls last), or along a Z-order curve over them."""
+    if rows.num_rows <= 1:
+        return rows
+    if strategy == "zorder":
+        return rows.take(np.argsort(zorder_values(rows, columns), kind="stable"))
+    return rows.take(
+        pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in columns], null_placement="at_end")
+    )
+
+
+def zorder_values(rows: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """One uint64 per row interleaving the bits of each column's normalised value.
+
+    Each column is normalised to its dense rank (any orderable type; nulls rank last), scaled to
+    `64 // len(columns)` bits, and the bits are interleaved most significant first, so rows close
+    in every column are close on the curve.
+    """
+    bits = max(64 // len(columns), 1)
+    scaled: list[np.ndarray] = []
+    for column in columns:
+        ranks = pc.rank(
+            rows.column(column), sort_keys="ascending", null_placement="at_end", tiebreaker="dense"
+        )
+        values = ranks.to_numpy().astype(np.float64) - 1.0
+        top = max(values.max(), 1.0)
+        limit = float((1 << bits) - 1)
+        scaled.append(np.floor(values / top * limit).astype(np.uint64))
+    result = np.zeros(rows.num_rows, dtype=np.uint64)
+    for bit in range(bits - 1, -1, -1):
+        for values in scaled:
+            result = (result << np.uint64(1)) | ((values >> np.uint64(bit)) & np.uint64(1))
+    return result

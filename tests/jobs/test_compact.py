@@ -1,0 +1,372 @@
+"""The compact job on local Spark: same rows in pypaimon before and after, old snapshots intact,
+a second run a no-op, races and crashes leave nothing behind, bad input exits 2."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from jobs.__main__ import main
+from jobs.compact import compact
+from jobs.errors import CommitRaceLost
+from jobs.write import write_dataframe
+from paimon_format import crash_points
+from paimon_format.commit import SnapshotCommit
+from paimon_format.scan import live_entries
+from paimon_format.table import Table
+from tests.pypaimon_reads import pypaimon_rows
+from tests.table_states import (
+    IDENTIFIER,
+    append_rows,
+    batch,
+    build_sample_table,
+    fingerprint,
+    listed_files,
+    open_table,
+    unreferenced,
+)
+
+pytest.importorskip("pypaimon")
+
+
+def live_files(table: Table, snapshot_id: int | None = None):
+    manager = table.snapshot_manager
+    snapshot = manager.snapshot(snapshot_id) if snapshot_id else manager.latest()
+    return live_entries(table, snapshot)
+
+
+def by_id(rows):
+    return sorted(rows, key=lambda row: row["id"])
+
+
+@pytest.fixture(scope="module")
+def append_template(tmp_path_factory):
+    """A partitioned append table: 7 commits of 6 rows over 3 partitions (7 small files each)."""
+    warehouse = str(tmp_path_factory.mktemp("append") / "wh")
+    table = build_sample_table(warehouse, commits=7, rows_per_commit=6)
+    return warehouse, {i: by_id(pypaimon_rows(warehouse, IDENTIFIER, i)) for i in (2, 7)}, table
+
+
+@pytest.fixture
+def append_table(append_template, tmp_path):
+    template, rows, _table = append_template
+    warehouse = str(tmp_path / "wh")
+    shutil.copytree(template, warehouse)
+    return warehouse, rows, open_table(warehouse)
+
+
+def test_small_append_files_become_one_file_per_partition(spark_session, append_table):
+    warehouse, rows, table = append_table
+    before = live_files(table)
+    record = compact(spark_session, table)
+
+    snapshot = table.snapshot_manager.latest()
+    assert snapshot.id == 8 and snapshot.commit_kind == "COMPACT"
+    assert snapshot.total_record_count == 42 and snapshot.delta_record_count == 0
+    after = live_files(table)
+    assert len(before) == 21 and len(after) == 3
+    for entry in after:
+        assert entry.file.level == 0 and entry.file.file_source == 1 and entry.file.row_count == 14
+        inputs = [e.file for e in before if e.partition == entry.partition]
+        assert entry.file.min_sequence_number == min(f.min_sequence_number for f in inputs)
+    assert record.counts["files_rewritten"] == 21 and record.counts["files_written"] == 3
+    assert record.counts["partitions"] == 3 and len(record.details["partitions"]) == 3
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == rows[7]
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER, 7)) == rows[7]
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER, 2)) == rows[2]
+
+    again = compact(spark_session, table)
+    assert table.snapshot_manager.latest_id() == 8 and again.counts["bins"] == 0
+
+
+def test_full_strategy_partition_selection_and_order_by(spark_session, append_table):
+    warehouse, rows, table = append_table
+    append_rows(table, batch(1000, 3))  # 8 files in every partition
+    expected = by_id(pypaimon_rows(warehouse, IDENTIFIER))
+    compact(spark_session, table, strategy="full", specs=[{"dt": "2024-01-02"}], order_by=["v"])
+    after = live_files(table)
+    compacted = [e for e in after if table.partition_spec(e.partition) == {"dt": "2024-01-02"}]
+    assert len(compacted) == 1 and len(after) == 1 + 2 * 8
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == expected
+    from paimon_format.read import read_data_file
+
+    entry = compacted[0]
+    values = pa.Table.from_batches(list(read_data_file(table, entry.partition, entry.bucket, entry.file)))
+    assert values.column("v").to_pylist() == sorted(values.column("v").to_pylist())
+
+
+def test_dry_run_reports_and_changes_nothing(spark_session, append_table):
+    _warehouse, _rows, table = append_table
+    before = fingerprint(table.path)
+    record = compact(spark_session, table, dry_run=True)
+    assert fingerprint(table.path) == before
+    assert record.counts["bins"] == 3 and record.counts["files_before"] == 21
+    assert record.counts["files_after_estimate"] == 3
+    # the files were written moments ago: no partition has been idle for an hour
+    idle = compact(spark_session, table, dry_run=True, partition_idle_time="1 h")
+    assert idle.counts["bins"] == 0
+    one = compact(spark_session, table, dry_run=True, max_buckets_per_run=1, where="dt >= '2024-01-02'")
+    assert one.counts["bins"] == 1 and one.details["partitions"][0]["partition"]["dt"] >= "2024-01-02"
+    assert fingerprint(table.path) == before
+
+
+def test_a_rival_that_removes_an_input_makes_the_run_exit_3_and_clean_up(spark_session, append_table):
+    _warehouse, _rows, table = append_table
+    files_before = listed_files(table)
+
+    def rival_overwrites_a_partition() -> None:
+        rival = Table.open(table.path.rsplit("/", 2)[0], IDENTIFIER)
+        SnapshotCommit(rival).overwrite(
+            [], partition_filter=lambda p: rival.partition_spec(p)["dt"] == "2024-01-01"
+        )
+
+    with pytest.raises(CommitRaceLost, match="removed"):
+        compact(spark_session, table, before_commit=rival_overwrites_a_partition)
+    assert table.snapshot_manager.latest().commit_kind == "OVERWRITE"
+    data_files = {path for path in listed_files(table) if "/bucket-" in path}
+    assert data_files == {path for path in files_before if "/bucket-" in path}, "the run's files are gone"
+
+
+def test_a_concurrent_append_is_kept(spark_session, append_table):
+    warehouse, rows, table = append_table
+
+    def rival_appends() -> None:
+        append_rows(open_table(warehouse), batch(500, 3))
+
+    compact(spark_session, table, before_commit=rival_appends)
+    snapshot = table.snapshot_manager.latest()
+    assert snapshot.commit_kind == "COMPACT" and snapshot.id == 9
+    assert {r["id"] for r in pypaimon_rows(warehouse, IDENTIFIER)} == {r["id"] for r in rows[7]} | {
+        500,
+        501,
+        502,
+    }
+
+
+def test_crash_after_files_written_then_rerun_then_orphans_cleared(spark_session, append_table):
+    from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
+
+    warehouse, rows, table = append_table
+
+    class Crash(BaseException):  # like a kill: no cleanup handler of the job runs
+        pass
+
+    def crash(step: str) -> None:
+        raise Crash(step)
+
+    crash_points.reset_passes()
+    previous = crash_points.set_crash_handler(crash)
+    try:
+        os.environ[crash_points.CRASH_ENV] = "compact:after-files-written"
+        with pytest.raises(Crash):
+            compact(spark_session, table)
+    finally:
+        os.environ.pop(crash_points.CRASH_ENV, None)
+        crash_points.set_crash_handler(previous)
+    assert table.snapshot_manager.latest_id() == 7
+    leftovers = unreferenced(table)
+    assert leftovers, "the crashed run's new files are on storage, unreferenced"
+
+    compact(spark_session, table)
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == rows[7]
+    assert len(live_files(table)) == 3
+    remove_orphan_files(
+        spark_session, table, OrphanSettings(older_than_ms=0, force=True, max_orphan_ratio=1.0)
+    )
+    assert not unreferenced(table) and not (leftovers & listed_files(table))
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER, 2)) == rows[2]
+
+
+def test_primary_key_table_of_20_upserts_ends_with_one_top_level_file_per_bucket(spark_session, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    schema = "id long, dt string, v string"
+    for step in range(20):
+        rows = [(k, "d", f"v{step}-{k}") for k in range(step, 40, 3)]
+        if step % 7 == 3:
+            rows = rows[:2]
+        write_dataframe(
+            spark_session.createDataFrame(rows, schema),
+            warehouse,
+            "db.pk",
+            primary_keys=["id"],
+            options={"bucket": "2"},
+        )
+    expected = by_id(pypaimon_rows(warehouse, "db.pk"))
+    table = Table.open(warehouse, "db.pk")
+    record = compact(spark_session, table)
+    after = live_files(table)
+    assert sorted(e.bucket for e in after) == [0, 1]
+    assert all(e.file.level == 5 and e.file.file_source == 1 for e in after)
+    assert record.counts["buckets"] == 2
+    assert by_id(pypaimon_rows(warehouse, "db.pk")) == expected
+    again = compact(spark_session, table)
+    assert again.counts["bins"] == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("strategy: major\n", "strategy"),
+        ("order_strategy: zorder\n", "order_by"),
+        ("partition_idle_time: soon\n", "partition_idle_time"),
+        ('where: "dt =="\n', "where"),
+        ("order_by: [nope]\n", "order_by: no column 'nope'"),
+        ("where: \"x = '1'\"\n", "where"),
+    ],
+)
+def test_bad_config_exits_2_with_the_reason(spark_session, append_table, tmp_path, capsys, body, message):
+    warehouse, _rows, table = append_table
+    before = fingerprint(table.path)
+    config = tmp_path / "compact.yaml"
+    config.write_text(f"warehouse: {warehouse}\ntable: {IDENTIFIER}\n{body}")
+    assert main(["compact", "--config", str(config)]) == 2
+    assert message in capsys.readouterr().err
+    assert fingerprint(table.path) == before
+
+
+def test_changelog_producing_primary_key_tables_are_refused(spark_session, tmp_path, capsys):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(
+        spark_session.createDataFrame([(1, "d", "v")], "id long, dt string, v string"),
+        warehouse,
+        "db.cl",
+        primary_keys=["id"],
+        options={"bucket": "1", "changelog-producer": "lookup"},
+    )
+    config = tmp_path / "compact.yaml"
+    config.write_text(f"warehouse: {warehouse}\ntable: db.cl\n")
+    assert main(["compact", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "changelog-producer lookup" in err and "lose the changelog" in err
+    assert Table.open(warehouse, "db.cl").snapshot_manager.latest_id() == 1
+
+
+# -- primary-key tables pypaimon wrote, one per merge engine --------------------------------------
+
+PK_SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.int64()), ("a", pa.string()), ("b", pa.string())])
+PK_BATCHES = [
+    [(k, 1, f"x{k}", None) for k in range(6)],
+    [(k, 10, None, "y") for k in range(3)],
+    [(1, 100, "z", None)],
+]
+FIRST = {k: (1, f"x{k}", None) for k in range(6)}
+ENGINES = {
+    "deduplicate": ({}, {**FIRST, 0: (10, None, "y"), 1: (100, "z", None), 2: (10, None, "y")}),
+    "partial-update": (
+        {"merge-engine": "partial-update"},
+        {**FIRST, 0: (10, "x0", "y"), 1: (100, "z", "y"), 2: (10, "x2", "y")},
+    ),
+    "aggregation": (
+        {"merge-engine": "aggregation", "fields.v.aggregate-function": "sum"},
+        {**FIRST, 0: (11, "x0", "y"), 1: (111, "z", "y"), 2: (11, "x2", "y")},
+    ),
+    "first-row": ({"merge-engine": "first-row"}, FIRST),
+    "dynamic-bucket": (
+        {"bucket": "-1"},
+        {**FIRST, 0: (10, None, "y"), 1: (100, "z", None), 2: (10, None, "y")},
+    ),
+}
+
+
+def pypaimon_pk_table(warehouse: str, options: dict[str, str]) -> None:
+    import pypaimon
+
+    catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("db", True)
+    schema = pypaimon.Schema.from_pyarrow_schema(
+        PK_SCHEMA, primary_keys=["id"], options={"bucket": "2", **options}
+    )
+    catalog.create_table("db.pk", schema, False)
+    for rows in PK_BATCHES:
+        builder = catalog.get_table("db.pk").new_batch_write_builder()
+        writer, commit = builder.new_write(), builder.new_commit()
+        writer.write_arrow(
+            pa.Table.from_pylist([dict(zip(PK_SCHEMA.names, r, strict=True)) for r in rows], PK_SCHEMA)
+        )
+        commit.commit(writer.prepare_commit())
+        writer.close()
+        commit.close()
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_session, tmp_path, engine):
+    options, expected = ENGINES[engine]
+    warehouse = str(tmp_path / "wh")
+    pypaimon_pk_table(warehouse, options)
+    table = Table.open(warehouse, "db.pk")
+    index_before = table.snapshot_manager.latest().index_manifest
+
+    compact(spark_session, table)
+
+    snapshot = table.snapshot_manager.latest()
+    assert snapshot.id == 4 and snapshot.commit_kind == "COMPACT"
+    assert snapshot.index_manifest == index_before, "the dynamic-bucket hash index is unchanged"
+    after = live_files(table)
+    assert len({e.bucket for e in after}) == len(after) and all(e.file.level == 5 for e in after)
+    rows = {r["id"]: (r["v"], r["a"], r["b"]) for r in pypaimon_rows(warehouse, "db.pk")}
+    assert rows == expected
+    # first-row readers skip level 0 (as Paimon's batch scan does): the rows appear once compacted
+    assert len(pypaimon_rows(warehouse, "db.pk", 1)) == (0 if engine == "first-row" else 6)
+    assert compact(spark_session, table).counts["bins"] == 0
+
+
+def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_path):
+    from pyroaring import BitMap
+
+    from paimon_format.scan import index_entries
+    from paimon_format.schema import new_table_schema
+    from paimon_format.types import parse_type
+    from tests.dv_tables import delete_rows
+
+    warehouse = str(tmp_path / "wh")
+    table = Table.open(warehouse, IDENTIFIER)
+    columns = [("id", parse_type("BIGINT")), ("dt", parse_type("STRING")), ("v", parse_type("STRING"))]
+    options = {"deletion-vectors.enabled": "true"}
+    table.schema_manager.create_table(new_table_schema(columns, partition_keys=["dt"], options=options))
+    table.refresh()
+    for commit in range(3):
+        append_rows(table, batch(commit * 4, 4, days=2))
+    first = sorted(live_files(table), key=lambda e: e.file.min_sequence_number)[0]
+    delete_rows(table, first.partition, first.bucket, {first.file.file_name: BitMap([0])})
+    before = by_id(pypaimon_rows(warehouse, IDENTIFIER))
+    assert len(before) == 11, "pypaimon applies the deletion vector"
+
+    record = compact(spark_session, table)
+
+    snapshot = table.snapshot_manager.latest()
+    assert snapshot.commit_kind == "COMPACT" and record.counts["rows_written"] == 5
+    assert not [e for e in index_entries(table, snapshot) if e.index_type == "DELETION_VECTORS"]
+    rewritten = [e for e in live_files(table) if e.partition == first.partition]
+    assert len(rewritten) == 1 and rewritten[0].file.row_count == 5
+    assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == before
+    assert len(pypaimon_rows(warehouse, IDENTIFIER, snapshot.id - 1)) == 11
+
+
+def test_fixed_bucket_append_table_compacts_windows_in_sequence_order(spark_session, tmp_path):
+    from paimon_format.commit import CommitMessage
+    from paimon_format.writer import write_table_files
+    from tests.factories import make_table
+
+    warehouse = str(tmp_path / "wh")
+    table = make_table(
+        f"{warehouse}/db.db/fixed", partition_keys=(), options={"bucket": "2", "bucket-key": "id"}
+    )
+    for commit in range(6):
+        written = write_table_files(
+            table.file_io, table.path, table.schema, batch(commit * 10, 10), commit * 100
+        )
+        SnapshotCommit(table).append([CommitMessage(p, b, 2, files) for p, b, files in written])
+    before = by_id(pypaimon_rows(warehouse, "db.fixed"))
+
+    compact(spark_session, table)
+
+    after = live_files(table)
+    for bucket in (0, 1):
+        files = sorted((e.file for e in after if e.bucket == bucket), key=lambda f: f.min_sequence_number)
+        # the five oldest files became one, which keeps their first sequence number; the sixth stays
+        assert [f.file_source for f in files] == [1, 0] and files[0].min_sequence_number == 0
+        assert files[0].max_sequence_number < files[1].min_sequence_number
+    assert by_id(pypaimon_rows(warehouse, "db.fixed")) == before

@@ -1,0 +1,80 @@
+"""remove-unexisting-files: lost data files leave the latest snapshot by one commit; pypaimon reads it."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from jobs.__main__ import main
+from jobs.errors import SafetyRefusal
+from jobs.remove_unexisting_files import remove_unexisting_files
+from paimon_format.scan import live_entries
+from tests.pypaimon_reads import pypaimon_rows
+from tests.table_states import (
+    IDENTIFIER,
+    build_sample_table,
+    copy_warehouse,
+    fingerprint,
+    open_table,
+    row_ids,
+    view,
+)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> str:
+    warehouse = str(tmp_path_factory.mktemp("unexisting") / "wh")
+    build_sample_table(warehouse, commits=4)  # 4 appends over 3 partitions: 12 data files
+    return warehouse
+
+
+def lose_files(warehouse: str, count: int) -> set[int]:
+    """Delete `count` live data files of the latest snapshot; the row ids they held."""
+    table = open_table(warehouse)
+    lost: set[int] = set()
+    for entry in live_entries(table, table.snapshot_manager.latest())[:count]:
+        path = table.data_file_path(entry)
+        lost |= set(pq.ParquetFile(path).read(columns=["id"]).column("id").to_pylist())
+        table.file_io.delete(path)
+    return lost
+
+
+def test_missing_files_are_reported_then_removed_and_pypaimon_reads_the_rest(
+    spark_session, template, tmp_path, capsys
+):
+    warehouse = copy_warehouse(template, str(tmp_path / "wh"))
+    before = view(warehouse)
+    lost = lose_files(warehouse, 1)
+    untouched = fingerprint(warehouse)
+    config = tmp_path / "repair.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": warehouse, "table": IDENTIFIER, "max_missing_ratio": 0.2}))
+
+    assert main(["remove-unexisting-files", "--config", str(config), "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert fingerprint(warehouse) == untouched
+    assert dry["counts"]["missing_files"] == 1 and dry["counts"]["rows_lost"] == len(lost)
+    assert dry["counts"]["live_files"] == 12 and len(dry["details"]["missing"]) == 1
+
+    assert main(["remove-unexisting-files", "--config", str(config)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["snapshot_ids"]["committed"] == 5 and record["counts"]["files_removed"] == 1
+    table = open_table(warehouse)  # older snapshots still name the lost file: only the latest reads
+    assert table.snapshot_manager.latest().commit_kind == "OVERWRITE"
+    after = pypaimon_rows(warehouse, IDENTIFIER)
+    assert row_ids(after) == sorted(set(row_ids(before.latest_rows)) - lost) and lost
+
+    assert main(["remove-unexisting-files", "--config", str(config)]) == 0  # nothing left to repair
+    again = json.loads(capsys.readouterr().out)
+    assert again["counts"]["missing_files"] == 0 and open_table(warehouse).snapshot_manager.latest_id() == 5
+
+
+def test_too_many_missing_files_is_refused(spark_session, template, tmp_path):
+    warehouse = copy_warehouse(template, str(tmp_path / "wh"))
+    lose_files(warehouse, 4)  # a third of the table: an outage, not a loss
+    untouched = fingerprint(warehouse)
+    with pytest.raises(SafetyRefusal, match="4 of 12 live files"):
+        remove_unexisting_files(spark_session, open_table(warehouse), max_missing_ratio=0.1)
+    assert fingerprint(warehouse) == untouched
