@@ -25,6 +25,7 @@ from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from jobs.spark import driver_list_frame
 from jobs.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
@@ -339,8 +340,15 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
             start = end
         yield pa.RecordBatch.from_pylist(out, schema=_RESULT_SCHEMA)
 
-    slices = max(1, min(len(work), spark.sparkContext.defaultParallelism * 4))
-    names = spark.createDataFrame(work, "grp int, idx long, name string").repartition(slices)
+    names = driver_list_frame(
+        spark,
+        {
+            "grp": pa.array([g for g, _i, _name in work], pa.int32()),
+            "idx": pa.array([i for _g, i, _name in work], pa.int64()),
+            "name": pa.array([name for _g, _i, name in work], pa.string()),
+        },
+        "manifest names",
+    )
     # one writer per target-size of input manifests: each writer's output is a run of full manifests
     rewritten_bytes = sum(plan.manifests[i].file_size for group in plan.groups for i in group)
     writers = max(1, min(-(-rewritten_bytes // target), spark.sparkContext.defaultParallelism * 4))

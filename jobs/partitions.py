@@ -36,7 +36,7 @@ from typing import Any
 import pyarrow as pa
 
 from jobs.errors import CommitRaceLost
-from jobs.spark import DRIVER_LIST_LIMIT, assert_small
+from jobs.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
 from paimon_format.commit import OVERWRITE, AttemptContext, PrewrittenDelta, SnapshotCommit
 from paimon_format.crash_points import crash_point
 from paimon_format.errors import InvalidTableStateError, PaimonFormatError, SnapshotNotFoundError
@@ -86,10 +86,12 @@ FILES_PER_WRITER = 200_000
 
 def _manifest_frame(spark: Any, manifests: Sequence[ManifestFileMeta]) -> Any:
     """A DataFrame of (idx, name, size): one row per manifest, spread over tasks for the executors."""
-    rows = [(index, meta.file_name, meta.file_size) for index, meta in enumerate(manifests)]
-    assert_small(len(rows), DRIVER_LIST_LIMIT, "manifest names")
-    slices = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4))
-    return spark.createDataFrame(rows, "idx long, name string, size long").repartition(slices)
+    columns = {
+        "idx": pa.array(range(len(manifests)), pa.int64()),
+        "name": pa.array([meta.file_name for meta in manifests], pa.string()),
+        "size": pa.array([meta.file_size for meta in manifests], pa.int64()),
+    }
+    return driver_list_frame(spark, columns, "manifest names")
 
 
 def _creation_millis(created: dt.datetime | None) -> int | None:

@@ -21,7 +21,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.compact_manifests import compact_manifests  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.manifest import (
     ADD,
@@ -33,6 +32,7 @@ from paimon_format.manifest import (
 from paimon_format.scan import EntryMerger, data_manifests  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
+from scripts.bench_spark_startup import load, start_spark  # noqa: E402
 from tests.factories import data_file, make_table, partition_of  # noqa: E402
 
 
@@ -115,20 +115,32 @@ def main() -> None:
         flush=True,
     )
 
+    single_load = load()
     start = time.perf_counter()
     single_process(table)
     single = time.perf_counter() - start
-    spark = get_or_create_spark("bench-compact-manifests")
+    spark, startup = start_spark("bench-compact-manifests")
+    cores = spark.sparkContext.defaultParallelism
+    print(f"  {startup.describe()} (not in the job's figure)", flush=True)
+    job_load = load()
     start = time.perf_counter()
     record = compact_manifests(spark, table, mode="full")
     job = time.perf_counter() - start
     print(
         f"  (a) compact-manifests job   {job:8.2f} s  {total / job:12,.0f} entries/s "
-        f"({record.counts['manifests_before']} -> {record.counts['manifests_after']} manifests)"
+        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_load}; "
+        f"{record.counts['manifests_before']} -> {record.counts['manifests_after']} manifests)"
     )
-    print(f"  (b) single process          {single:8.2f} s  {total / single:12,.0f} entries/s")
+    print(
+        f"  (b) single process          {single:8.2f} s  {total / single:12,.0f} entries/s per core "
+        f"({single_load})"
+    )
+    with_startup = job + startup.total_s
     verdict = "met" if job < 60 else "missed"
-    print(f"ratio b/a = {single / job:.2f};  goal: {total:,} entries in under 60 s -> {verdict}")
+    print(
+        f"ratio b/a = {single / job:.2f} (with Spark's start-up in the job: {single / with_startup:.2f}); "
+        f"goal: {total:,} entries in under 60 s -> {verdict}"
+    )
     spark.stop()
 
 

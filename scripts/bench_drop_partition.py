@@ -22,12 +22,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.drop_partition import drop_partition  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
 from paimon_format.binary_row import deserialize_row  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
 from scripts.bench_compact_manifests import build  # noqa: E402
+from scripts.bench_spark_startup import load, start_spark  # noqa: E402
 
 CUT = "2024-01-050"
 
@@ -55,21 +55,31 @@ def main() -> None:
         flush=True,
     )
 
+    single_load = load()
     start = time.perf_counter()
     single_process(Table(FileIO.for_path(copy), copy))
     single = time.perf_counter() - start
-    spark = get_or_create_spark("bench-drop-partition")
-    spark.range(1).count()  # JVM and Python workers up before timing
+    spark, startup = start_spark("bench-drop-partition")
+    cores = spark.sparkContext.defaultParallelism
+    print(f"  {startup.describe()} (not in the job's figure)", flush=True)
+    job_load = load()
     start = time.perf_counter()
     record = drop_partition(spark, table, where=f"dt >= '{CUT}'")
     job = time.perf_counter() - start
     dropped = record.counts["files_dropped"]
     print(
         f"  (a) drop-partition job  {job:8.2f} s  {total / job:12,.0f} files scanned/s "
-        f"({record.counts['partitions']} partitions, {dropped:,} files dropped)"
+        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_load}; "
+        f"{record.counts['partitions']} partitions, {dropped:,} files dropped)"
     )
-    print(f"  (b) single process      {single:8.2f} s  {total / single:12,.0f} files scanned/s")
-    print(f"ratio b/a = {single / job:.2f}")
+    print(
+        f"  (b) single process      {single:8.2f} s  {total / single:12,.0f} files scanned/s per core "
+        f"({single_load})"
+    )
+    print(
+        f"ratio b/a = {single / job:.2f} "
+        f"(with Spark's start-up in the job: {single / (job + startup.total_s):.2f})"
+    )
     spark.stop()
     shutil.rmtree(workdir, ignore_errors=True)
 
