@@ -122,7 +122,10 @@ def _read_task(
     """The executor side: each input row is a pickled split; yields its rows in Spark's Arrow types."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    target = to_arrow_schema(spark_schema, timezone=time_zone)
+    try:
+        target = to_arrow_schema(spark_schema, timezone=time_zone)
+    except TypeError:  # Spark 3.5: no timezone argument, TIMESTAMP is always UTC-adjusted there
+        target = to_arrow_schema(spark_schema)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
