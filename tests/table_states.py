@@ -142,6 +142,11 @@ def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[st
         if source.kind == "snapshot" and branch_table.branch == "main" and snapshot.id in expiring:
             continue
         with_changelog = source.kind == "changelog" or source.needs_changelog  # tags keep none (Paimon)
+        if source.kind == "changelog" and branch_table.options.changelog_producer != "none":
+            # Paimon's decoupled expiry deletes a produced changelog's data lists (only its changelog
+            # list is read): Java-written changelogs name base/delta lists that are gone
+            files |= changelog_needs(branch_table, snapshot)
+            continue
         files.update(snapshot_metadata_files(snapshot, with_changelog))
         files.update(f"manifest/{name}" for name in manifest_names(branch_table, snapshot, with_changelog))
         changelog = changelog_entries(branch_table, snapshot) if with_changelog else []
@@ -191,8 +196,13 @@ def missing_needed(table: Table, expiring: frozenset[int] = frozenset()) -> set[
 def unreferenced(table: Table) -> set[str]:
     """Files no snapshot, tag, branch or changelog needs, apart from the hints: what
     remove-orphan-files clears."""
-    hints = {"snapshot/LATEST", "snapshot/EARLIEST", "changelog/LATEST", "changelog/EARLIEST"}
-    return {p for p in listed_files(table) - referenced_files(table) if p not in hints}
+    return {p for p in listed_files(table) - referenced_files(table) if not _is_hint(p)}
+
+
+def _is_hint(relative_path: str) -> bool:
+    """snapshot/ and changelog/ LATEST / EARLIEST hints, of main or of a branch."""
+    directory, _, name = relative_path.rpartition("/")
+    return name in ("LATEST", "EARLIEST") and directory.rpartition("/")[2] in ("snapshot", "changelog")
 
 
 @dataclass
