@@ -78,6 +78,27 @@ def build_sample_table(
     return table
 
 
+def branch_from_t2(table: Table, name: str = "b") -> Table:
+    """Branch `name` from tag t2 (pypaimon, as a user makes one), then on it: an append (ids 600-602),
+    an overwrite of dt=2024-01-01 (replacing main's files there, which main keeps, and the append's
+    file there, which only the branch's snapshot 3 has) and another append (660-662). The branch."""
+    import pypaimon
+
+    from paimon_format.binary_row import deserialize_row
+
+    warehouse = table.path.rsplit("/", 2)[0]
+    pypaimon.CatalogFactory.create({"warehouse": warehouse}).create_branch(IDENTIFIER, name, "t2")
+    branch = Table(table.file_io, table.path, name)
+    append_rows(branch, batch(600, 3))
+    written = write_table_files(branch.file_io, branch.path, branch.schema, batch(650, 1, days=1), 9000)
+    SnapshotCommit(branch).overwrite(
+        [CommitMessage(partition, bucket, -1, files) for partition, bucket, files in written],
+        partition_filter=lambda p: deserialize_row(p, branch.partition_types) == ["2024-01-01"],
+    )
+    append_rows(branch, batch(660, 3))
+    return Table(table.file_io, table.path, name)
+
+
 def copy_warehouse(template: str, target: str) -> str:
     shutil.copytree(template, target)
     return target
