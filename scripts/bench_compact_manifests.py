@@ -45,6 +45,7 @@ from scripts.bench_peers import (  # noqa: E402
     job_config,
     run_java,
     run_job_process,
+    tree_cpu_seconds,
 )
 from scripts.bench_spark_startup import load, start_spark  # noqa: E402
 from tests.factories import data_file, make_table, partition_of  # noqa: E402
@@ -141,12 +142,12 @@ def main() -> None:
     )
 
     single_load = load()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     single_process(table)
-    single = time.perf_counter() - start
+    single, single_cpu = time.perf_counter() - start, time.process_time() - cpu_start
     print(
         f"  (b) single process          {single:8.2f} s  {total / single:12,.0f} entries/s per core "
-        f"({single_load})",
+        f"({single_cpu:.1f} CPU-s; {single_load})",
         flush=True,
     )
 
@@ -159,7 +160,8 @@ def main() -> None:
         java = run_java(lambda oracle: oracle.compact_manifests(roots["c"]))
         print(
             f"  (c) Java full compaction    {java.total_s:8.2f} s  {total / java.total_s:12,.0f} entries/s "
-            f"(whole JVM process; the request alone {java.work_s:.2f} s; {java_load})",
+            f"(whole JVM process, {java.cpu_s:.1f} CPU-s; the request alone {java.work_s:.2f} s; "
+            f"{java_load})",
             flush=True,
         )
 
@@ -167,13 +169,14 @@ def main() -> None:
     cores = spark.sparkContext.defaultParallelism
     print(f"  {startup.describe()} (not in (a))", flush=True)
     job_load = load()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
     record = compact_manifests(spark, table, mode="full")
-    job = time.perf_counter() - start
+    job, job_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
     spark.stop()
     print(
         f"  (a) compact-manifests job   {job:8.2f} s  {total / job:12,.0f} entries/s "
-        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_load}; "
+        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_cpu:.1f} CPU-s of the process "
+        f"tree: driver, JVM, Python workers; {job_load}; "
         f"{record.counts['manifests_before']} -> {record.counts['manifests_after']} manifests)",
         flush=True,
     )

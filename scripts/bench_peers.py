@@ -29,6 +29,36 @@ REPO = Path(__file__).resolve().parents[1]
 class ProcessTiming:
     total_s: float  # the whole process, start-up included
     work_s: float | None = None  # the operation alone (Java request / our run record's duration)
+    cpu_s: float | None = None  # CPU-seconds of the process tree (Linux /proc), start-up included
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU-seconds (user + system, own and reaped children's) of `root` and its live descendants.
+
+    The machine is shared: wall-clock figures move with the load, CPU-seconds much less. Reads
+    /proc (Linux); processes that ended unreaped are missed, so this is a lower bound.
+    """
+    parents: dict[int, int] = {}
+    times: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(value) for value in fields[11:15])  # utime stime cutime cstime
+    tree = {root}
+    grown = True
+    while grown:
+        grown = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return sum(times.get(pid, 0) for pid in tree) / os.sysconf("SC_CLK_TCK")
 
 
 def run_job_process(operation: str, config: dict[str, Any], workdir: Path) -> tuple[ProcessTiming, dict]:
@@ -80,9 +110,10 @@ def run_java(request: Callable[[Any], Any]) -> ProcessTiming:
         work_start = time.perf_counter()
         request(oracle)
         work = time.perf_counter() - work_start
+        cpu = tree_cpu_seconds(oracle._process.pid)
     finally:
         oracle.close()
-    return ProcessTiming(time.perf_counter() - start, work)
+    return ProcessTiming(time.perf_counter() - start, work, cpu)
 
 
 def describe_ratio(ours: ProcessTiming, java: ProcessTiming) -> str:
