@@ -132,7 +132,11 @@ def missing_referenced(table: Table) -> set[str]:
     return referenced_files(table) - listed_files(table)
 
 
-def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
+def needed_files(
+    table: Table,
+    expiring: frozenset[int] = frozenset(),
+    expiring_branch: frozenset[tuple[str, int]] = frozenset(),
+) -> set[str]:
     """What readers of every retained snapshot, tag, changelog and branch open, plus the metadata
     files themselves: like `referenced_files`, but a data file only while it is live (a file a
     retained manifest names in a DELETE entry alone is gone for readers; expiry deletes it).
@@ -162,6 +166,8 @@ def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[st
         snapshot, branch_table = source.snapshot, source.table
         if source.kind == "snapshot" and branch_table.branch == "main" and snapshot.id in expiring:
             continue
+        if source.kind == "snapshot" and (branch_table.branch, snapshot.id) in expiring_branch:
+            continue  # likewise on a branch: (branch, snapshot id)
         with_changelog = source.kind == "changelog" or source.needs_changelog  # tags keep none (Paimon)
         if source.kind == "changelog" and branch_table.options.changelog_producer != "none":
             # Paimon's decoupled expiry deletes a produced changelog's data lists (only its changelog
@@ -209,9 +215,13 @@ def changelog_needs(table: Table, changelog: Any) -> set[str]:
     return files
 
 
-def missing_needed(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
+def missing_needed(
+    table: Table,
+    expiring: frozenset[int] = frozenset(),
+    expiring_branch: frozenset[tuple[str, int]] = frozenset(),
+) -> set[str]:
     """Files a reader needs that do not exist (must always be empty, also after an expiry)."""
-    return needed_files(table, expiring) - listed_files(table)
+    return needed_files(table, expiring, expiring_branch) - listed_files(table)
 
 
 def unreferenced(table: Table) -> set[str]:

@@ -388,6 +388,7 @@ class Reference:
     new_snapshots: int
     files: set[str] = field(default_factory=set)  # table-relative paths of every file afterwards
     changelog_ids: list[int] = field(default_factory=list)  # long-lived changelogs afterwards
+    branch_snapshot_ids: dict[str, list[int]] = field(default_factory=dict)  # every branch's, afterwards
 
 
 def reference_run(job: str, template: Template, workdir: str) -> Reference:
@@ -407,7 +408,15 @@ def reference_run(job: str, template: Template, workdir: str) -> Reference:
         len([i for i in ids if i not in template.rows_by_snapshot]),
         comparable_files(open_table(warehouse)),
         open_table(warehouse).snapshot_manager.changelog_ids(),
+        branch_snapshot_ids(open_table(warehouse)),
     )
+
+
+def branch_snapshot_ids(table: Table) -> dict[str, list[int]]:
+    return {
+        name: table.for_branch(name).snapshot_manager.snapshot_ids()
+        for name in table.branch_manager.branch_names()
+    }
 
 
 HINTS = {"snapshot/LATEST", "snapshot/EARLIEST"}
@@ -487,8 +496,14 @@ def _check_after_crash(table: Table, template: Template, reference: Reference, r
     fine. Snapshots an uninterrupted run expires may be half-deleted: expiry deletes their files
     before their snapshot files (as Paimon does), and the rerun finishes them."""
     expiring = frozenset(template.files_by_snapshot) - frozenset(reference.snapshot_ids)
+    expiring_branch = frozenset(
+        (name, snapshot_id)
+        for name, ids in branch_snapshot_ids(open_table(template.warehouse)).items()
+        for snapshot_id in ids
+        if snapshot_id not in reference.branch_snapshot_ids.get(name, ())
+    )
     try:
-        result.lost_files += sorted(missing_needed(table, expiring))
+        result.lost_files += sorted(missing_needed(table, expiring, expiring_branch))
         kept = [i for i in table.snapshot_manager.changelog_ids() if i in reference.changelog_ids]
         result.lost_files += missing_changelog_needs(table, kept)
         present = set(table.snapshot_manager.snapshot_ids())
