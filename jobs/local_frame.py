@@ -108,13 +108,6 @@ class Column:
         value_set = pa.array(values[0] if len(values) == 1 and isinstance(values[0], list) else values)
         return Column(lambda t: pc.is_in(self.evaluate(t), value_set=value_set), f"({self.name} IN)")
 
-    def otherwise(self, value: Any) -> Column:
-        condition, chosen = self._when
-        other = _column(value, literal=True)
-        return Column(
-            lambda t: _if_else(condition.evaluate(t), chosen.evaluate(t), other.evaluate(t)), "when"
-        )
-
     def __getitem__(self, index: int) -> Column:
         return Column(lambda t: pc.list_element(self.evaluate(t), index), f"{self.name}[{index}]")
 
@@ -181,10 +174,22 @@ def _column(value: Any, literal: bool = False) -> Column:
     return lit(value) if literal else col(value)
 
 
-def when(condition: Column, value: Any) -> Column:
-    column = Column(lambda t: None, "when")
-    column._when = (condition, _column(value, literal=True))  # type: ignore[attr-defined]
-    return column
+class _When:
+    """`when(condition, value)`: completed by `.otherwise(value)` into a Column, as the jobs use it."""
+
+    def __init__(self, condition: Column, value: Any) -> None:
+        self.condition = condition
+        self.value = _column(value, literal=True)
+
+    def otherwise(self, value: Any) -> Column:
+        condition, chosen, other = self.condition, self.value, _column(value, literal=True)
+        return Column(
+            lambda t: _if_else(condition.evaluate(t), chosen.evaluate(t), other.evaluate(t)), "when"
+        )
+
+
+def when(condition: Column, value: Any) -> _When:
+    return _When(condition, value)
 
 
 def _aggregate(function: str, column: Any, name: str, ordering: Column | None = None) -> Column:
@@ -328,10 +333,12 @@ class LocalFrame:
         self, function: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]], schema: str
     ) -> LocalFrame:
         target = parse_schema(schema)
-        outputs = [
-            pa.Table.from_batches([batch]).select(target.names).cast(target)
-            for batch in function(iter(self.table.to_batches()))
-        ]
+        outputs = []
+        rows = 0
+        for batch in function(iter(self.table.to_batches())):
+            rows += batch.num_rows
+            self.session.check(rows)  # abort while the output grows, not after it is all held
+            outputs.append(pa.Table.from_batches([batch]).select(target.names).cast(target))
         return self._new(pa.concat_tables(outputs) if outputs else target.empty_table())
 
     def groupBy(self, *keys: str) -> LocalGroupedData:  # noqa: N802
