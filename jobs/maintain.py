@@ -2,7 +2,8 @@
 
 For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
 compact, compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
-`run(context, config)`, all in one SparkSession. Tables run concurrently on a thread pool of
+`run(context, config)`, all in one SparkSession, started only when a step needs it (small tables run
+in the driver process, `jobs.local_exec`). Tables run concurrently on a thread pool of
 `parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
 `scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
 

@@ -15,9 +15,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from jobs.config import validate
+from jobs.local_frame import LocalLimitExceeded, LocalSession, functions_for
 from jobs.registry import JobContext, load
 from jobs.report import RunRecord
 from paimon_format.scan import live_entries
@@ -159,3 +161,42 @@ def test_maintain_over_small_tables_starts_no_spark(template, tmp_path):
             ("expire-snapshots", "compact-manifests", "remove-orphan-files"), "driver"
         )
     assert record.counts["files_removed"] > 0
+
+
+# -- the in-process frame itself (no Spark) ------------------------------------------------------------
+
+
+def test_the_local_frame_keeps_the_spark_semantics_the_jobs_rely_on():
+    session = LocalSession()
+    F = functions_for(session)
+    rows = [("a", 0, 5), ("a", 1, 9), ("b", 1, 2), ("c", 0, 7)]
+    entries = session.createDataFrame(rows, "path string, kind int, ord long")
+    last = entries.groupBy("path").agg(F.max_by("kind", "ord").alias("kind"), F.max("ord").alias("ord"))
+    assert sorted(tuple(r) for r in last.collect()) == [("a", 1, 9), ("b", 1, 2), ("c", 0, 7)]
+    kept = session.createDataFrame([("a",), ("z",)], "path string")
+    assert sorted(r["path"] for r in entries.join(kept, "path", "left_anti").collect()) == ["b", "c"]
+    assert entries.join(kept, "path", "left_semi").count() == 2
+    assert entries.filter("kind = 1").count() == 2 and entries.filter(f"ord < {7}").count() == 2
+    widened = entries.select("path", "kind").unionByName(
+        entries.select("path", F.lit(2**40).alias("kind"))  # a BIGINT literal widens the INT column
+    )
+    assert widened.table.schema.field("kind").type == pa.int64() and widened.count() == 8
+    totals = entries.groupBy("kind").agg({"path": "count", "ord": "sum"}).collect()
+    assert sorted((r["kind"], r["count(path)"], r["sum(ord)"]) for r in totals) == [(0, 2, 12), (1, 2, 11)]
+    labelled = entries.select(F.when(F.col("kind") == 1, F.lit("x")).otherwise(F.lit("y")).alias("s"))
+    assert [r[0] for r in labelled.collect()] == ["y", "x", "x", "y"]
+    assert entries.dropDuplicates(["path"]).count() == 3 and entries.select("kind").distinct().count() == 2
+
+
+def test_a_local_frame_stops_an_unbounded_producer_at_the_row_limit():
+    produced = []
+
+    def endless(_batches):
+        while True:
+            produced.append(1)
+            yield pa.RecordBatch.from_pydict({"path": ["f"] * 100})
+
+    session = LocalSession(row_limit=1_000)
+    with pytest.raises(LocalLimitExceeded, match="row limit of 1,000"):
+        session.createDataFrame([("",)], "path string").mapInArrow(endless, "path string")
+    assert len(produced) == 11  # stopped at the first batch past the limit, nothing more was read
