@@ -354,7 +354,9 @@ public final class PaimonOracle {
     // ----------------------------------------------------------------------------------------------
 
     /** Every row of a batch read at a snapshot / tag (default latest) of the table or a branch, with the
-     * fields it was read with: {"fields": [DataField JSON], "rows": [[value, ...], ...]}. */
+     * fields it was read with and each row's kind: {"fields": [DataField JSON], "rows": [[value, ...],
+     * ...], "kinds": ["+I", ...]}. Dynamic "options" apply, e.g. incremental-between with
+     * incremental-between-scan-mode changelog reads the changelog files of a snapshot range. */
     private static JsonNode read(JsonNode request) throws Exception {
         FileStoreTable table = table(request);
         Map<String, String> travel = new HashMap<>();
@@ -370,10 +372,13 @@ public final class PaimonOracle {
         RowType rowType = table.rowType();
         ReadBuilder builder = table.newReadBuilder();
         ArrayNode rows = NODES.arrayNode();
+        ArrayNode kinds = NODES.arrayNode();
         builder.newRead().createReader(builder.newScan().plan()).forEachRemaining(row -> {
             rows.add(toJson(row, rowType));
+            kinds.add(row.getRowKind().shortString());
         });
         ObjectNode result = NODES.objectNode();
+        result.set("kinds", kinds);
         ArrayNode fields = NODES.arrayNode();
         for (DataField field : rowType.getFields()) {
             fields.add(JSON.valueToTree(JSON.readTree(org.apache.paimon.utils.JsonSerdeUtil.toJson(field))));

@@ -1,7 +1,7 @@
 """Java reads every table our write job makes (append and primary key, parquet / orc / avro, every
 type Spark builds from local rows: TIMESTAMP_LTZ is covered by the Java-written fixtures, as Spark's
 Arrow conversion of local rows asserts a time zone there) at every snapshot with the rows pypaimon
-reads; and our write job appends to a Java-written primary-key table."""
+reads. Our write job appending to Java-written tables: test_write_on_java_tables.py."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ import pytest
 
 from jobs.write import write_dataframe
 from paimon_format.table import Table
-from tests.java.helpers import assert_reads_kept
 from tests.java.oracle import sort_key
-from tests.java.tables import DAY2, REGIONS
 from tests.pypaimon_reads import pypaimon_rows
 
 pytestmark = pytest.mark.java
@@ -84,18 +82,3 @@ def test_java_reads_what_our_write_job_wrote(spark_session, java_paimon, tmp_pat
             got = _comparable(java_paimon.read(table.path, snapshot_id=snapshot_id))
             assert got == expected, f"{file_format} {name} snapshot {snapshot_id}"
             assert len(got) == (6 if snapshot_id == 1 else 9 if primary_keys else 12)
-
-
-def test_our_write_job_appends_to_java_tables(spark_session, java_paimon, java_templates, java_warehouse):
-    pk = java_templates[1]["pk_changelog"]
-    rows = [(3, DAY2, REGIONS[1], "ours", 33), (500, DAY2, REGIONS[0], "new", 5)]
-    frame = spark_session.createDataFrame(rows, "id long, dt date, region string, v string, n long")
-    write_dataframe(frame, java_warehouse, pk.identifier)
-    latest = java_paimon.read(pk.path(java_warehouse))
-    before = pk.reads[("tag", "t_latest")]
-    keys = {(r[0], r[1], r[2]) for r in rows}
-    expected = [r for r in before if (r["id"], r["dt"], r["region"]) not in keys] + [
-        {"id": i, "dt": d, "region": g, "v": v, "n": n} for i, d, g, v, n in rows
-    ]
-    assert latest == sorted(expected, key=sort_key)
-    assert_reads_kept(java_paimon, pk, java_warehouse)
