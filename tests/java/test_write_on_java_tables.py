@@ -5,13 +5,15 @@ or, for the kinds the write job cannot write correctly, exit 2 with nothing writ
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
 from typing import Any
 
 import pytest
 
 from tests.java.helpers import assert_reads_kept, files_under, run_job
 from tests.java.oracle import Row, sort_key
-from tests.java.tables import DAY1, DAY2, REGIONS, JavaTable
+from tests.java.tables import DAY1, DAY2, REGIONS, JavaTable, record_reads
 
 pytestmark = pytest.mark.java
 
@@ -183,5 +185,54 @@ def test_write_job_appends_to_java_table(
     assert_reads_kept(java_paimon, table, java_warehouse)
     if name == "pk_changelog":
         # changelog-producer input: a streaming consumer sees every row we wrote, as it came
-        changelog = java_paimon.read_changelog(path, latest_before, latest_before + 1)
+        changelog = java_paimon.read_changelog(path, after=latest_before)
+        assert changelog == sorted((("+I", row) for row in ours), key=lambda p: [p[0], *sort_key(p[1])])
+
+
+def _commit_kind(path: str, snapshot_id: int) -> str:
+    with open(os.path.join(path, "snapshot", f"snapshot-{snapshot_id}")) as handle:
+        return json.load(handle)["commitKind"]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"deletion-vectors.enabled": "true", "changelog-producer": "input", "file.format": "orc"},
+        {"merge-engine": "first-row"},
+    ],
+    ids=["deletion_vectors", "first_row"],
+)
+def test_write_job_compacts_what_it_wrote_where_batch_reads_skip_level0(
+    spark_session, java_paimon, tmp_path, options
+):
+    """Batch reads skip level 0 here: the job commits an APPEND, then compacts the buckets it wrote
+    (a COMPACT snapshot), as Paimon's writer does, so Java reads our rows at once."""
+    warehouse = str(tmp_path / "wh")
+    table = JavaTable("t", ["p"], ["k", "p"])
+    path = table.path(warehouse)
+    fields = [("k", "INT NOT NULL"), ("p", "INT NOT NULL"), ("v", "STRING")]
+    java_paimon.create_table(path, fields, ["p"], ["k", "p"], {"bucket": "2", **options})
+    java_paimon.write(path, [{"k": k, "p": k % 2, "v": f"a{k}"} for k in range(8)])
+    latest = java_paimon.write(path, [{"k": k, "p": k % 2, "v": f"b{k}"} for k in range(3)])
+    record_reads(java_paimon, table, warehouse)
+    before = table.reads[("snapshot", str(latest))]
+
+    ours = [{"k": 1, "p": 1, "v": "ours"}, {"k": 20, "p": 0, "v": "new"}]
+    frame = spark_session.createDataFrame([tuple(r.values()) for r in ours], "k int, p int, v string")
+    config = {"warehouse": warehouse, "table": table.identifier, "source": _source(tmp_path, frame)}
+    code, record = run_job(tmp_path / "job", "write", config)
+    assert code == 0, record.get("error")
+
+    assert record["snapshot_ids"]["committed_ids"] == [latest + 1, latest + 2]
+    assert [_commit_kind(path, latest + 1), _commit_kind(path, latest + 2)] == ["APPEND", "COMPACT"]
+    assert record["details"]["compaction"]["buckets"] == 2  # the two buckets written, not the others
+    if options.get("merge-engine") == "first-row":
+        expected = sorted(before + [ours[1]], key=sort_key)  # an existing key keeps its first row
+    else:
+        expected = _dedup(before, ours, ("k", "p"))
+    assert java_paimon.read(path) == expected
+    assert java_paimon.read(path, snapshot_id=latest + 1) == before  # level 0: not read yet
+    assert_reads_kept(java_paimon, table, warehouse)
+    if options.get("changelog-producer") == "input":
+        changelog = java_paimon.read_changelog(path, after=latest)
         assert changelog == sorted((("+I", row) for row in ours), key=lambda p: [p[0], *sort_key(p[1])])
