@@ -386,6 +386,10 @@ def write_dataframe(
         )
         _refuse_dynamic_buckets(schema, table)
         compact_level0 = _compacts_level0(schema, table)
+        if compact_level0:
+            from jobs.compact import check_supported
+
+            check_supported(target, None)  # what the compaction after the commit would refuse: now
         check_compatible(arrow_schema, schema, table)
     num_buckets = int(schema.options.get("bucket", "-1"))
     overwrite_filter = _overwrite_filter(mode, overwrite_scope, overwrite_partitions or [], schema, table)
@@ -403,6 +407,8 @@ def write_dataframe(
     if existing is not None:
         log.info("reading the manifests of snapshot %s for the next sequence number", previous)
     first_sequence = next_sequence_number(spark, target) if existing is not None else 0
+    if compact_level0:
+        record.details["compacts_written_buckets"] = True
     if dry_run:
         record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
