@@ -21,6 +21,7 @@ from jobs.config import StrictModel, TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from jobs.write_level0 import compact_written_buckets, compacts_level0
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.errors import PaimonFormatError
 from paimon_format.manifest import ADD, read_manifest
@@ -373,7 +374,7 @@ def write_dataframe(
         except (ValueError, PaimonFormatError) as error:
             raise BadInputError(f"cannot create table {table}: {error}") from None
         _refuse_dynamic_buckets(schema, table)
-        compact_level0 = _compacts_level0(schema, table)
+        compact_level0 = compacts_level0(schema, table)
         record.details["created_table"] = True
         if not dry_run:
             target.schema_manager.create_table(schema)
@@ -385,7 +386,7 @@ def write_dataframe(
             schema, table, partition_keys, primary_keys, options, strict_create, record, log
         )
         _refuse_dynamic_buckets(schema, table)
-        compact_level0 = _compacts_level0(schema, table)
+        compact_level0 = compacts_level0(schema, table)
         if compact_level0:
             from jobs.compact import check_supported
 
@@ -450,40 +451,8 @@ def write_dataframe(
         raise
     if compact_level0 and record.snapshot_ids.get("committed") is not None:
         touched = {(bytes(row["partition"]), row["bucket"]) for row in written}
-        _compact_written_buckets(spark, target, touched, record, log)
+        compact_written_buckets(spark, target, touched, record, log)
     return record
-
-
-def _compact_written_buckets(
-    spark: Any, target: Table, touched: set[tuple[bytes, int]], record: RunRecord, log: Any
-) -> None:
-    """Compact the buckets just written (deletion vectors / first-row: level 0 is invisible to reads).
-
-    Crash ordering: the APPEND snapshot has landed; the compact job writes new files and commits a
-    COMPACT snapshot (create-if-absent) that replaces the buckets' files. A crash in between leaves
-    the rows committed but at level 0, where batch reads do not see them until a compaction (a
-    rerun of the compact job on the table, or Paimon's own) moves them; the files the interrupted
-    compaction wrote are unreferenced (remove-orphan-files). A rival commit that removed one of
-    the inputs makes the compaction give up with exit 3, the APPEND snapshot staying committed.
-    """
-    from jobs.compact import compact
-
-    log.info(
-        "batch reads of this table skip level 0: compacting the %d bucket(s) written, as Paimon's "
-        "writer does at commit",
-        len(touched),
-    )
-    compaction = RunRecord(operation="compact", table=record.table, dry_run=False)
-    compact(spark, target, record=compaction, log=log, buckets=touched)
-    committed = compaction.snapshot_ids.get("committed")
-    if committed is not None:
-        record.committed(committed)
-    record.details["compaction"] = {
-        "snapshot": committed,
-        "buckets": compaction.counts.get("buckets", 0),
-        "files_rewritten": compaction.counts.get("files_rewritten", 0),
-        "files_written": compaction.counts.get("files_written", 0),
-    }
 
 
 def _write_through_spark(
@@ -737,45 +706,6 @@ def _refuse_dynamic_buckets(schema: TableSchema, table: str) -> None:
             f"table {table}: primary-key tables with bucket={num_buckets} (dynamic or postpone buckets) "
             "are not supported by the write job yet; use a fixed bucket count, e.g. options: {bucket: '4'}"
         )
-
-
-def _compacts_level0(schema: TableSchema, table: str) -> bool:
-    """Whether the rows this job writes must be compacted out of level 0 to become visible.
-
-    Batch reads of primary-key tables with deletion vectors or the first-row engine skip level 0
-    (Paimon's `batchScanSkipLevel0`), so Paimon's writer compacts level 0 up when it commits (an
-    APPEND snapshot, then a COMPACT one); this job does the same with the compact job's rewrite.
-    With `changelog-producer` lookup or full-compaction that compaction must also produce the
-    changelog, which ours does not: such tables are refused (exit 2) before anything is written.
-    """
-    if not schema.primary_keys:
-        return False
-    try:
-        options = CoreOptions(schema.options)
-        skips = options.deletion_vectors_enabled or options.merge_engine == "first-row"
-        producer = options.changelog_producer
-    except ValueError as error:
-        raise BadInputError(f"table {table}: {error}") from None
-    if not skips:
-        return False
-    reason = "deletion-vectors.enabled" if options.deletion_vectors_enabled else "merge-engine first-row"
-    if producer in ("lookup", "full-compaction"):
-        raise BadInputError(
-            f"table {table}: changelog-producer {producer} with {reason}: batch reads skip level-0 files, "
-            "so every write must be compacted at once, and that compaction must produce the changelog, "
-            "which this job's compaction does not; write this table with Paimon's own writer "
-            "(Flink or Spark with the Paimon connector)"
-        )
-    from paimon_format.merge import check_merge_supported
-
-    try:
-        check_merge_supported(schema, options)
-    except PaimonFormatError as error:
-        raise BadInputError(
-            f"table {table}: with {reason}, written rows become visible only after a compaction, "
-            f"which this job cannot do here: {error}"
-        ) from None
-    return True
 
 
 def _overwrite_filter(
