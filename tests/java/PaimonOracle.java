@@ -42,6 +42,8 @@ import org.apache.paimon.data.Timestamp;
 import org.apache.paimon.fs.Path;
 import org.apache.paimon.fs.local.LocalFileIO;
 import org.apache.paimon.index.HashBucketAssigner;
+import org.apache.paimon.manifest.ManifestCommittable;
+import org.apache.paimon.operation.FileStoreCommit;
 import org.apache.paimon.operation.OrphanFilesClean;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.schema.Schema;
@@ -133,6 +135,10 @@ public final class PaimonOracle {
                 return NODES.numberNode(table(request).newExpireChangelog().config(expireConfig(request)).expire());
             case "remove_orphan_files":
                 return removeOrphanFiles(request);
+            case "drop_partitions":
+                return dropPartitions(request);
+            case "compact_manifests":
+                return compactManifests(request);
             case "read":
                 return read(request);
             case "read_changelog":
@@ -290,6 +296,36 @@ public final class PaimonOracle {
             }
             List<CommitMessage> messages = write.prepareCommit();
             commit.commit(messages);
+        }
+        return latest(table);
+    }
+
+    /** Paimon's partition drop (what truncatePartitions does): one OVERWRITE commit of DELETE entries. */
+    private static JsonNode dropPartitions(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        List<Map<String, String>> specs = new ArrayList<>();
+        for (JsonNode spec : request.get("partitions")) {
+            Map<String, String> values = new LinkedHashMap<>();
+            spec.fields().forEachRemaining(e -> values.put(e.getKey(), e.getValue().asText()));
+            specs.add(values);
+        }
+        try (FileStoreCommit commit = table.store().newCommit(UUID.randomUUID().toString())) {
+            commit.dropPartitions(specs, BatchWriteBuilder.COMMIT_IDENTIFIER);
+        }
+        return latest(table);
+    }
+
+    /**
+     * Paimon's manifest full compaction: an empty commit (not ignored) whose manifest merge runs with
+     * manifest.full-compaction-threshold-size 1 b, so every manifest below the target size is rewritten.
+     */
+    private static JsonNode compactManifests(JsonNode request) throws Exception {
+        Map<String, String> full = new HashMap<>();
+        full.put("manifest.full-compaction-threshold-size", "1 b");
+        FileStoreTable table = table(request).copy(full);
+        try (FileStoreCommit commit =
+                table.store().newCommit(UUID.randomUUID().toString()).ignoreEmptyCommit(false)) {
+            commit.commit(new ManifestCommittable(BatchWriteBuilder.COMMIT_IDENTIFIER), new HashMap<>());
         }
         return latest(table);
     }
