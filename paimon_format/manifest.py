@@ -702,6 +702,9 @@ def _gc_paused() -> Iterator[None]:
             gc.enable()
 
 
+gc_paused = _gc_paused  # for executors that bulk-decode records themselves (iter_manifest_records)
+
+
 def encode_manifest(entries: Iterable[ManifestEntry], compression: str = "zstd") -> bytes:
     return _encode(_PARSED_MANIFEST, (_entry_to_avro(e) for e in entries), compression)
 
@@ -709,6 +712,29 @@ def encode_manifest(entries: Iterable[ManifestEntry], compression: str = "zstd")
 def iter_manifest_entries(data: bytes, path: str = "?") -> Iterator[ManifestEntry]:
     """Stream a manifest's entries; a broken file raises CorruptFileError when the iteration reaches it."""
     return _decode(data, path, MANIFEST_VERSION, _entry_from_avro, "manifest")
+
+
+def iter_manifest_records(data: bytes, path: str = "?") -> Iterator[dict[str, Any]]:
+    """A manifest's records as fastavro decodes them (version checked), not built into models.
+
+    For scans that look at a few fields of every entry and build models only for the entries they
+    keep (`entry_from_record`): building a ManifestEntry costs as much as decoding the record.
+    """
+    return _decode(data, path, MANIFEST_VERSION, _identity, "manifest")
+
+
+def _identity(record: dict[str, Any]) -> dict[str, Any]:
+    return record
+
+
+def entry_from_record(record: dict[str, Any]) -> ManifestEntry:
+    """The ManifestEntry of a record from `iter_manifest_records` (ValueError on an unknown kind)."""
+    return _entry_from_avro(record)
+
+
+def check_file_size(data: bytes, path: str, expected_size: int | None) -> None:
+    """CorruptFileError when `data` is not `expected_size` bytes long (a truncated manifest)."""
+    _check_size(data, path, expected_size)
 
 
 def decode_manifest(data: bytes, path: str = "?") -> list[ManifestEntry]:
