@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from jobs.root_deletion import ALREADY_DELETED, FILES, LISTS, MANIFESTS, retained_needs
 from paimon_format.errors import MissingFileError
 from paimon_format.manifest import ADD, read_manifest, read_manifest_list
@@ -75,7 +76,7 @@ def expiry_candidates(
     name metadata of expiring snapshots or changelogs that an interrupted run already deleted
     (counted only). `reader` maps the ids [first, last) to metadata rows and manifests to read;
     `keep_root`/`extra_roots` say which roots stay (their needs are never candidates)."""
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     first, last = ids

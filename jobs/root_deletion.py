@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from jobs.orphan_deletion import delete_files
 from jobs.report import SAMPLE_LIMIT, RunRecord
 from jobs.spark import parallelize_small
@@ -138,7 +139,7 @@ def retained_needs(
     A DELETE entry alone does not protect a file, or nothing deleted before the last manifest
     compaction could ever expire. Every read here is strict: a failure fails the job.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     roots: list[tuple[str, str, str]] = []
@@ -266,7 +267,7 @@ def dropped_root_candidates(
     order) is counted as stage ALREADY_DELETED; any other read error fails. Missing metadata only
     ever means deleting less. The retained side is always strict.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     root_frame = spark.createDataFrame(

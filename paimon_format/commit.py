@@ -218,6 +218,7 @@ class SnapshotCommit:
         is replaced too.
         """
         new_entries = [entry for message in messages for entry in message.entries()]
+        changelog = [entry for message in messages for entry in message.changelog_entries()]
 
         def build(ctx: AttemptContext) -> list[ManifestEntry]:
             deletes = [entry.as_delete() for entry in ctx.live_entries(partition_filter)]
@@ -227,6 +228,7 @@ class SnapshotCommit:
             build,
             kind=OVERWRITE,
             identifier=identifier,
+            changelog=changelog,
             properties=properties,
             drop_index_of=partition_filter or _every_partition,
         )

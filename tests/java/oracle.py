@@ -18,7 +18,8 @@ The product never imports this; tests reach it through the session-scoped ``java
 Requests (methods of `JavaPaimon`): ``create_table``, ``alter_table`` (add / rename / widen a column,
 set an option), ``write`` (one batch commit, or an overwrite of a partition; a dynamic-bucket table is
 written through Paimon's ``HashBucketAssigner`` as Flink does), ``compact`` (Paimon's own compaction of
-every partition and bucket, full by default), ``create_tag``, ``create_branch`` (from a tag, or empty),
+every partition and bucket, full by default), ``read_changelog`` (the changelog after a snapshot,
+with row kinds), ``create_tag``, ``create_branch`` (from a tag, or empty),
 ``expire_snapshots`` / ``expire_changelog`` (Paimon's ``ExpireSnapshotsImpl`` / ``ExpireChangelogImpl``
 with an ``ExpireConfig``), ``drop_partitions`` and ``compact_manifests`` (Paimon's partition drop
 and manifest full compaction, which the benchmarks time as Java peers), ``remove_orphan_files``
@@ -272,6 +273,17 @@ class JavaPaimon:
         )
         fields = answer["fields"]
         return fields, [_decode_row(values, fields) for values in answer["rows"]]
+
+    def read_changelog(self, path: str, after: int) -> list[tuple[str, Row]]:
+        """The changelog of every snapshot after `after` as a streaming consumer reads it (Java's
+        stream scan from snapshot after + 1 to the latest): (row kind, row) pairs, sorted."""
+        answer = self._call({"op": "read_changelog", "path": str(path), "after": after})
+        fields = answer["fields"]
+        pairs = [
+            (kind, _decode_row(values, fields))
+            for kind, values in zip(answer["kinds"], answer["rows"], strict=True)
+        ]
+        return sorted(pairs, key=lambda pair: [pair[0], *sort_key(pair[1])])
 
     def read(
         self,
