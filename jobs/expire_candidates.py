@@ -70,11 +70,16 @@ def expiry_candidates(
     keep_root: Callable[[str, str, str], bool],
     extra_roots: list[tuple[str, str, str]],
     log: Any,
+    chain_end: int | None = None,
+    stats: dict[str, int] | None = None,
 ) -> Any:
     """DataFrame (path, size, stage) of the files to delete, checkpointed; stage ALREADY_DELETED rows
     name metadata of expiring snapshots or changelogs that an interrupted run already deleted
     (counted only). `reader` maps the ids [first, last) to metadata rows and manifests to read;
-    `keep_root`/`extra_roots` say which roots stay (their needs are never candidates)."""
+    `keep_root`/`extra_roots` say which roots stay (their needs are never candidates).
+    `chain_end`: the candidates are a snapshot range's (last entry up to snapshot `chain_end` not an
+    ADD), so retained snapshots from it on need not have their base manifests read
+    (`retained_needs`); `stats` receives what the retained side read."""
     from pyspark.sql import functions as F
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
@@ -115,14 +120,23 @@ def expiry_candidates(
         .unionByName(missing)
         .groupBy("path")
         .agg(F.max("size").alias("size"), F.min("stage").alias("stage"))
+        .localCheckpoint(eager=True)
     )
 
     protected = retained_needs(
-        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log
+        spark,
+        table,
+        everything.filter(F.col("stage") == FILES),
+        keep_root,
+        extra_roots,
+        log,
+        chain_end=chain_end,
+        stats=stats,
     )
     candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
     roots.unpersist()
     entries.unpersist()
+    everything.unpersist()
     return candidates
 
 
