@@ -45,6 +45,7 @@ _FILE_SCHEMA = pa.schema(
 )
 _DELTA, _META, _LIST, _CHANGELOG, _INDEX, _MISSING = "delta", "meta", "list", "changelog", "index", "missing"
 _DELTA_ALL = "delta-all"  # a delta manifest of an expiring changelog: every file it names is a candidate
+_DELETES = "deletes"  # per delta manifest of the range: its DELETE entry count (`size`), from the list
 _NO_ORDER, _NO_KIND, _GONE = 0, -1, -2
 _SID_SHIFT, _MANIFEST_SHIFT = 40, 24  # ord = snapshot << 40 | manifest index << 24 | entry position
 
@@ -90,6 +91,12 @@ def expiry_candidates(
     to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX, _DELTA_ALL)).dropDuplicates(
         ["what", "name"]
     )
+    if not _range_deletes(roots):
+        # Only a DELETE entry makes a data file a candidate: deltas of pure appends need no reading.
+        log.info("the expiring deltas delete no data file (their lists say so): not reading them")
+        to_read = to_read.filter(F.col("what") != _DELTA)
+    if stats is not None:
+        stats["expiring_deltas_read"] = to_read.filter(F.col("what") == _DELTA).count()
     entries = to_read.repartition(parallelism * 2).mapInArrow(_manifest_reader(table, end), _FILE_COLUMNS)
     entries = entries.localCheckpoint(eager=True)
     missing = (
@@ -140,6 +147,17 @@ def expiry_candidates(
     return candidates
 
 
+def _range_deletes(roots: Any) -> int:
+    """DELETE entries the delta manifests of the range hold, as their manifest lists count them.
+
+    Trusting the count is safe: ADD entries alone never make a candidate, so a count of 0 that were
+    wrong could only make the expiry delete fewer files, never a file a retained root needs."""
+    from pyspark.sql import functions as F
+
+    total = roots.filter(F.col("what") == _DELETES).agg(F.sum("size").alias("n")).first()
+    return int(total["n"] or 0) if total is not None else 0
+
+
 def snapshot_range_reader(table: Table, begin: int, end: int):
     """Per snapshot id in [begin, end]: its metadata files (expiring ones) and the manifests to read."""
 
@@ -157,6 +175,7 @@ def snapshot_range_reader(table: Table, begin: int, end: int):
                     for index, meta in enumerate(delta or []):
                         order = (sid << _SID_SHIFT) | (index << _MANIFEST_SHIFT)
                         rows.append((_DELTA, meta.file_name, meta.file_size, order, sid))
+                        rows.append((_DELETES, meta.file_name, meta.num_deleted_files, order, sid))
                 if not expiring:
                     continue
                 sizes = {

@@ -436,6 +436,7 @@ def test_chain_fast_path_reads_no_base_manifest_and_keeps_what_tags_branches_and
     record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
     assert table.snapshot_manager.snapshot_ids() == [2]
     assert record.details["retained_side"]["retained_manifests_read"] == 0
+    assert record.details["retained_side"]["expiring_deltas_read"] == 0  # snapshot 2 appends only
     assert record.counts["manifest_lists_deleted"] == 0  # the tag t1 holds snapshot 1's lists
     assert missing_needed_on_any_branch(table) == set()
 
@@ -458,3 +459,4 @@ def test_chain_fast_path_reads_no_base_manifest_and_keeps_what_tags_branches_and
     # read: t1's manifest (snapshot 1's delta), the branch's (deltas of 1-3), snapshot 6's delta;
     # not the deltas of 4 and 5, which only snapshots 5 and 6 and the tag t5 name in their base lists
     assert record.details["retained_side"]["retained_manifests_read"] == 4
+    assert record.details["retained_side"]["expiring_deltas_read"] == 3  # of snapshots 3, 4 and 5
