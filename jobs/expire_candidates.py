@@ -91,14 +91,15 @@ def expiry_candidates(
     to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX, _DELTA_ALL)).dropDuplicates(
         ["what", "name"]
     )
-    if not _range_deletes(roots):
+    deletes, deltas, retained_deltas = _range_deltas(roots, end)
+    if not deletes:
         # Only a DELETE entry makes a data file a candidate: deltas of pure appends need no reading.
         # The first retained snapshot's delta is still read, strictly: a broken retained manifest
         # there fails the run (exit 2) as it always did, rather than going unnoticed.
         log.info("the expiring deltas delete no data file (their lists say so): not reading them")
         to_read = to_read.filter((F.col("what") != _DELTA) | (F.col("sid") >= end))
     if stats is not None:
-        stats["expiring_deltas_read"] = to_read.filter(F.col("what") == _DELTA).count()
+        stats["expiring_deltas_read"] = deltas if deletes else retained_deltas
     entries = to_read.repartition(parallelism * 2).mapInArrow(_manifest_reader(table, end), _FILE_COLUMNS)
     entries = entries.localCheckpoint(eager=True)
     missing = (
@@ -149,15 +150,23 @@ def expiry_candidates(
     return candidates
 
 
-def _range_deletes(roots: Any) -> int:
-    """DELETE entries the delta manifests of the range hold, as their manifest lists count them.
+def _range_deltas(roots: Any, end: int) -> tuple[int, int, int]:
+    """(DELETE entries the delta manifests of the range hold, as their manifest lists count them;
+    distinct delta manifests; those of snapshots >= end), in one small Spark job.
 
     Trusting the count is safe: ADD entries alone never make a candidate, so a count of 0 that were
     wrong could only make the expiry delete fewer files, never a file a retained root needs."""
     from pyspark.sql import functions as F
 
-    total = roots.filter(F.col("what") == _DELETES).agg(F.sum("size").alias("n")).first()
-    return int(total["n"] or 0) if total is not None else 0
+    what = F.col("what")
+    row = roots.agg(
+        F.sum(F.when(what == _DELETES, F.col("size"))).alias("deletes"),
+        F.countDistinct(F.when(what == _DELTA, F.col("name"))).alias("deltas"),
+        F.countDistinct(F.when((what == _DELTA) & (F.col("sid") >= end), F.col("name"))).alias("retained"),
+    ).first()
+    if row is None:
+        return 0, 0, 0
+    return int(row["deletes"] or 0), int(row["deltas"] or 0), int(row["retained"] or 0)
 
 
 def snapshot_range_reader(table: Table, begin: int, end: int):
