@@ -34,7 +34,7 @@ import math
 import pickle
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -293,8 +293,13 @@ def compact(
     record: RunRecord | None = None,
     log: Any = None,
     before_commit: Callable[[], None] | None = None,
+    buckets: Collection[tuple[bytes, int]] | None = None,
 ) -> RunRecord:
-    """Compact the table's latest snapshot; `before_commit` is a test hook (a rival commits there)."""
+    """Compact the table's latest snapshot; `before_commit` is a test hook (a rival commits there).
+
+    `buckets` limits the run to these (partition bytes, bucket) pairs (the write job compacts the
+    buckets it wrote to; the driver holds them already).
+    """
     log = log or logging.getLogger("jobs.compact")
     record = record or RunRecord(operation="compact", table=table.path, dry_run=dry_run)
     try:
@@ -329,6 +334,8 @@ def compact(
     from pyspark import StorageLevel
 
     files = live_files_frame(spark, table, latest, tests)
+    if buckets is not None:
+        files = _only_buckets(spark, files, buckets)
     if partition_idle_time is not None:
         files = idle_partitions_only(files, parse_duration_ms(partition_idle_time))
     source = f"{table.path} snapshot {latest.id}"
@@ -366,6 +373,25 @@ def compact(
         if bins is not None:
             bins.unpersist()
     return record
+
+
+def _only_buckets(spark: Any, files: Any, buckets: Collection[tuple[bytes, int]]) -> Any:
+    """The live files of the given (partition, bucket) pairs only (a broadcast semi-join)."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from jobs.spark import driver_list_frame
+
+    pairs = sorted(set(buckets))
+    chosen = driver_list_frame(
+        spark,
+        {
+            "partition": pa.array([p for p, _ in pairs], pa.binary()),
+            "bucket": pa.array([b for _, b in pairs], pa.int32()),
+        },
+        "buckets to compact",
+    )
+    return files.join(F.broadcast(chosen), ["partition", "bucket"], "left_semi")
 
 
 def _record_plan(

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
+from jobs.local_exec import LocalRunOptions, run_where_it_fits
 from jobs.registry import JobContext
 from jobs.report import RunRecord
 from jobs.spark import driver_list_frame
@@ -38,7 +39,7 @@ ENTRY_COLUMNS = "grp int, partition binary, ord long, payload binary"
 RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary, survivors long, error string"
 
 
-class CompactManifestsConfig(TableJobConfig):
+class CompactManifestsConfig(TableJobConfig, LocalRunOptions):
     mode: Literal["full", "auto"] = Field(
         default="auto", description="full: rewrite all; auto: Paimon's rules"
     )
@@ -96,8 +97,12 @@ def plan_compaction(
 
 def run(context: JobContext, config: CompactManifestsConfig) -> None:
     table = open_existing_table(config)
+    run_where_it_fits(context, table, config, lambda spark: _compact(context, spark, table, config))
+
+
+def _compact(context: JobContext, spark: Any, table: Table, config: CompactManifestsConfig) -> None:
     compact_manifests(
-        context.spark,
+        spark,
         table,
         mode=config.mode,
         option_overrides={

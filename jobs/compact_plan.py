@@ -1,8 +1,8 @@
 """Planning a data compaction on the executors: live files -> bins, the driver sees only summaries.
 
 1. Executors read the manifests of the latest snapshot and keep the entries of the selected
-   partitions; ADD/DELETE pairs cancel by grouping on the file identifier (as in
-   `jobs.partitions.partition_stats`), so what survives is each live file once.
+   partitions; ADD/DELETE pairs cancel by grouping on the file identifier (the rule of
+   `paimon_format.scan.EntryMerger`), so what survives is each live file once.
 2. With `partition_idle_time`, partitions whose newest file is younger than that are left out.
 3. The live files are grouped by (partition, bucket); each group is handed to
    `paimon_format.compact_rules.pick_bins`, and every bin becomes one row: its summary (files,

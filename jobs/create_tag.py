@@ -27,7 +27,7 @@ from jobs.errors import BadInputError
 from jobs.expire_snapshots import cutoff_ms
 from jobs.registry import JobContext
 from jobs.report import RunRecord
-from jobs.table_open import open_existing_table
+from jobs.table_open import check_branch_name, open_branch, open_existing_table
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot, validate_tag_name
@@ -39,6 +39,9 @@ DEFAULT_TIME_RETAINED = "tag.default-time-retained"
 
 
 class CreateTagConfig(TableJobConfig):
+    branch: str | None = Field(
+        default=None, description="the branch whose tags (branch/branch-NAME/tag/); default: main"
+    )
     tag: str | None = Field(default=None, description="the tag name")
     automatic: bool = Field(
         default=False,
@@ -84,12 +87,17 @@ class CreateTagConfig(TableJobConfig):
             raise ValueError("automatic: true takes the tag names, snapshots and retention from the table")
         return self
 
+    @field_validator("branch")
+    @classmethod
+    def _branch(cls, value: str | None) -> str | None:
+        return check_branch_name(value)
+
 
 CONFIG_MODEL = CreateTagConfig
 
 
 def run(context: JobContext, config: CreateTagConfig) -> None:
-    table = open_existing_table(config)
+    table = open_branch(open_existing_table(config), config.branch)
     if config.automatic:
         create_automatic_tags(table, dry_run=context.dry_run, record=context.record, log=context.log)
         return

@@ -20,7 +20,7 @@ from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
-from jobs.table_open import open_existing_table
+from jobs.table_open import check_branch_name, open_branch, open_existing_table
 from jobs.tag_deletion import TagSteps, delete_tags
 from paimon_format.table import Table
 
@@ -30,6 +30,9 @@ _GLOB_CHARACTERS = "*?["
 
 
 class DeleteTagConfig(TableJobConfig):
+    branch: str | None = Field(
+        default=None, description="the branch whose tags (branch/branch-NAME/tag/); default: main"
+    )
     tags: list[str] = Field(description="tag names or globs (* ? [..])")
     strict: bool = Field(default=False, description="a name or glob matching no tag is an error")
     delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
@@ -45,12 +48,17 @@ class DeleteTagConfig(TableJobConfig):
                 raise ValueError(f"{pattern!r} is no tag name or glob (blank or with '/')")
         return value
 
+    @field_validator("branch")
+    @classmethod
+    def _branch(cls, value: str | None) -> str | None:
+        return check_branch_name(value)
+
 
 CONFIG_MODEL = DeleteTagConfig
 
 
 def run(context: JobContext, config: DeleteTagConfig) -> None:
-    table = open_existing_table(config)
+    table = open_branch(open_existing_table(config), config.branch)
     delete_tag(
         lambda: context.spark,  # started only when a deleted tag's snapshot has expired
         table,

@@ -2,9 +2,10 @@
 
 Partitions are named by specs (`{dt: "2024-05-14", hr: "01"}`, several at once, a spec may name only
 some keys) or by a predicate on the partition columns (`dt < '2024-01-01' AND hr IN ('01', '02')`).
-Executors aggregate the manifests of the latest snapshot per partition; the driver picks the
-matching partitions from these summaries, executors write a DELETE entry for each of their live
-files, and the driver commits them (see `jobs/partitions.py`). The data files stay on storage until
+Executors read every manifest of the latest snapshot once: they test each partition against the
+selection, summarise the matching ones and write a DELETE entry for each of their live files in the
+same job (`jobs/partition_scan.py`); the driver checks the summaries against the specs and commits
+the DELETE manifests (`jobs/partitions.py`). The data files stay on storage until
 expire-snapshots expires the snapshots that still read them; older snapshots keep the partitions.
 
 A spec that matches no partition is reported (`details.missing_partitions`), and is an error (exit 2)
@@ -16,6 +17,7 @@ Spark-submit entry: `spark-submit jobs/drop_partition.py --config conf/drop-part
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -24,16 +26,17 @@ from pydantic import Field, field_validator, model_validator
 
 from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
+from jobs.partition_scan import remove_manifests, scan_partitions
 from jobs.partitions import (
     drop_partitions,
     open_partitioned_table,
     partition_label,
-    partition_stats,
     record_drop,
     record_partitions,
 )
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from paimon_format.binary_row import deserialize_row
 from paimon_format.partition_predicate import (
     PartitionColumns,
     PartitionTest,
@@ -44,6 +47,7 @@ from paimon_format.partition_predicate import (
     spec_test,
 )
 from paimon_format.table import Table
+from paimon_format.types import DataType
 
 Scalar = str | int | float | bool | None
 
@@ -134,39 +138,49 @@ def drop_partition(
     tests = selection_tests(table, specs, where)
     latest = table.snapshot_manager.latest()
     record.snapshot_ids["base"] = latest.id if latest else None
-    stats = partition_stats(spark, table, latest)
-    chosen = []
-    matched = [False] * len(tests)
-    for partition in stats:
-        values = table.partition_values(partition.partition)
-        hits = [selects(test, values) for _description, test in tests]
-        if any(hits):
-            chosen.append((partition, values))
-            matched = [seen or hit for seen, hit in zip(matched, hits, strict=True)]
-    chosen.sort(key=lambda item: [str(v) for v in partition_label(table, item[1]).values()])
-    missing = [description for (description, _test), seen in zip(tests, matched, strict=True) if not seen]
-    if missing:
-        record.details["missing_partitions"] = missing
-        message = f"{table.path}: no partition matches {', '.join(missing)}"
-        if strict:
-            raise BadInputError(f"{message} (strict: true); nothing was dropped")
-        log.info("%s; going on (strict: false)", message)
-    record_partitions(record, table, chosen)
-    if not chosen:
-        log.info("nothing to drop")
-        return record
-    if dry_run:
-        log.info("dry run: %d partitions would be dropped", len(chosen))
-        return record
-    outcome = drop_partitions(
-        spark,
-        table,
-        [stats.partition for stats, _values in chosen],
-        expected_files=sum(stats.file_count for stats, _ in chosen),
-        max_replans=max_replans,
-        before_commit=before_commit,
-        step_prefix="drop-partition",
+    matches = functools.partial(
+        selected, types=table.partition_types, tests=[test for _description, test in tests]
     )
+    scan = scan_partitions(spark, table, latest, matches, write=not dry_run)
+    written = scan.written
+    handed_over = False
+    try:
+        chosen = []
+        matched = [False] * len(tests)
+        for partition in scan.stats:
+            values = table.partition_values(partition.partition)
+            hits = [selects(test, values) for _description, test in tests]
+            if any(hits):
+                chosen.append((partition, values))
+                matched = [seen or hit for seen, hit in zip(matched, hits, strict=True)]
+        chosen.sort(key=lambda item: [str(v) for v in partition_label(table, item[1]).values()])
+        missing = [description for (description, _test), seen in zip(tests, matched, strict=True) if not seen]
+        if missing:
+            record.details["missing_partitions"] = missing
+            message = f"{table.path}: no partition matches {', '.join(missing)}"
+            if strict:
+                raise BadInputError(f"{message} (strict: true); nothing was dropped")
+            log.info("%s; going on (strict: false)", message)
+        record_partitions(record, table, chosen)
+        if not chosen:
+            log.info("nothing to drop")
+            return record
+        if dry_run:
+            log.info("dry run: %d partitions would be dropped", len(chosen))
+            return record
+        handed_over = True  # from here on drop_partitions owns the written manifests
+        outcome = drop_partitions(
+            spark,
+            table,
+            [stats.partition for stats, _values in chosen],
+            max_replans=max_replans,
+            before_commit=before_commit,
+            step_prefix="drop-partition",
+            first_plan=written,
+        )
+    finally:
+        if not handed_over and written is not None:
+            remove_manifests(table, written.manifests)
     record_drop(record, outcome)
     log.info(
         "snapshot %s: dropped %d partitions (%d files)",
@@ -175,6 +189,12 @@ def drop_partition(
         outcome.files,
     )
     return record
+
+
+def selected(partition: bytes, types: Sequence[DataType], tests: Sequence[PartitionTest]) -> bool:
+    """Whether any test selects the partition (run on the executors, once per partition and task)."""
+    values = deserialize_row(partition, types)
+    return any(selects(test, values) for test in tests)
 
 
 if __name__ == "__main__":

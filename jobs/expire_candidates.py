@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from jobs.root_deletion import ALREADY_DELETED, FILES, LISTS, MANIFESTS, retained_needs
 from paimon_format.errors import MissingFileError
 from paimon_format.manifest import ADD, read_manifest, read_manifest_list
@@ -81,7 +82,7 @@ def expiry_candidates(
     `chain_end`: the candidates are a snapshot range's (last entry up to snapshot `chain_end` not an
     ADD), so retained snapshots from it on need not have their base manifests read
     (`retained_needs`); `stats` receives what the retained side read."""
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     first, last = ids
@@ -91,7 +92,7 @@ def expiry_candidates(
     to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX, _DELTA_ALL)).dropDuplicates(
         ["what", "name"]
     )
-    deletes, deltas, retained_deltas = _range_deltas(roots, end)
+    deletes, deltas, retained_deltas = _range_deltas(F, roots, end)
     if not deletes:
         # Only a DELETE entry makes a data file a candidate: deltas of pure appends need no reading.
         # The first retained snapshot's delta is still read, strictly: a broken retained manifest
@@ -150,23 +151,23 @@ def expiry_candidates(
     return candidates
 
 
-def _range_deltas(roots: Any, end: int) -> tuple[int, int, int]:
+def _range_deltas(F: Any, roots: Any, end: int) -> tuple[int, int, int]:  # noqa: N803 - functions
     """(DELETE entries the delta manifests of the range hold, as their manifest lists count them;
-    distinct delta manifests; those of snapshots >= end), in one small Spark job.
+    delta manifests; those of snapshots >= end), in one small job.
 
     Trusting the count is safe: ADD entries alone never make a candidate, so a count of 0 that were
     wrong could only make the expiry delete fewer files, never a file a retained root needs."""
-    from pyspark.sql import functions as F
-
-    what = F.col("what")
-    row = roots.agg(
-        F.sum(F.when(what == _DELETES, F.col("size"))).alias("deletes"),
-        F.countDistinct(F.when(what == _DELTA, F.col("name"))).alias("deltas"),
-        F.countDistinct(F.when((what == _DELTA) & (F.col("sid") >= end), F.col("name"))).alias("retained"),
-    ).first()
-    if row is None:
-        return 0, 0, 0
-    return int(row["deletes"] or 0), int(row["deltas"] or 0), int(row["retained"] or 0)
+    rows = (
+        roots.filter(F.col("what").isin(_DELETES, _DELTA))
+        .withColumn("retained", (F.col("sid") >= end).cast("int"))
+        .groupBy("what", "retained")
+        .agg(F.sum("size").alias("n"), F.count("name").alias("c"))
+        .collect()
+    )
+    deletes = sum(int(row["n"] or 0) for row in rows if row["what"] == _DELETES)
+    deltas = sum(int(row["c"]) for row in rows if row["what"] == _DELTA)
+    retained = sum(int(row["c"]) for row in rows if row["what"] == _DELTA and row["retained"] == 1)
+    return deletes, deltas, retained
 
 
 def snapshot_range_reader(table: Table, begin: int, end: int):

@@ -5,9 +5,12 @@ the time from the partition values (`timestamp_pattern`, `timestamp_formatter`),
 the creation time of the partition's newest file. Every key falls back to the table option of the
 same meaning, so a table configured for Paimon's own expiry needs only `warehouse` and `table`.
 
-The partitions are summarised on the executors (one row per partition, never per file), the expired
-ones chosen on the driver (ordered by their values, at most `max_expires` per run) and dropped in
-commits of `batch_size` partitions each, every one an OVERWRITE snapshot as drop-partition makes.
+The executors read every manifest once and summarise the partitions (one row per partition, never per
+file; `jobs/partition_scan.py`), the expired ones are chosen on the driver (ordered by their values,
+at most `max_expires` per run) and dropped in commits of `batch_size` partitions each, every one an
+OVERWRITE snapshot as drop-partition makes. With `values-time` the executors already know which
+partitions are expired by value and keep only their entries; the DELETE manifests of each batch are
+written from those kept rows, so the manifests are not read again per batch.
 
 Spark-submit entry: `spark-submit jobs/expire_partitions.py --config conf/expire-partitions.yaml`.
 """
@@ -15,24 +18,26 @@ Spark-submit entry: `spark-submit jobs/expire_partitions.py --config conf/expire
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
 from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
+from jobs.partition_scan import scan_partitions
 from jobs.partitions import (
     drop_partitions,
     open_partitioned_table,
     partition_label,
-    partition_stats,
     record_drop,
     record_partitions,
 )
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from paimon_format.binary_row import deserialize_row
 from paimon_format.options import parse_duration_ms
 from paimon_format.partition_expiry import (
     DEFAULT_MAX_EXPIRES,
@@ -40,10 +45,12 @@ from paimon_format.partition_expiry import (
     ExpiryConfigError,
     ExpiryRule,
     TimestampFormatter,
+    partition_time,
     select_expired,
 )
 from paimon_format.partition_predicate import PartitionColumns
 from paimon_format.table import Table
+from paimon_format.types import DataType
 
 EXPIRATION_TIME = "partition.expiration-time"
 STRATEGY = "partition.expiration-strategy"
@@ -158,57 +165,87 @@ def expire_partitions(
     columns = PartitionColumns.of(table.schema)
     latest = table.snapshot_manager.latest()
     record.snapshot_ids["base"] = latest.id if latest else None
-    stats = partition_stats(spark, table, latest)
-    selection = select_expired(
-        ((s, table.partition_values(s.partition)) for s in stats),
-        columns,
-        rule,
-        now,
-        max_expires or DEFAULT_MAX_EXPIRES,
+    cutoff = now - dt.timedelta(milliseconds=rule.expiration_ms)
+    wanted = (
+        functools.partial(may_expire, types=table.partition_types, columns=columns, rule=rule, cutoff=cutoff)
+        if rule.strategy == VALUES_TIME
+        else _every_partition
     )
-    record.details["strategy"] = rule.strategy
-    record.details["expire_before"] = (now - dt.timedelta(milliseconds=rule.expiration_ms)).isoformat(sep=" ")
-    record.count("partitions_scanned", len(stats))
-    record.count("partitions_expired_total", selection.expired_total)
-    if selection.unreadable_total:
-        record.count("partitions_without_time", selection.unreadable_total)
-        record.details["partitions_without_time"] = [
-            partition_label(table, values) for values in selection.unreadable
-        ]
-        log.warning(
-            "%d partitions have no readable time in their values and never expire by value "
-            "(check timestamp_formatter/timestamp_pattern, or drop them with drop-partition)",
-            selection.unreadable_total,
+    scan = scan_partitions(spark, table, latest, wanted, keep=not dry_run)
+    try:
+        stats = scan.stats
+        selection = select_expired(
+            ((s, table.partition_values(s.partition)) for s in stats),
+            columns,
+            rule,
+            now,
+            max_expires or DEFAULT_MAX_EXPIRES,
         )
-    chosen = [(item.stats, item.values) for item in selection.expired]
-    record_partitions(record, table, chosen)
-    if not chosen:
-        log.info("no partition expired before %s", record.details["expire_before"])
-        return record
-    if dry_run:
-        log.info("dry run: %d partitions would be expired", len(chosen))
-        return record
-    size = batch_size or len(chosen)
-    for start in range(0, len(chosen), size):
-        batch = chosen[start : start + size]
-        outcome = drop_partitions(
-            spark,
-            table,
-            [stats.partition for stats, _values in batch],
-            expected_files=sum(stats.file_count for stats, _ in batch),
-            max_replans=max_replans,
-            before_commit=before_commit,
-            step_prefix="expire-partitions",
-        )
-        record_drop(record, outcome)
-        record.count("commits", 1 if outcome.snapshot else 0)
-        log.info(
-            "snapshot %s: expired %d partitions (%d files)",
-            outcome.snapshot.id if outcome.snapshot else None,
-            len(batch),
-            outcome.files,
-        )
+        record.details["strategy"] = rule.strategy
+        record.details["expire_before"] = cutoff.isoformat(sep=" ")
+        record.count("partitions_scanned", len(stats))
+        record.count("partitions_expired_total", selection.expired_total)
+        if selection.unreadable_total:
+            record.count("partitions_without_time", selection.unreadable_total)
+            record.details["partitions_without_time"] = [
+                partition_label(table, values) for values in selection.unreadable
+            ]
+            log.warning(
+                "%d partitions have no readable time in their values and never expire by value "
+                "(check timestamp_formatter/timestamp_pattern, or drop them with drop-partition)",
+                selection.unreadable_total,
+            )
+        chosen = [(item.stats, item.values) for item in selection.expired]
+        record_partitions(record, table, chosen)
+        if not chosen:
+            log.info("no partition expired before %s", record.details["expire_before"])
+            return record
+        if dry_run:
+            log.info("dry run: %d partitions would be expired", len(chosen))
+            return record
+        size = batch_size or len(chosen)
+        own: list[int] = []  # our earlier batches: they drop other partitions, their deltas need no reading
+        for start in range(0, len(chosen), size):
+            batch = [stats.partition for stats, _values in chosen[start : start + size]]
+            outcome = drop_partitions(
+                spark,
+                table,
+                batch,
+                max_replans=max_replans,
+                before_commit=before_commit,
+                step_prefix="expire-partitions",
+                first_plan=scan.write_deletes(batch),
+                own_snapshots=own,
+            )
+            if outcome.snapshot is not None:
+                own.append(outcome.snapshot.id)
+            record_drop(record, outcome)
+            record.count("commits", 1 if outcome.snapshot else 0)
+            log.info(
+                "snapshot %s: expired %d partitions (%d files)",
+                outcome.snapshot.id if outcome.snapshot else None,
+                len(batch),
+                outcome.files,
+            )
+    finally:
+        scan.close()
     return record
+
+
+def may_expire(
+    partition: bytes,
+    types: Sequence[DataType],
+    columns: PartitionColumns,
+    rule: ExpiryRule,
+    cutoff: dt.datetime,
+) -> bool:
+    """values-time: whether the partition's values stand for a time before `cutoff` (on the executors)."""
+    moment = partition_time(deserialize_row(partition, types), columns, rule)
+    return moment is not None and moment < cutoff
+
+
+def _every_partition(_partition: bytes) -> bool:
+    return True  # update-time: the newest live file decides, known only after the merge
 
 
 if __name__ == "__main__":

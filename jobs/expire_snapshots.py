@@ -71,6 +71,7 @@ from jobs.expire_changelogs import (
     STEP_CHANGELOG_PLANNED,
     expire_changelogs,
 )
+from jobs.local_exec import LocalRunOptions, run_where_it_fits
 from jobs.registry import JobContext
 from jobs.report import SAMPLE_LIMIT, RunRecord
 from jobs.root_deletion import delete_stages, report_candidates
@@ -119,7 +120,7 @@ STEPS = (
 )
 
 
-class ExpireSnapshotsConfig(TableJobConfig):
+class ExpireSnapshotsConfig(TableJobConfig, LocalRunOptions):
     retain_min: int | None = Field(default=None, ge=1, description="default: snapshot.num-retained.min")
     retain_max: int | None = Field(default=None, ge=1, description="default: snapshot.num-retained.max")
     older_than: str | None = Field(
@@ -174,6 +175,10 @@ def cutoff_ms(older_than: str, now_ms: int) -> int:
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
     table = open_existing_table(config)
+    run_where_it_fits(context, table, config, lambda spark: _expire_branches(context, spark, table, config))
+
+
+def _expire_branches(context: JobContext, spark: Any, table: Table, config: ExpireSnapshotsConfig) -> None:
     branches = branches_to_expire(table, config.branch, config.branches)
     for branch in branches:
         branch_table = table.for_branch(branch)
@@ -182,7 +187,7 @@ def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
         if len(branches) > 1:
             record = RunRecord(operation=OPERATION, table=table.path, dry_run=context.dry_run)
         expire_snapshots(
-            context.spark,
+            spark,
             branch_table,
             retain_min=config.retain_min,
             retain_max=config.retain_max,

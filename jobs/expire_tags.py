@@ -33,7 +33,7 @@ from jobs.errors import BadInputError
 from jobs.expire_snapshots import cutoff_ms
 from jobs.registry import JobContext
 from jobs.report import RunRecord
-from jobs.table_open import open_existing_table
+from jobs.table_open import check_branch_name, open_branch, open_existing_table
 from jobs.tag_deletion import TagSteps, delete_tags
 from paimon_format.fileio import FileIO
 from paimon_format.options import parse_duration_ms
@@ -51,6 +51,9 @@ STEPS = TagSteps.of(OPERATION)
 
 
 class ExpireTagsConfig(TableJobConfig):
+    branch: str | None = Field(
+        default=None, description="the branch whose tags (branch/branch-NAME/tag/); default: main"
+    )
     older_than: str | None = Field(
         default=None,
         description="also expire every tag created before now - duration (7d) or a UTC timestamp",
@@ -68,12 +71,17 @@ class ExpireTagsConfig(TableJobConfig):
             cutoff_ms(value, 0)
         return value
 
+    @field_validator("branch")
+    @classmethod
+    def _branch(cls, value: str | None) -> str | None:
+        return check_branch_name(value)
+
 
 CONFIG_MODEL = ExpireTagsConfig
 
 
 def run(context: JobContext, config: ExpireTagsConfig) -> None:
-    table = open_existing_table(config)
+    table = open_branch(open_existing_table(config), config.branch)
     expire_tags(
         lambda: context.spark,  # started only when an expired tag's snapshot has expired too
         table,

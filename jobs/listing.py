@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from jobs.errors import BadInputError
+from jobs.local_frame import functions_for
 from paimon_format.errors import MissingFileError, StorageError
 from paimon_format.fileio import FileIO, FileStatus
 from paimon_format.orphans import FileNaming, judge_file
@@ -185,7 +186,7 @@ def list_table_files(
     Levels are expanded one wave each until the frontier has enough directories to keep every core
     busy (TASKS_PER_CORE tasks per core); that wave then lists each of its directories' subtrees whole.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     log = log or logging.getLogger(__name__)
     parallelism = max(1, spark.sparkContext.defaultParallelism)

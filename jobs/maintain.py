@@ -2,7 +2,8 @@
 
 For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
 compact, compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
-`run(context, config)`, all in one SparkSession. Tables run concurrently on a thread pool of
+`run(context, config)`, all in one SparkSession, started only when a step needs it (small tables run
+in the driver process, `jobs.local_exec`). Tables run concurrently on a thread pool of
 `parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
 `scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
 
@@ -20,7 +21,9 @@ Spark-submit entry: `spark-submit jobs/maintain.py --config conf/maintain.yaml`.
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
@@ -182,31 +185,36 @@ def run(context: JobContext, config: MaintainConfig) -> None:
     )
     if not plans:
         return
-    spark = context.spark
     crash_point("maintain:planned")
+    starting = threading.Lock()
+
+    def shared_spark() -> Any:  # started by the first step that needs Spark, once for every table
+        with starting:
+            return context.spark
+
     with ThreadPoolExecutor(
         max_workers=min(config.parallelism, len(plans)), thread_name_prefix="maintain"
     ) as pool:
         outcomes = list(
-            pool.map(lambda plan: maintain_table(spark, plan, config, context.dry_run, log), plans)
+            pool.map(lambda plan: maintain_table(shared_spark, plan, config, context.dry_run, log), plans)
         )
     _report(record, outcomes, log)
 
 
 def maintain_table(
-    spark: Any,
+    spark: Callable[[], Any],
     plan: TablePlan,
     config: MaintainConfig,
     dry_run: bool,
     log: logging.Logger | logging.LoggerAdapter,
 ) -> TableOutcome:
-    """Run one table's steps under its lock; never raises (a failure is the table's outcome)."""
+    """Run one table's steps under its lock; never raises (a failure is the table's outcome).
+    `spark` gives the shared session; a table whose steps all run in the driver never asks for it."""
     started = time.monotonic()
     outcome = TableOutcome(plan.table)
     table_log = _TableLog(
         log.logger if isinstance(log, logging.LoggerAdapter) else log, {"table": plan.table}
     )
-    _label_spark_jobs(spark, plan.table, config.scheduler_pool)
     lock: TableLock | None = None
     try:
         if config.lock.enabled:
@@ -215,7 +223,9 @@ def maintain_table(
                 return outcome
             lock = None if dry_run else lock
         crash_point("maintain:locked")
-        _run_steps(spark, _applicable(plan, config, table_log), dry_run, outcome, table_log)
+        _run_steps(
+            spark, _applicable(plan, config, table_log), dry_run, outcome, table_log, config.scheduler_pool
+        )
     except Exception as error:  # the lock itself failed (storage, a garbled lock file)
         outcome.status, outcome.exit_code, outcome.reason = "failed", exit_code_for(error), describe(error)
         table_log.error("%s", outcome.reason)
@@ -288,15 +298,25 @@ def _take_lock(lock: TableLock, outcome: TableOutcome, dry_run: bool, log: loggi
 
 
 def _run_steps(
-    spark: Any, plan: TablePlan, dry_run: bool, outcome: TableOutcome, log: logging.LoggerAdapter
+    spark: Callable[[], Any],
+    plan: TablePlan,
+    dry_run: bool,
+    outcome: TableOutcome,
+    log: logging.LoggerAdapter,
+    pool: str | None = None,
 ) -> None:
     outcome.status = "done"
     for index, step in enumerate(plan.steps):
         record = RunRecord(operation=step.operation, table=plan.table, dry_run=dry_run)
         record.details["config_from"] = list(step.sources)
         outcome.records.append(record)
-        context = JobContext(step.operation, step.config, dry_run, record, log, _spark=spark)
-        _label_spark_jobs(spark, plan.table, None, step.operation)
+
+        def labelled_spark(operation: str = step.operation) -> Any:
+            session = spark()
+            _label_spark_jobs(session, plan.table, pool, operation)
+            return session
+
+        context = JobContext(step.operation, step.config, dry_run, record, log, spark_provider=labelled_spark)
         log.info("%s %s", "dry run of" if dry_run else "running", step.operation)
         try:
             load(step.operation).run(context, step.config)

@@ -29,6 +29,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
 from jobs.config import ConfigError, StrictModel, TableJobConfig, validate
+from jobs.local_exec import LocalRunOptions
 from jobs.registry import OperationNotImplemented, load
 from jobs.table_globs import matches, split_pattern
 from paimon_format.options import parse_duration_ms
@@ -50,7 +51,14 @@ OPERATIONS: tuple[tuple[str, str], ...] = (
     ("compact_manifests", "compact-manifests"),
     ("remove_orphan_files", "remove-orphan-files"),
 )
-TOP_LEVEL_KEYS = ("warehouse", "table", "storage_options", "spark", "allow_unsafe_overwrite_commit")
+TOP_LEVEL_KEYS = (
+    "warehouse",
+    "table",
+    "storage_options",
+    "spark",
+    "allow_unsafe_overwrite_commit",
+    *LocalRunOptions.model_fields,  # local, local_max_entries, local_max_files: one choice per run
+)
 
 
 @dataclass(frozen=True)
@@ -188,7 +196,7 @@ class LockConfig(StrictModel):
         return parse_duration_ms(self.ttl)
 
 
-class MaintainConfig(StrictModel):
+class MaintainConfig(StrictModel, LocalRunOptions):
     """The whole maintain file."""
 
     warehouse: str = Field(description="fsspec URL of the warehouse: /path, file://, s3://, memory://")
@@ -281,6 +289,7 @@ def plan_tables(
         "spark": config.spark,
         "allow_unsafe_overwrite_commit": config.allow_unsafe_overwrite_commit,
     }
+    local_keys = {name: getattr(config, name) for name in LocalRunOptions.model_fields}
     for table in tables:
         steps: list[Step] = []
         for key, operation in OPERATIONS:
@@ -291,9 +300,10 @@ def plan_tables(
             if not keys.pop("enabled", True):
                 continue
             model = load(operation).CONFIG_MODEL
+            local = local_keys if issubclass(model, LocalRunOptions) else {}
             try:
                 op_config = validate(
-                    {**keys, **top_level, "table": table},
+                    {**keys, **top_level, **local, "table": table},
                     model,
                     f"{source}: table {table}: {key} (from {' + '.join(sources)})",
                 )

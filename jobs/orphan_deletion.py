@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from paimon_format.errors import StorageError
 from paimon_format.fileio import FileIO
 from paimon_format.paths import BUCKET_DIR_RE
@@ -200,7 +201,7 @@ def remove_empty_dir(file_io: FileIO, path: str) -> bool:
 
 def remove_empty_directories(spark: Any, deleted_files: Any, file_io: FileIO, root: str) -> int:
     """Try to remove the bucket and partition directories the deleted files lived in."""
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
     from pyspark.sql.types import ArrayType, StringType
 
     parents = F.udf(lambda path: removable_parents(path), ArrayType(StringType()))

@@ -1,14 +1,10 @@
-"""Dropping partitions with Spark: what drop-partition and expire-partitions share (seed 004).
+"""Dropping partitions: the commit that drop-partition and expire-partitions share (seed 004).
 
 Paimon drops a partition by marking every live file in it as DELETE in one OVERWRITE snapshot; the
-files themselves go when expire-snapshots expires the snapshots that still read them. Here:
-
-1. `partition_stats`: executors read the manifests of a snapshot and aggregate them into one row per
-   partition (live files, bytes, rows, newest creation time). ADD/DELETE pairs cancel by grouping on
-   the file identifier in Spark, so the driver receives partitions, never files.
-2. `drop_partitions`: executors read the manifests again, keep the entries of the chosen partitions,
-   cancel ADD/DELETE pairs per partition, and write the DELETE entries into new manifests. The driver
-   receives only the manifest metadata and commits them as the delta of one OVERWRITE snapshot.
+files themselves go when expire-snapshots expires the snapshots that still read them. The executors
+read the manifests once (`jobs/partition_scan.py`): they summarise the partitions and write the
+DELETE entries of the chosen partitions' live files into new manifests; the driver receives only the
+summaries and the manifest metadata, and commits them here as the delta of one OVERWRITE snapshot.
 
 Why pre-written delta manifests rather than replacing the base manifests of the affected partitions:
 snapshot expiry finds the files to remove from the DELETE entries of later snapshots' deltas, and
@@ -20,294 +16,54 @@ other snapshots land before our commit, their deltas are read on the driver (the
 they add to a dropped partition are dropped too (what Paimon's overwrite does, since it recomputes
 the deletes on the snapshot it commits on), changes to other partitions are kept as they are. If one
 of them deleted a file of our plan (a compaction or another drop of the same partition), the plan is
-stale: its manifests are removed and the job plans again, a few times at most.
+stale: its manifests are removed and the job plans again (reading the manifests anew), a few times
+at most. Snapshots this job committed itself (the earlier batches of expire-partitions) only delete
+files of other partitions and are not read again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import pickle
-import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
-
 from jobs.errors import CommitRaceLost
-from jobs.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
+from jobs.partition_scan import (
+    WrittenDeletes,
+    creation_millis,
+    manifest_frame,
+    remove_manifests,
+    scan_partitions,
+)
 from paimon_format.commit import OVERWRITE, AttemptContext, PrewrittenDelta, SnapshotCommit
 from paimon_format.crash_points import crash_point
-from paimon_format.errors import InvalidTableStateError, PaimonFormatError, SnapshotNotFoundError
-from paimon_format.manifest import (
-    ADD,
-    DELETE,
-    ManifestEntry,
-    ManifestFileMeta,
-    read_manifest,
-    rolling_write_manifests,
-)
-from paimon_format.options import CoreOptions
+from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
+from paimon_format.manifest import ADD, ManifestEntry, read_manifest
 from paimon_format.partition_spec import PartitionStats
-from paimon_format.scan import EntryMerger, data_manifests, read_list
+from paimon_format.scan import read_list
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
 log = logging.getLogger(__name__)
 
-_EPOCH = dt.datetime(1970, 1, 1)
-ENTRY_FACTS = "partition binary, ident binary, kind int, size long, rows long, created long"
-PAYLOADS = "partition binary, ord long, payload binary"
-WRITTEN = "meta binary, files long, bytes long, rows long, error string"
-_FACTS_SCHEMA = pa.schema(
-    [
-        ("partition", pa.binary()),
-        ("ident", pa.binary()),
-        ("kind", pa.int32()),
-        ("size", pa.int64()),
-        ("rows", pa.int64()),
-        ("created", pa.int64()),
-    ]
-)
-_PAYLOAD_SCHEMA = pa.schema([("partition", pa.binary()), ("ord", pa.int64()), ("payload", pa.binary())])
-_WRITTEN_SCHEMA = pa.schema(
-    [
-        ("meta", pa.binary()),
-        ("files", pa.int64()),
-        ("bytes", pa.int64()),
-        ("rows", pa.int64()),
-        ("error", pa.string()),
-    ]
-)
-# Files whose DELETE entries one writer task puts into manifests; more files spread over more tasks.
-FILES_PER_WRITER = 200_000
+# compact_plan reads manifests the same way (kept under their old names)
+_manifest_frame = manifest_frame
+_creation_millis = creation_millis
+__all__ = ["WrittenDeletes", "remove_manifests"]
 
 
-def _manifest_frame(spark: Any, manifests: Sequence[ManifestFileMeta]) -> Any:
-    """A DataFrame of (idx, name, size): one row per manifest, spread over tasks for the executors."""
-    columns = {
-        "idx": pa.array(range(len(manifests)), pa.int64()),
-        "name": pa.array([meta.file_name for meta in manifests], pa.string()),
-        "size": pa.array([meta.file_size for meta in manifests], pa.int64()),
-    }
-    return driver_list_frame(spark, columns, "manifest names")
-
-
-def _creation_millis(created: dt.datetime | None) -> int | None:
-    return None if created is None else (created - _EPOCH) // dt.timedelta(milliseconds=1)
-
-
-# -- 1. per-partition summaries -----------------------------------------------------------------
-
-
-def partition_stats(spark: Any, table: Table, snapshot: Snapshot | None) -> list[PartitionStats]:
-    """Live files, bytes, rows and newest creation time per partition of `snapshot` (none: empty table).
-
-    Inconsistent metadata (a DELETE without its ADD, a file added twice) is an error, never a guess.
-    """
-    if snapshot is None:
-        return []
-    manifests = data_manifests(table, snapshot)
-    if not manifests:
-        return []
-    from pyspark.sql import functions as F
-
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name, size in zip(
-                batch.column("name").to_pylist(), batch.column("size").to_pylist(), strict=True
-            ):
-                entries = read_manifest(table.file_io, table.manifest_path(name), size)
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([e.partition for e in entries], pa.binary()),
-                        pa.array([pickle.dumps(e.identifier()[1:]) for e in entries], pa.binary()),
-                        pa.array([e.kind for e in entries], pa.int32()),
-                        pa.array([e.file.file_size for e in entries], pa.int64()),
-                        pa.array([e.file.row_count for e in entries], pa.int64()),
-                        pa.array([_creation_millis(e.file.creation_time) for e in entries], pa.int64()),
-                    ],
-                    schema=_FACTS_SCHEMA,
-                )
-
-    facts = _manifest_frame(spark, manifests).mapInArrow(read, ENTRY_FACTS)
-    files = facts.groupBy("partition", "ident").agg(
-        F.sum(F.when(F.col("kind") == ADD, 1).when(F.col("kind") == DELETE, -1).otherwise(1000)).alias("net"),
-        F.max("size").alias("size"),
-        F.max("rows").alias("rows"),
-        F.max("created").alias("created"),
-    )
-    # one pass: live files per partition, plus the first file whose ADD/DELETE count is impossible
-    live = F.col("net") == 1
-    broken = (F.col("net") != 0) & (F.col("net") != 1)
-    per_partition = files.groupBy("partition").agg(
-        F.sum(F.when(live, 1).otherwise(0)).alias("files"),
-        F.sum(F.when(live, F.col("size"))).alias("bytes"),
-        F.sum(F.when(live, F.col("rows"))).alias("rows"),
-        F.max(F.when(live, F.col("created"))).alias("created"),
-        F.min(F.when(broken, F.struct("net", "ident"))).alias("broken"),
-    )
-    rows = per_partition.limit(DRIVER_LIST_LIMIT + 1).collect()
-    assert_small(len(rows), DRIVER_LIST_LIMIT, "partitions")
-    for row in rows:
-        if row["broken"] is not None:
-            net = row["broken"]["net"]
-            problem = "deletes a file that was never added" if net < 0 else "adds a file that is already live"
-            name = pickle.loads(row["broken"]["ident"])[2]
-            raise InvalidTableStateError(
-                f"{table.path} snapshot {snapshot.id}: the metadata {problem} ({name}); nothing was changed"
-            )
-    return [
-        PartitionStats(
-            partition=bytes(row["partition"]),
-            file_count=int(row["files"]),
-            file_bytes=int(row["bytes"] or 0),
-            row_count=int(row["rows"] or 0),
-            last_file_creation=None
-            if row["created"] is None
-            else _EPOCH + dt.timedelta(milliseconds=row["created"]),
-        )
-        for row in rows
-        if row["files"]
-    ]
-
-
-# -- 2. DELETE manifests written on the executors -----------------------------------------------
-
-
-@dataclass
-class WrittenDeletes:
-    """The DELETE manifests of one plan, and what they drop."""
-
-    snapshot_id: int
-    manifests: list[ManifestFileMeta]
-    files: int
-    bytes: int
-    rows: int
-
-
-def write_partition_deletes(
-    spark: Any, table: Table, snapshot: Snapshot, partitions: set[bytes], expected_files: int = 0
+def plan_deletes(
+    spark: Any, table: Table, snapshot: Snapshot, partitions: Collection[bytes]
 ) -> WrittenDeletes:
-    """Write a DELETE entry for every live file of `partitions` in `snapshot`, on the executors."""
-    manifests = data_manifests(table, snapshot)
-    if not manifests or not partitions:
-        return WrittenDeletes(snapshot.id, [], 0, 0, 0)
-    assert_small(len(partitions), DRIVER_LIST_LIMIT, "partitions to drop")
-    options = CoreOptions(table.schema.options)
-    target = options.manifest_target_file_size
-    compression = options.manifest_compression
-    partition_types = table.schema.partition_types()
-    schema_id = table.schema.id
-    manifest_dir = table.file_io.join(table.path, "manifest")
-    wanted = frozenset(partitions)
-    source = f"{table.path} snapshot {snapshot.id}"
-
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
-            for index, name, size in zip(*columns, strict=True):
-                entries = read_manifest(table.file_io, table.manifest_path(name), size)
-                kept = [(pos, e) for pos, e in enumerate(entries) if e.partition in wanted]
-                if kept:
-                    yield pa.RecordBatch.from_arrays(
-                        [
-                            pa.array([e.partition for _pos, e in kept], pa.binary()),
-                            pa.array([(index << 32) | pos for pos, _e in kept], pa.int64()),
-                            pa.array([pickle.dumps(e) for _pos, e in kept], pa.binary()),
-                        ],
-                        schema=_PAYLOAD_SCHEMA,
-                    )
-
-    def merge_and_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        collected = [batch for batch in batches if batch.num_rows]
-        if not collected:
-            return
-        rows = pa.Table.from_batches(collected)
-        partitions_in_order = rows.column("partition").to_pylist()
-        payloads = rows.column("payload").to_pylist()
-        deletes: list[ManifestEntry] = []
-        start = 0
-        try:
-            while start < len(payloads):
-                end = start
-                while end < len(payloads) and partitions_in_order[end] == partitions_in_order[start]:
-                    end += 1
-                merger = EntryMerger(source)
-                merger.add_all(pickle.loads(p) for p in payloads[start:end])
-                deletes.extend(entry.as_delete() for entry in merger.live())
-                start = end
-        except PaimonFormatError as error:
-            yield pa.RecordBatch.from_pylist(
-                [{"meta": None, "files": 0, "bytes": 0, "rows": 0, "error": str(error)}],
-                schema=_WRITTEN_SCHEMA,
-            )
-            return
-        if not deletes:
-            return
-        prefix = str(uuid.uuid4())
-        counter = iter(range(1 << 30))
-        metas = rolling_write_manifests(
-            table.file_io,
-            manifest_dir,
-            lambda: f"manifest-{prefix}-{next(counter)}",
-            deletes,
-            target,
-            compression,
-            partition_types,
-            schema_id,
-        )
-        out = []
-        first = 0
-        for meta in metas:
-            chunk = deletes[first : first + meta.num_deleted_files]
-            first += meta.num_deleted_files
-            out.append(
-                {
-                    "meta": pickle.dumps(meta),
-                    "files": len(chunk),
-                    "bytes": sum(e.file.file_size for e in chunk),
-                    "rows": sum(e.file.row_count for e in chunk),
-                    "error": None,
-                }
-            )
-        yield pa.RecordBatch.from_pylist(out, schema=_WRITTEN_SCHEMA)
-
-    parallelism = spark.sparkContext.defaultParallelism
-    writers = max(1, min(-(-max(expected_files, 1) // FILES_PER_WRITER), parallelism * 4, len(partitions)))
-    from pyspark import StorageLevel
-
-    # the range shuffle samples its input first: keep the kept entries rather than reading twice
-    entries = (
-        _manifest_frame(spark, manifests).mapInArrow(read, PAYLOADS).persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    try:
-        arranged = entries.repartitionByRange(writers, "partition").sortWithinPartitions("partition", "ord")
-        results = arranged.mapInArrow(merge_and_write, WRITTEN).collect()
-    finally:
-        entries.unpersist()
-    metas = [pickle.loads(row["meta"]) for row in results if row["meta"] is not None]
-    errors = [row["error"] for row in results if row["error"]]
-    if errors:
-        remove_manifests(table, metas)
-        raise InvalidTableStateError(f"{errors[0]}; the metadata is inconsistent, nothing was changed")
-    return WrittenDeletes(
-        snapshot.id,
-        metas,
-        sum(row["files"] for row in results),
-        sum(row["bytes"] for row in results),
-        sum(row["rows"] for row in results),
-    )
+    """The DELETE manifests of every live file of `partitions` in `snapshot` (one read, on executors)."""
+    scan = scan_partitions(spark, table, snapshot, frozenset(partitions).__contains__, write=True)
+    assert scan.written is not None
+    return scan.written
 
 
-def remove_manifests(table: Table, metas: Sequence[ManifestFileMeta]) -> None:
-    """Remove manifests this job wrote and no snapshot names (a lost or abandoned plan)."""
-    if metas:
-        table.file_io.delete_many([table.manifest_path(meta.file_name) for meta in metas])
-
-
-# -- 3. the commit, aware of what landed since the plan -----------------------------------------
+# -- the commit, aware of what landed since the plan -----------------------------------------
 
 
 class StalePlan(PaimonFormatError):
@@ -315,17 +71,25 @@ class StalePlan(PaimonFormatError):
 
 
 def concurrent_deletes(
-    table: Table, planned: int, latest: Snapshot | None, partitions: frozenset[bytes]
+    table: Table,
+    planned: int,
+    latest: Snapshot | None,
+    partitions: frozenset[bytes],
+    own: Collection[int] = (),
 ) -> list[ManifestEntry]:
     """DELETE entries for files added to `partitions` by snapshots after `planned` up to `latest`.
 
     Raises StalePlan when one of those snapshots deleted a file the plan already deletes, or when
     a snapshot in between is gone (expired meanwhile), because then the plan cannot be checked.
+    Snapshots in `own` were committed by this job for other partitions (earlier batches of the same
+    scan): their deltas only delete files outside `partitions`, so they are not read.
     """
     if latest is None or latest.id <= planned:
         return []
     added: dict[tuple, ManifestEntry] = {}
     for snapshot_id in range(planned + 1, latest.id + 1):
+        if snapshot_id in own:
+            continue
         try:
             snapshot = latest if snapshot_id == latest.id else table.snapshot_manager.snapshot(snapshot_id)
         except SnapshotNotFoundError:
@@ -364,23 +128,30 @@ def drop_partitions(
     spark: Any,
     table: Table,
     partitions: Sequence[bytes],
-    expected_files: int = 0,
     max_replans: int = 3,
     before_commit: Callable[[], None] | None = None,
     step_prefix: str = "drop-partition",
     properties: dict[str, str] | None = None,
+    first_plan: WrittenDeletes | None = None,
+    own_snapshots: Collection[int] = (),
 ) -> DropOutcome:
     """Commit one OVERWRITE snapshot that deletes every live file of `partitions`.
 
-    `before_commit` is a test hook (a rival writer commits there); crash points are named
-    `<step_prefix>:after-manifests-written` and `<step_prefix>:after-commit`.
+    `first_plan`: DELETE manifests the caller's scan already wrote for exactly these partitions (the
+    job reads the manifests once); a stale plan, or none, is made by scanning the latest snapshot.
+    `own_snapshots`: snapshots this job committed since `first_plan`'s snapshot (see
+    `concurrent_deletes`). `before_commit` is a test hook (a rival writer commits there); crash
+    points are named `<step_prefix>:after-manifests-written` and `<step_prefix>:after-commit`.
     """
     wanted = frozenset(partitions)
     for replan in range(max_replans + 1):
-        latest = table.snapshot_manager.latest()
-        if latest is None:
-            return DropOutcome(None)
-        written = write_partition_deletes(spark, table, latest, set(wanted), expected_files)
+        if replan == 0 and first_plan is not None:
+            written = first_plan
+        else:
+            latest = table.snapshot_manager.latest()
+            if latest is None:
+                return DropOutcome(None)
+            written = plan_deletes(spark, table, latest, wanted)
         if not written.manifests:
             return DropOutcome(None, replans=replan)
         crash_point(f"{step_prefix}:after-manifests-written")
@@ -392,7 +163,7 @@ def drop_partitions(
         def build(
             ctx: AttemptContext, planned: int = written.snapshot_id, extra: list[ManifestEntry] = extra
         ) -> list[ManifestEntry]:
-            extra[:] = concurrent_deletes(table, planned, ctx.latest, wanted)
+            extra[:] = concurrent_deletes(table, planned, ctx.latest, wanted, own_snapshots)
             return list(extra)
 
         try:

@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from jobs.spark import parallelize_small
 from paimon_format.orphans import (
     branch_prefix,
@@ -108,7 +109,7 @@ def referenced_paths(
     `keep_root(branch, kind, name)` leaves roots out (expire-snapshots: the snapshots it expires),
     so the set is what the remaining roots need; their own metadata files stay listed.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     log = log or logging.getLogger(__name__)
     parallelism = max(1, spark.sparkContext.defaultParallelism)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -108,11 +109,16 @@ class JobContext:
     log: logging.Logger | logging.LoggerAdapter
     spark_log_level: str | None = "WARN"  # Spark's own log level for a session this run creates
     console_progress: bool = False  # Spark's stage progress bar on the terminal
+    # Where `spark` comes from when given: a session shared by many contexts (maintain's steps),
+    # asked for only when a step needs Spark, so a run whose tables all run in the driver starts none.
+    spark_provider: Callable[[], Any] | None = field(default=None, repr=False)
     _spark: Any = field(default=None, repr=False)
     _owns_spark: bool = field(default=False, repr=False)
 
     @property
     def spark(self):  # -> SparkSession
+        if self._spark is None and self.spark_provider is not None:
+            self._spark = self.spark_provider()
         if self._spark is None:
             from jobs.spark import get_or_create_spark, spark_is_running
 

@@ -32,6 +32,8 @@ from pydantic import Field, field_validator, model_validator
 from jobs.config import TableJobConfig
 from jobs.errors import BadInputError, JobError, SafetyRefusal
 from jobs.listing import Listing, list_table_files, read_inventory
+from jobs.local_exec import LocalRunOptions, run_where_it_fits
+from jobs.local_frame import functions_for
 from jobs.orphan_deletion import delete_files, remove_empty_directories
 from jobs.referenced import referenced_paths
 from jobs.registry import JobContext
@@ -55,7 +57,7 @@ OPERATION = "remove-orphan-files"
 ORPHAN, TOO_YOUNG = "orphan", "too-young"
 
 
-class RemoveOrphanFilesConfig(TableJobConfig):
+class RemoveOrphanFilesConfig(TableJobConfig, LocalRunOptions):
     older_than: str = Field(
         default="1d", description="only files modified longer ago than this (e.g. 1d, 12h); floor 1h"
     )
@@ -133,14 +135,16 @@ class DeletionFailed(JobError):
 
 def run(context: JobContext, config: RemoveOrphanFilesConfig) -> None:
     table = open_existing_table(config)
-    remove_orphan_files(
-        context.spark,
-        table,
-        OrphanSettings.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-    )
+    settings = OrphanSettings.of(config)
+
+    def job(spark: Any) -> None:
+        remove_orphan_files(
+            spark, table, settings, dry_run=context.dry_run, record=context.record, log=context.log
+        )
+
+    # an inventory is read and the candidates written by Spark's own readers and writers
+    in_driver = not (config.inventory or config.candidates_output)
+    run_where_it_fits(context, table, config, job, allowed=in_driver)
 
 
 def remove_orphan_files(
@@ -154,7 +158,8 @@ def remove_orphan_files(
 ) -> RunRecord:
     """Find and (unless `dry_run`) delete the table's orphan files; `after_listing` is a test hook."""
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
+
+    F = functions_for(spark)
 
     log = log or logging.getLogger("jobs.remove_orphan_files")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)

@@ -9,6 +9,14 @@ and bucket (kind OVERWRITE, conflict-checked: a concurrent commit that changed o
 makes the run exit 3 and commit nothing). Older snapshots and tags are not changed; they still name
 the lost files, so reading them fails as before.
 
+Deletion vectors of lost files leave the index too, so that the repaired snapshot names no index
+data for a file it no longer has (as Paimon's own compaction drops the vectors of the files it
+removes; Paimon's repair action leaves them, which readers tolerate but which keeps stale bitmaps in
+every later DV rewrite of the bucket). A DV index file naming only lost files leaves the index
+manifest; one naming live files too is rewritten without the lost ones' vectors (the new index file
+is written before the commit: a crash leaves an orphan, never a snapshot naming a missing file). The
+commit refuses (exit 3) when another writer changed those index files meanwhile.
+
 Refused (exit 3, nothing committed) when more than `max_missing_ratio` of the live files are missing:
 that is a wrong path, a permissions problem or a storage outage far more often than a loss, and
 the commit would silently empty the table. A dry run reports and commits nothing. Only the commit
@@ -33,10 +41,13 @@ from jobs.registry import JobContext
 from jobs.report import SAMPLE_LIMIT, RunRecord
 from jobs.spark import assert_small, parallelize_small
 from jobs.table_open import open_existing_table
-from paimon_format.commit import CommitMessage, SnapshotCommit
+from paimon_format.commit import OVERWRITE, AttemptContext, CommitMessage, SnapshotCommit
 from paimon_format.crash_points import crash_point
-from paimon_format.manifest import ADD, read_manifest
-from paimon_format.scan import data_manifests
+from paimon_format.deletion_vectors import DELETION_VECTORS_INDEX, drop_deletion_vectors, index_file_path
+from paimon_format.errors import CommitConflictError
+from paimon_format.manifest import ADD, IndexManifestEntry, ManifestEntry, read_manifest
+from paimon_format.scan import data_manifests, index_entries
+from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
 OPERATION = "remove-unexisting-files"
@@ -172,26 +183,94 @@ def remove_unexisting_files(
                 f"than max_missing_ratio {max_missing_ratio:.1%}: a wrong path or a storage outage rather "
                 "than a loss? Nothing was committed; check the storage, or raise max_missing_ratio"
             )
+        vectors = lost_deletion_vectors(table, latest, lost)
+        record.count("deletion_vector_files_to_drop", len(vectors))
+        record.sample("deletion_vector_files_to_drop", [e.file_name for e in vectors[:SAMPLE_LIMIT]])
         crash_point(f"{OPERATION}:planned")
         if dry_run:
             log.info("dry run: nothing committed")
             return record
-        groups: dict[tuple[bytes, int, int], list] = {}
-        for entry in lost:
-            groups.setdefault((entry.partition, entry.bucket, entry.total_buckets), []).append(entry.file)
-        messages = [
-            CommitMessage(partition, bucket, total_buckets, [], files)
-            for (partition, bucket, total_buckets), files in groups.items()
-        ]
-        snapshot = SnapshotCommit(table).append(messages)
-        assert snapshot is not None
+        snapshot = commit_removal(table, lost, vectors)
         record.snapshot_ids["committed"] = snapshot.id
         record.count("files_removed", len(lost))
+        record.count("deletion_vector_files_dropped", len(vectors))
         log.info("committed snapshot %d removing %d missing files", snapshot.id, len(lost))
         return record
     finally:
         live.unpersist()
         missing.unpersist()
+
+
+def lost_deletion_vectors(
+    table: Table, snapshot: Snapshot, lost: list[ManifestEntry]
+) -> list[IndexManifestEntry]:
+    """The snapshot's deletion-vector index entries that hold a vector of a lost file (file names
+    are unique within a partition and bucket, so they are matched there)."""
+    if not snapshot.index_manifest:
+        return []
+    names: dict[tuple[bytes, int], set[str]] = {}
+    for entry in lost:
+        names.setdefault((entry.partition, entry.bucket), set()).add(entry.file.file_name)
+    found = []
+    for entry in index_entries(table, snapshot):
+        gone = names.get((entry.partition, entry.bucket))
+        if entry.index_type != DELETION_VECTORS_INDEX or not gone:
+            continue
+        if any(item["f0"] in gone for item in entry.deletion_vector_ranges or []):
+            found.append(entry)
+    return found
+
+
+def commit_removal(table: Table, lost: list[ManifestEntry], vectors: list[IndexManifestEntry]) -> Snapshot:
+    """One OVERWRITE snapshot: DELETE entries for the lost files (grouped per partition and bucket)
+    and the index without their deletion vectors. The rewritten DV index files are written first;
+    a refused commit removes them again (a crash leaves them as orphans)."""
+    groups: dict[tuple[bytes, int, int], list] = {}
+    for entry in lost:
+        groups.setdefault((entry.partition, entry.bucket, entry.total_buckets), []).append(entry.file)
+    messages = [
+        CommitMessage(partition, bucket, total_buckets, [], files)
+        for (partition, bucket, total_buckets), files in groups.items()
+    ]
+    delta = [entry for message in messages for entry in message.entries()]
+    removed: list[IndexManifestEntry] = []
+    added: list[IndexManifestEntry] = []
+    gone: dict[tuple[bytes, int], list[str]] = {}
+    for entry in lost:
+        gone.setdefault((entry.partition, entry.bucket), []).append(entry.file.file_name)
+    for entry in vectors:
+        dropped, rewritten = drop_deletion_vectors(table, [entry], gone[(entry.partition, entry.bucket)])
+        removed += dropped
+        added += rewritten
+    dropped_names = {entry.file_name for entry in removed}
+
+    def build(ctx: AttemptContext) -> list[ManifestEntry]:
+        if dropped_names:
+            current = {e.file_name for e in index_entries(table, ctx.latest)} if ctx.latest else set()
+            changed = sorted(dropped_names - current)
+            if changed:
+                raise CommitConflictError(
+                    f"{table.path}: deletion-vector index files {changed[:3]} were replaced by another "
+                    "writer while this job ran; nothing was committed, run the job again"
+                )
+        return delta
+
+    try:
+        snapshot = SnapshotCommit(table).commit(
+            build,
+            kind=OVERWRITE,
+            check_conflicts=True,
+            drop_index_entries=lambda entry: entry.file_name in dropped_names,
+            add_index_entries=added,
+        )
+    except CommitConflictError:
+        # refused before any snapshot landed: the rewritten index files are referenced by nothing.
+        # (After any other error the commit may have landed; they stay, orphans at worst.)
+        for entry in added:
+            table.file_io.delete(index_file_path(table, entry))
+        raise
+    assert snapshot is not None
+    return snapshot
 
 
 if __name__ == "__main__":

@@ -122,6 +122,8 @@ def plan_rollback(table: Table, to_snapshot: int | None, to_tag: str | None) -> 
     if target.id > latest:
         raise BadInputError(f"{table.path}: snapshot {target.id} is newer than the latest snapshot {latest}")
     restore = not manager.snapshot_exists(target.id)
+    if restore:
+        target = _without_missing_changelog(table, target)
     if not restore and manager.snapshot(target.id).base_manifest_list != target.base_manifest_list:
         raise BadInputError(
             f"{table.path}: tag {to_tag!r} names snapshot {target.id}, but snapshot {target.id} of the "
@@ -131,6 +133,19 @@ def plan_rollback(table: Table, to_snapshot: int | None, to_tag: str | None) -> 
     changelogs = sorted((i for i in manager.changelog_ids() if i > target.id), reverse=True)
     newer_tags = [name for name, tag in tags.items() if tag.id > target.id]
     return RollbackPlan(target, restore, latest, snapshots, changelogs, newer_tags)
+
+
+def _without_missing_changelog(table: Table, target: Snapshot) -> Snapshot:
+    """The snapshot to restore without a changelog manifest list that is gone: tags keep no changelog,
+    so Paimon's expiry deletes the list of a tagged snapshot when it expires (and Java-written tags
+    still name it). A restored snapshot naming a missing file would fail every job that reads the
+    table's references; without it, it is a snapshot whose changelog has expired, as Paimon reads it."""
+    name = target.changelog_manifest_list
+    if not name or table.file_io.exists(table.manifest_path(name)):
+        return target
+    return dataclasses.replace(
+        target, changelog_manifest_list=None, changelog_manifest_list_size=None, changelog_record_count=None
+    )
 
 
 def _trimmed(tag: Snapshot) -> Snapshot:

@@ -20,6 +20,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from jobs.orphan_deletion import delete_files
 from jobs.report import SAMPLE_LIMIT, RunRecord
 from jobs.spark import parallelize_small
@@ -150,7 +151,7 @@ def retained_needs(
     metadata candidates, and only file candidates need liveness. `stats` receives how many roots
     and manifests were read.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     roots: list[tuple[str, str, str]] = []
@@ -194,7 +195,7 @@ def retained_needs(
     named = needs.filter(F.col("what") == "file").select(F.col("value").alias("path"))
     if stats is not None:
         stats["retained_roots"] = len(roots)
-    if not file_candidates.take(1):
+    if file_candidates.limit(1).count() == 0:
         log.info("no data, changelog or index file to delete: retained manifests are kept by name, not read")
         if stats is not None:
             stats["retained_manifests_read"] = 0
@@ -240,9 +241,11 @@ def retained_needs(
         .groupBy("root", "mode", "path")
         .agg(
             F.sum(
-                F.when(F.col("mode") == _APPENDED, F.col("appended"))
-                .when(F.col("mode") == _ADDED, F.greatest(F.col("delta"), F.lit(0)))
-                .otherwise(F.col("delta"))
+                F.when(F.col("mode") == _APPENDED, F.col("appended")).otherwise(
+                    F.when(
+                        F.col("mode") == _ADDED, F.when(F.col("delta") > 0, F.lit(1)).otherwise(F.lit(0))
+                    ).otherwise(F.col("delta"))
+                )
             ).alias("balance")
         )
         .filter(F.col("balance") > 0)
@@ -301,7 +304,7 @@ def dropped_root_candidates(
     order) is counted as stage ALREADY_DELETED; any other read error fails. Missing metadata only
     ever means deleting less. The retained side is always strict.
     """
-    from pyspark.sql import functions as F
+    F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     root_frame = spark.createDataFrame(

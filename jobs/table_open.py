@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.errors import BadInputError
-from paimon_format.table import Table
+from paimon_format.table import MAIN_BRANCH, Table
 
 
 def open_existing_table(config: Any) -> Table:
@@ -27,3 +27,25 @@ def open_existing_table(config: Any) -> Table:
     except ValueError as error:
         raise BadInputError(str(error)) from None
     return table
+
+
+def open_branch(table: Table, branch: str | None) -> Table:
+    """The table's branch `branch` (None or "main": the table itself), checked as the table is; a
+    branch that does not exist (no `branch/branch-<name>` with a schema) is `BadInputError`."""
+    if branch is None or branch == MAIN_BRANCH:
+        return table
+    branch_table = table.for_branch(branch)
+    if not table.branch_manager.branch_exists(branch) or branch_table.schema_manager.latest() is None:
+        raise BadInputError(
+            f"{branch_table.metadata_root}: branch {branch!r} does not exist "
+            f"(branches: {table.branch_manager.branch_names() or 'none'})"
+        )
+    branch_table.check_metadata()
+    return branch_table
+
+
+def check_branch_name(value: str | None) -> str | None:
+    """Pydantic check of a `branch:` key: a plain name (no '/', not blank)."""
+    if value is not None and (not value.strip() or "/" in value):
+        raise ValueError(f"{value!r} is no branch name")
+    return value

@@ -35,7 +35,7 @@ from paimon_format.options import (
 )
 from paimon_format.orphans import PENDING_TAG_ROOT, TAG_ROOT
 from paimon_format.snapshot import Snapshot
-from paimon_format.table import MAIN_BRANCH, Table
+from paimon_format.table import Table
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ def delete_tags(
     batch_size: int = 1000,
     max_per_second: float | None = None,
 ) -> None:
-    """Delete the `tags` (name -> tagged snapshot, as read when chosen) and the files only they used.
+    """Delete the `tags` (name -> tagged snapshot, as read when chosen) of `table`'s branch and the
+    files only they used.
 
     `spark`: a SparkSession, or a function returning one: Spark is only started when a deleted
     tag's snapshot has expired. A tag on a snapshot that still exists shares every file with it
@@ -92,8 +93,9 @@ def delete_tags(
         record.count("tags_deleted", 0)
         return
     with_files = [name for name in names if not _snapshot_still_there(table, tags[name])]
-    dropped = [(MAIN_BRANCH, TAG_ROOT, name) for name in with_files]
-    dropped += [(MAIN_BRANCH, PENDING_TAG_ROOT, key) for key in unfinished]
+    branch = table.branch  # a branch's tags live under branch/branch-<name>/tag/
+    dropped = [(branch, TAG_ROOT, name) for name in with_files]
+    dropped += [(branch, PENDING_TAG_ROOT, key) for key in unfinished]
     tags_at_plan = set(manager.tag_names())
     branches_at_plan = set(table.branch_manager.branch_names())
     candidates = None
@@ -102,8 +104,8 @@ def delete_tags(
     if dropped:
         doomed = set(names)
 
-        def keep_root(branch: str, kind: str, name: str) -> bool:
-            return not (branch == MAIN_BRANCH and kind == TAG_ROOT and name in doomed)
+        def keep_root(root_branch: str, kind: str, name: str) -> bool:
+            return not (root_branch == branch and kind == TAG_ROOT and name in doomed)
 
         extra = future_changelog_roots(table, 0) if _changelog_options(table) else []
         log.info("planning the files of %d tags on expired snapshots", len(dropped))

@@ -21,6 +21,7 @@ from jobs.config import StrictModel, TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from jobs.write_level0 import compact_written_buckets, compacts_level0
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.errors import PaimonFormatError
 from paimon_format.manifest import ADD, read_manifest
@@ -30,13 +31,15 @@ from paimon_format.scan import data_manifests
 from paimon_format.schema import TableSchema, new_table_schema
 from paimon_format.table import Table
 from paimon_format.types import DataType, from_arrow
-from paimon_format.writer import conform, write_table_files
+from paimon_format.writer import conform, fit_string_lengths, write_bucket_outputs, write_table_files
 
 RECORD_PARTITION_LIMIT = 100
 
 ORDER_COLUMN = "__paimon_order"
 BUCKET_COLUMN = "__paimon_bucket"
-_RESULT_SCHEMA = "partition binary, bucket int, meta binary, rows long, size long, path string"
+_RESULT_SCHEMA = (
+    "partition binary, bucket int, meta binary, rows long, size long, path string, changelog boolean"
+)
 
 
 class SourceConfig(StrictModel):
@@ -168,7 +171,11 @@ def parquet_files(path: str, storage_options: dict[str, Any]) -> ParquetFiles | 
     if not files:
         return None
     with fs.open(files[0], "rb") as handle:
-        schema = pq.read_schema(handle)
+        parquet = pq.ParquetFile(handle)
+        columns = parquet.schema
+        if any(columns.column(i).physical_type == "INT96" for i in range(len(columns))):
+            return None  # Spark's default `timestamp` encoding: instants only Spark's reader knows as such
+        schema = parquet.schema_arrow
     return ParquetFiles(tuple(fs.unstrip_protocol(f) for f in files), dict(storage_options), schema)
 
 
@@ -178,7 +185,11 @@ def parquet_files(path: str, storage_options: dict[str, Any]) -> ParquetFiles | 
 def dataframe_arrow_schema(df: Any) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    return to_arrow_schema(df.schema)
+    time_zone = df.sparkSession.conf.get("spark.sql.session.timeZone")
+    try:  # Spark 4 needs the zone of `timestamp` (TIMESTAMP_LTZ) columns: the session's, as mapInArrow
+        return to_arrow_schema(df.schema, timezone=time_zone)
+    except TypeError:  # Spark 3.5: no timezone argument, `timestamp` is always UTC-adjusted there
+        return to_arrow_schema(df.schema)
 
 
 _WIDENING = {
@@ -195,9 +206,14 @@ def _fits(source: DataType, target: DataType) -> bool:
     if source.root == target.root:
         if source.root == "DECIMAL":
             return (source.scale == target.scale) and (source.precision or 0) <= (target.precision or 0)
-        if source.root in ("TIMESTAMP", "TIMESTAMP_LTZ", "TIME"):
+        if source.root == "TIME":
             return (source.precision or 0) <= (target.precision or 0)
+        # TIMESTAMP(p < 6): Spark has only microsecond timestamps, so a Java table's TIMESTAMP(3) takes
+        # them cut to its precision, as Paimon's own Spark writer stores them. VARCHAR(n): a Spark
+        # string, checked against n when the files are written (`writer.fit_string_lengths`).
         return True  # nested types: element types are checked by the cast when the files are written
+    if source.root == "VARCHAR" and target.root == "CHAR":
+        return True  # Spark has no CHAR: a string, checked and padded to the length when written
     return target.root in _WIDENING.get(source.root, ())
 
 
@@ -254,19 +270,22 @@ def _writer_task(table: Table, schema: TableSchema, first_sequence: int):
         data = pa.Table.from_batches(collected)
         if ORDER_COLUMN in data.column_names:  # keep the input order for "last write wins"
             data = data.sort_by(ORDER_COLUMN)
-        results = write_table_files(table.file_io, table.path, schema, data, first_sequence)
+        data = fit_string_lengths(conform(data, schema), schema)
+        outputs = write_bucket_outputs(table.file_io, table.path, schema, data, first_sequence)
         rows = []
-        for partition, bucket, files in results:
-            for meta in files:
-                relative = f"{table.bucket_relpath(partition, bucket)}/{meta.file_name}"
+        for out in outputs:
+            files = [(meta, False) for meta in out.files] + [(meta, True) for meta in out.changelog_files]
+            for meta, changelog in files:
+                relative = f"{table.bucket_relpath(out.partition, out.bucket)}/{meta.file_name}"
                 rows.append(
                     {
-                        "partition": partition,
-                        "bucket": bucket,
+                        "partition": out.partition,
+                        "bucket": out.bucket,
                         "meta": pickle.dumps(meta),
                         "rows": meta.row_count,
                         "size": meta.file_size,
                         "path": relative,
+                        "changelog": changelog,
                     }
                 )
         yield pa.RecordBatch.from_pylist(
@@ -279,6 +298,7 @@ def _writer_task(table: Table, schema: TableSchema, first_sequence: int):
                     ("rows", pa.int64()),
                     ("size", pa.int64()),
                     ("path", pa.string()),
+                    ("changelog", pa.bool_()),
                 ]
             ),
         )
@@ -354,6 +374,7 @@ def write_dataframe(
         except (ValueError, PaimonFormatError) as error:
             raise BadInputError(f"cannot create table {table}: {error}") from None
         _refuse_dynamic_buckets(schema, table)
+        compact_level0 = compacts_level0(schema, table)
         record.details["created_table"] = True
         if not dry_run:
             target.schema_manager.create_table(schema)
@@ -365,6 +386,11 @@ def write_dataframe(
             schema, table, partition_keys, primary_keys, options, strict_create, record, log
         )
         _refuse_dynamic_buckets(schema, table)
+        compact_level0 = compacts_level0(schema, table)
+        if compact_level0:
+            from jobs.compact import check_supported
+
+            check_supported(target, None)  # what the compaction after the commit would refuse: now
         check_compatible(arrow_schema, schema, table)
     num_buckets = int(schema.options.get("bucket", "-1"))
     overwrite_filter = _overwrite_filter(mode, overwrite_scope, overwrite_partitions or [], schema, table)
@@ -382,6 +408,8 @@ def write_dataframe(
     if existing is not None:
         log.info("reading the manifests of snapshot %s for the next sequence number", previous)
     first_sequence = next_sequence_number(spark, target) if existing is not None else 0
+    if compact_level0:
+        record.details["compacts_written_buckets"] = True
     if dry_run:
         record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
@@ -404,7 +432,7 @@ def write_dataframe(
             len(written),
             f"{sum(row['size'] for row in written):,}",
         )
-        return _commit_written(
+        _commit_written(
             written,
             target,
             schema,
@@ -421,6 +449,10 @@ def write_dataframe(
             _remove_created_table(target, log)
             record.details["created_table"] = False
         raise
+    if compact_level0 and record.snapshot_ids.get("committed") is not None:
+        touched = {(bytes(row["partition"]), row["bucket"]) for row in written}
+        compact_written_buckets(spark, target, touched, record, log)
+    return record
 
 
 def _write_through_spark(
@@ -483,11 +515,13 @@ def _write_files_directly(
                         "rows": meta.row_count,
                         "size": meta.file_size,
                         "path": f"{target.bucket_relpath(partition, bucket)}/{meta.file_name}",
+                        "changelog": False,  # append tables have no changelog files
                     }
 
         for path in paths:
             with fsspec.open(path, "rb", **storage_options) as handle:
                 data = conform(pq.read_table(handle), schema)
+                data = fit_string_lengths(data, schema)
             pending.append(data)
             pending_bytes += data.nbytes
             if pending_bytes >= flush_bytes:
@@ -515,17 +549,26 @@ def _commit_written(
 ) -> RunRecord:
     """One commit of everything the executors wrote; their files are removed if it definitely fails."""
     messages: dict[tuple[bytes, int], CommitMessage] = {}
+    changelog_files = 0
     for row in written:
         key = (bytes(row["partition"]), row["bucket"])
         message = messages.setdefault(
             key, CommitMessage(key[0], key[1], num_buckets if num_buckets > 0 else -1)
         )
+        if row["changelog"]:
+            message.changelog_files.append(pickle.loads(row["meta"]))
+            changelog_files += 1
+            record.count("changelog_rows_written", row["rows"])
+            record.add_bytes("changelog_written", row["size"])
+            continue
         message.new_files.append(pickle.loads(row["meta"]))
         record.count("rows_written", row["rows"])
         record.add_bytes("written", row["size"])
-    record.count("files_written", len(written))
+    record.count("files_written", len(written) - changelog_files)
+    if changelog_files:
+        record.count("changelog_files_written", changelog_files)
     record.count("partitions_written", len({key[0] for key in messages}))
-    record.sample("files_written", [row["path"] for row in written])
+    record.sample("files_written", [row["path"] for row in written if not row["changelog"]])
     if not written:
         log.info("the input is empty: nothing to commit, no snapshot created")
         return record

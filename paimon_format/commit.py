@@ -218,6 +218,7 @@ class SnapshotCommit:
         is replaced too.
         """
         new_entries = [entry for message in messages for entry in message.entries()]
+        changelog = [entry for message in messages for entry in message.changelog_entries()]
 
         def build(ctx: AttemptContext) -> list[ManifestEntry]:
             deletes = [entry.as_delete() for entry in ctx.live_entries(partition_filter)]
@@ -227,6 +228,7 @@ class SnapshotCommit:
             build,
             kind=OVERWRITE,
             identifier=identifier,
+            changelog=changelog,
             properties=properties,
             drop_index_of=partition_filter or _every_partition,
         )
@@ -244,6 +246,7 @@ class SnapshotCommit:
         prewritten_delta: PrewrittenDeltaBuilder | None = None,
         drop_index_of: PartitionFilter | None = None,
         drop_index_entries: IndexEntryFilter | None = None,
+        add_index_entries: Sequence[IndexManifestEntry] = (),
     ) -> Snapshot | None:
         """Run commit attempts until one lands, the changes conflict, or the retry budget is spent.
 
@@ -254,7 +257,8 @@ class SnapshotCommit:
         partitions an overwrite replaces: their index files (hash index, deletion vectors) leave
         the new snapshot's index manifest, as in Paimon, since the files they describe are gone.
         `drop_index_entries` removes single index entries (a compaction's deletion vectors of the
-        files it rewrote).
+        files it rewrote). `add_index_entries` joins the new snapshot's index manifest (index files
+        written before the commit, e.g. a deletion-vector file rewritten without a lost file's vector).
         """
         drop_index_of = _index_dropper(drop_index_of, drop_index_entries)
         check = kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts
@@ -283,6 +287,7 @@ class SnapshotCommit:
                     properties,
                     prewritten_delta,
                     drop_index_of,
+                    add_index_entries,
                 )
             except _LostRace:
                 attempt += 1
@@ -312,6 +317,7 @@ class SnapshotCommit:
         properties: dict[str, str] | None,
         prewritten_delta: PrewrittenDeltaBuilder | None = None,
         drop_index_of: IndexEntryFilter | None = None,
+        add_index_entries: Sequence[IndexManifestEntry] = (),
     ) -> Snapshot | None:
         schema = self.table.schema_manager.latest() or self.table.schema
         ctx = AttemptContext(self.table, latest, schema)
@@ -335,6 +341,7 @@ class SnapshotCommit:
                 written,
                 prewritten,
                 drop_index_of,
+                add_index_entries,
             )
         except BaseException:
             self._remove(written)
@@ -362,6 +369,7 @@ class SnapshotCommit:
         written: _Written,
         prewritten: PrewrittenDelta | None = None,
         drop_index_of: IndexEntryFilter | None = None,
+        add_index_entries: Sequence[IndexManifestEntry] = (),
     ) -> Snapshot:
         options = CoreOptions({**ctx.schema.options, **self._option_overrides})
         latest = ctx.latest
@@ -397,7 +405,7 @@ class SnapshotCommit:
             delta_manifest_list_size=delta_size,
             changelog_manifest_list=changelog_list,
             changelog_manifest_list_size=changelog_size,
-            index_manifest=self._index_manifest(latest, drop_index_of, options, written),
+            index_manifest=self._index_manifest(latest, drop_index_of, options, written, add_index_entries),
             commit_user=self.commit_user,
             commit_identifier=identifier,
             commit_kind=kind,
@@ -419,14 +427,22 @@ class SnapshotCommit:
         drop_index_of: IndexEntryFilter | None,
         options: CoreOptions,
         written: _Written,
+        added: Sequence[IndexManifestEntry] = (),
     ) -> str | None:
-        """The new snapshot's index manifest: the latest one, minus the entries of replaced partitions."""
-        if latest is None or not latest.index_manifest or drop_index_of is None:
-            return latest.index_manifest if latest else None
-        entries = index_entries(self.table, latest)
-        kept = [entry for entry in entries if not drop_index_of(entry)]
-        if len(kept) == len(entries):
+        """The new snapshot's index manifest: the latest one, minus the entries of replaced partitions
+        (or dropped one by one), plus `added`."""
+        if latest is None or not latest.index_manifest:
+            if not added:
+                return None
+            entries: list[IndexManifestEntry] = []
+        elif drop_index_of is None and not added:
             return latest.index_manifest
+        else:
+            entries = index_entries(self.table, latest)
+        kept = [entry for entry in entries if drop_index_of is None or not drop_index_of(entry)]
+        if len(kept) == len(entries) and not added:
+            return latest.index_manifest if latest else None
+        kept += list(added)
         if not kept:
             return None
         name = f"index-manifest-{self._file_prefix}-{self._index_counter}"

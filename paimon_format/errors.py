@@ -53,6 +53,10 @@ class UnsupportedOperationError(PaimonFormatError):
     """The operation is not supported here, e.g. an atomic create on a backend that cannot do it."""
 
 
+class DataWriteError(PaimonFormatError, ValueError):
+    """Input data that cannot become a data file of this table (wrong types, null keys, ...)."""
+
+
 class MissingDependencyError(PaimonFormatError):
     """A library this operation needs is not installed: the environment's problem, not the input's.
 

@@ -21,7 +21,6 @@ What readers rely on, and therefore what this module guarantees:
 from __future__ import annotations
 
 import datetime as dt
-import re
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ import pyarrow.compute as pc
 
 from paimon_format.binary_row import EMPTY_ROW, serialize_row
 from paimon_format.bucket import bucket_array, bucket_key_columns
-from paimon_format.errors import PaimonFormatError, UnsupportedOperationError
+from paimon_format.errors import DataWriteError, UnsupportedOperationError
 from paimon_format.file_encoders import (  # noqa: F401 - re-exported: callers import them from here
     AvroEncoder,
     FileEncoder,
@@ -59,12 +58,22 @@ from paimon_format.file_layout import (  # noqa: F401 - re-exported: callers imp
     key_fields,
     table_arrow_schema,
 )
+from paimon_format.file_stats import (  # noqa: F401 - re-exported: callers import them from here
+    FULL_STATS,
+    StatsMode,
+    column_stats,
+    parse_stats_mode,
+    stats_modes,
+    truncate_max,
+    truncate_min,
+    value_stats,
+)
 from paimon_format.fileio import FileIO
 from paimon_format.manifest import DataFileMeta, SimpleStats
 from paimon_format.options import CoreOptions
 from paimon_format.paths import bucket_dir, new_data_file_name, partition_dir
 from paimon_format.schema import TableSchema
-from paimon_format.types import DataField, DataType
+from paimon_format.types import MAX_LENGTH
 
 ROW_KIND_COLUMN = "_VALUE_KIND"
 """Optional input column with each row's kind (0 +I, 1 -U, 2 +U, 3 -D, or those strings)."""
@@ -74,11 +83,6 @@ RETRACT_KINDS = (1, 3)
 
 _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024  # Java's parquet.block.size
 _MAX_ROW_GROUP_ROWS = 1024 * 1024
-_NESTED_ROOTS = ("ARRAY", "MAP", "MULTISET", "ROW", "VARIANT", "BLOB", "VECTOR")
-
-
-class DataWriteError(PaimonFormatError, ValueError):
-    """Input data that cannot become a data file of this table (wrong types, null keys, ...)."""
 
 
 # -- input -> the table's column types ---------------------------------------------------------------
@@ -153,6 +157,30 @@ def conform(data: pa.Table | pa.RecordBatch, schema: TableSchema) -> pa.Table:
     if kinds is not None:
         result = result.append_column(pa.field(ROW_KIND_COLUMN, pa.int8(), nullable=False), kinds)
     return result
+
+
+def fit_string_lengths(data: pa.Table, schema: TableSchema) -> pa.Table:
+    """CHAR(n) / VARCHAR(n) columns checked against n, CHAR values padded with spaces to n.
+
+    For input that comes as unbounded strings (Spark has no CHAR or VARCHAR(n) values): a value
+    longer than its column raises `DataWriteError` naming the column, as Spark's own write-side
+    check does; CHAR values are padded as Spark pads them. Other columns pass unchanged.
+    """
+    for field in schema.fields:
+        data_type = field.type
+        if data_type.root not in ("CHAR", "VARCHAR") or (data_type.length or MAX_LENGTH) >= MAX_LENGTH:
+            continue
+        column = data.column(field.name)
+        longest = pc.max(pc.utf8_length(column)).as_py()
+        if longest is not None and longest > data_type.length:
+            raise DataWriteError(
+                f"column {field.name}: a value of {longest} characters does not fit {data_type.sql()}"
+            )
+        if data_type.root == "CHAR":
+            padded = pc.utf8_rpad(column, width=data_type.length, padding=" ")
+            index = data.schema.get_field_index(field.name)
+            data = data.set_column(index, data.schema.field(index), padded)
+    return data
 
 
 # -- splitting input by partition and bucket ----------------------------------------------------------
@@ -268,120 +296,6 @@ def split_by_partition_and_bucket(
         yield BucketSlice(values, serialize_row(values, partition_types), int(bucket_numbers[start]), part)
 
 
-# -- statistics ---------------------------------------------------------------------------------------
-
-_TRUNCATE_RE = re.compile(r"TRUNCATE\((\d+)\)")
-
-
-@dataclass(frozen=True)
-class StatsMode:
-    """One column's `metadata.stats-mode`: none, counts, full or truncate(length)."""
-
-    kind: str
-    length: int | None = None
-
-
-FULL_STATS = StatsMode("full")
-
-
-def parse_stats_mode(text: str) -> StatsMode:
-    normalized = text.strip().upper()
-    if normalized in ("NONE", "COUNTS", "FULL"):
-        return StatsMode(normalized.lower())
-    match = _TRUNCATE_RE.fullmatch(normalized)
-    if match and int(match.group(1)) > 0:
-        return StatsMode("truncate", int(match.group(1)))
-    raise DataWriteError(f"unsupported stats mode {text!r}: none, counts, full or truncate(<n>)")
-
-
-def stats_modes(options: CoreOptions, names: Sequence[str]) -> list[StatsMode]:
-    """Per column: `fields.<name>.stats-mode`, else `metadata.stats-mode` (default truncate(16))."""
-    default = parse_stats_mode(options.metadata_stats_mode)
-    modes = []
-    for name in names:
-        own = options.get(f"fields.{name}.stats-mode")
-        modes.append(parse_stats_mode(own) if own else default)
-    return modes
-
-
-def _has_min_max(data_type: DataType) -> bool:
-    """Types Java records bounds for: not nested, not binary, timestamps only up to micros."""
-    root = data_type.root
-    if root in _NESTED_ROOTS or root in ("BINARY", "VARBINARY"):
-        return False
-    return not (root in ("TIMESTAMP", "TIMESTAMP_LTZ") and (data_type.precision or 0) > 6)
-
-
-def truncate_min(value: str, length: int) -> str:
-    """The first `length` code points: a lower bound of every string with that prefix."""
-    return value[:length]
-
-
-def truncate_max(value: str, length: int) -> str | None:
-    """A string of at most `length` code points >= `value`, or None when none exists.
-
-    Like Java: keep the value when it is short enough, else increment the last code point of
-    the prefix that can be incremented and cut after it.
-    """
-    if len(value) <= length:
-        return value
-    prefix = value[:length]
-    for index in range(length - 1, -1, -1):
-        code = ord(prefix[index]) + 1
-        if 0xD800 <= code <= 0xDFFF:  # surrogates cannot be encoded; the next scalar value is larger
-            code = 0xE000
-        if code <= 0x10FFFF:
-            return prefix[:index] + chr(code)
-    return None
-
-
-def _min_max(column: pa.ChunkedArray, data_type: DataType) -> tuple[Any, Any]:
-    if not _has_min_max(data_type) or column.null_count == len(column):
-        return None, None
-    if data_type.root in ("FLOAT", "DOUBLE") and pc.any(pc.is_nan(column)).as_py():
-        return None, None  # NaN has no place in an ordered range: give no bounds rather than wrong ones
-    extremes = pc.min_max(column)
-    return extremes["min"].as_py(), extremes["max"].as_py()
-
-
-def column_stats(data: pa.Table, fields: Sequence[DataField], modes: Sequence[StatsMode]) -> SimpleStats:
-    """Min, max and null count of each field's column (by name in `data`), as SimpleStats."""
-    minimums: list[Any] = []
-    maximums: list[Any] = []
-    nulls: list[int | None] = []
-    for f, mode in zip(fields, modes, strict=True):
-        column = data.column(f.name)
-        nulls.append(None if mode.kind == "none" else column.null_count)
-        low = high = None
-        if mode.kind in ("full", "truncate"):
-            low, high = _min_max(column, f.type)
-            if mode.kind == "truncate" and mode.length is not None and isinstance(high, str):
-                low, high = truncate_min(low, mode.length), truncate_max(high, mode.length)
-                if high is None:
-                    low = None
-        minimums.append(low)
-        maximums.append(high)
-    types = [f.type for f in fields]
-    return SimpleStats(serialize_row(minimums, types), serialize_row(maximums, types), nulls)
-
-
-def value_stats(
-    data: pa.Table, schema: TableSchema, options: CoreOptions
-) -> tuple[SimpleStats, list[str] | None]:
-    """`_VALUE_STATS` and `_VALUE_STATS_COLS` over the table columns.
-
-    With `metadata.stats-dense-store` (default true) columns in mode `none` are left out and the
-    kept columns are listed; null means "all columns".
-    """
-    fields = list(schema.fields)
-    modes = stats_modes(options, [f.name for f in fields])
-    if options.metadata_stats_dense_store and any(m.kind == "none" for m in modes):
-        kept = [(f, m) for f, m in zip(fields, modes, strict=True) if m.kind != "none"]
-        stats = column_stats(data, [f for f, _ in kept], [m for _, m in kept])
-        return stats, [f.name for f, _ in kept]
-    return column_stats(data, fields, modes), None
-
-
 # -- primary-key rows ---------------------------------------------------------------------------------
 
 
@@ -399,6 +313,17 @@ def prepare_primary_key_rows(
     from paimon_format.merge import merge_rows  # merge imports this module's layout helpers
 
     options = options or CoreOptions(schema.options)
+    rows = primary_key_input_rows(data, schema, first_sequence_number, options)
+    return merge_rows(rows, schema, options, drop_deletes=False)
+
+
+def primary_key_input_rows(
+    data: pa.Table, schema: TableSchema, first_sequence_number: int, options: CoreOptions
+) -> pa.Table:
+    """The rows as they came, in file layout with system columns, not merged (keys may repeat).
+
+    Sequence numbers follow the input order; the value kind is the row-kind column's, else +I.
+    """
     layout = file_arrow_schema(schema, options)
     if data.num_rows == 0:
         return layout.empty_table()
@@ -417,8 +342,18 @@ def prepare_primary_key_rows(
         else:
             columns.append(data.column(name[len(KEY_PREFIX) :]))
     columns += [data.column(f.name) for f in schema.fields]
-    rows = pa.Table.from_arrays(columns, schema=layout)
-    return merge_rows(rows, schema, options, drop_deletes=False)
+    return pa.Table.from_arrays(columns, schema=layout)
+
+
+def changelog_order(rows: pa.Table, schema: TableSchema, options: CoreOptions) -> pa.Table:
+    """Input rows ordered as Paimon's write buffer hands them to the changelog file: by key, then
+    sequence number (every row kept, a key repeating as often as it came)."""
+    from paimon_format.merge import key_column_names
+
+    keys = [(name, "ascending") for name in key_column_names(schema, options)]
+    keys.append((SEQUENCE_NUMBER, "ascending"))
+    order = pc.sort_indices(rows, sort_keys=keys, null_placement="at_start")
+    return rows.take(order)
 
 
 # -- encoding one file --------------------------------------------------------------------------------
@@ -476,6 +411,8 @@ class BucketWriter:
         level: int = 0,
         file_source: int = 0,
         target_file_size: int | None = None,
+        changelog: bool = False,
+        file_prefix: str | None = None,
     ) -> None:
         self.file_io = file_io
         self.table_root = table_root
@@ -498,6 +435,23 @@ class BucketWriter:
         self._files: list[DataFileMeta] = []
         self._paths: list[str] = []
         self.relative_dir = self._relative_dir()
+        self._prefix = self.options.data_file_prefix if file_prefix is None else file_prefix
+        # changelog-producer input: the rows as they came also go to changelog files (Java's
+        # MergeTreeWriter hands the write buffer's raw records to a changelog writer at level 0)
+        self._changelog: BucketWriter | None = None
+        if changelog and self._has_pk and self.options.changelog_producer == "input":
+            self._changelog = BucketWriter(
+                file_io,
+                table_root,
+                schema,
+                partition_values,
+                bucket,
+                first_sequence_number,
+                self.options,
+                target_file_size=target_file_size,
+                file_prefix=self.options.changelog_file_prefix,
+            )
+        self.changelog_files: list[DataFileMeta] = []
 
     def _relative_dir(self) -> str:
         directory = ""
@@ -550,10 +504,15 @@ class BucketWriter:
         elif self._pending_rows:
             self._write_group(self._take_pending(self._pending_rows))
         self._finish_file()
+        if self._changelog is not None:
+            self.changelog_files = self._changelog.close()
         return list(self._files)
 
     def abort(self) -> None:
         """Delete the files this writer stored (after a failure, before anything commits them)."""
+        if self._changelog is not None:
+            self._changelog.abort()
+        self.changelog_files = []
         self._file = None
         if self._paths:
             self.file_io.delete_many(self._paths)
@@ -572,7 +531,12 @@ class BucketWriter:
             return
         data = pa.concat_tables(self._pending)
         self._pending, self._pending_rows = [], 0
-        rows = prepare_primary_key_rows(data, self.schema, self.next_sequence_number, self.options)
+        from paimon_format.merge import merge_rows  # merge imports this module's layout helpers
+
+        raw = primary_key_input_rows(data, self.schema, self.next_sequence_number, self.options)
+        if self._changelog is not None:
+            self._changelog.write_key_values(changelog_order(raw, self.schema, self.options))
+        rows = merge_rows(raw, self.schema, self.options, drop_deletes=False)
         self.next_sequence_number += data.num_rows
         group_rows = _row_group_rows(rows, self._target)
         for start in range(0, rows.num_rows, group_rows):
@@ -581,9 +545,7 @@ class BucketWriter:
     def _write_group(self, chunk: pa.Table) -> None:
         """Encode one row group into the open file (opening one if needed); roll at the target size."""
         if self._file is None:
-            name = new_data_file_name(
-                self.options.data_file_prefix, self._uuid, self._counter, self._extension
-            )
+            name = new_data_file_name(self._prefix, self._uuid, self._counter, self._extension)
             self._counter += 1
             self._file = _OpenFile(name, new_encoder(self.schema, self.options))
         self._file.write(chunk)
@@ -691,12 +653,46 @@ def write_table_files(
     input column with precomputed bucket numbers (saves hashing the keys again). On failure all
     files written by this call are deleted.
     """
+    outputs = write_bucket_outputs(
+        file_io, table_root, schema, data, first_sequence_number, bucket_column, changelog=False
+    )
+    return [(out.partition, out.bucket, out.files) for out in outputs]
+
+
+@dataclass
+class BucketOutput:
+    """What one partition and bucket of a write produced: data files, and changelog files."""
+
+    partition: bytes
+    bucket: int
+    files: list[DataFileMeta]
+    changelog_files: list[DataFileMeta]
+
+
+def write_bucket_outputs(
+    file_io: FileIO,
+    table_root: str,
+    schema: TableSchema,
+    data: pa.Table | pa.RecordBatch,
+    first_sequence_number: int,
+    bucket_column: str | None = None,
+    *,
+    changelog: bool = True,
+) -> list[BucketOutput]:
+    """`write_table_files`, plus the changelog files of `changelog-producer: input` tables.
+
+    With `changelog` (the default here) a primary-key table whose changelog producer is `input`
+    gets its input rows also written as changelog files (`changelog-` prefix, level 0, every row
+    as it came, sorted by key then sequence number), which the caller commits as the snapshot's
+    changelog (`CommitMessage.changelog_files`). On failure all files written by this call are
+    deleted.
+    """
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
     options = CoreOptions(schema.options)
     buckets = data.column(bucket_column) if bucket_column and bucket_column in data.column_names else None
     conformed = conform(data, schema)
-    results: list[tuple[bytes, int, list[DataFileMeta]]] = []
+    results: list[BucketOutput] = []
     writers: list[BucketWriter] = []
     try:
         for part in split_by_partition_and_bucket(conformed, schema, options.bucket, buckets):
@@ -708,10 +704,12 @@ def write_table_files(
                 part.bucket,
                 first_sequence_number,
                 options,
+                changelog=changelog,
             )
             writers.append(writer)
             writer.write(part.data)
-            results.append((part.partition, part.bucket, writer.close()))
+            files = writer.close()
+            results.append(BucketOutput(part.partition, part.bucket, files, writer.changelog_files))
     except BaseException:
         for writer in writers:
             writer.abort()

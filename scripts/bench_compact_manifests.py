@@ -1,17 +1,23 @@
-"""Manifest compaction benchmark: entries/s of the compact-manifests job vs a single-process rewrite.
+"""Manifest compaction benchmark: the compact-manifests job against one process and Paimon's Java.
 
     .venv/bin/python scripts/bench_compact_manifests.py --manifests 1000 --entries 1000
 
 Builds a metadata-only table (data files need not exist for manifest compaction): one snapshot whose
-base list names `--manifests` manifests of `--entries` entries each, spread over 100 partitions.
-Then times (a) the job (`mode: full`) on local Spark and (b) one process reading every manifest,
-cancelling ADD/DELETE pairs and writing rolling manifests. Goal: 1,000,000 entries in under 60 s.
+base list names `--manifests` manifests of `--entries` entries each, spread over 100 partitions,
+and identical copies of it. Then times (a) the job (`mode: full`) on local Spark in this process
+(Spark's start-up measured apart), (b) one process reading every manifest, cancelling ADD/DELETE
+pairs and writing rolling manifests, (c) Paimon's Java manifest full compaction (an empty commit
+whose manifest merge runs with `manifest.full-compaction-threshold-size` 1 b), a whole JVM process,
+and (d) the job as a whole process (`python -m jobs compact-manifests`, Spark's start-up included).
+Prints the 1-minute load next to every figure and the ratios b/a and java/ours (c/d). Goal:
+1,000,000 entries in under 60 s. Without the Java bundle or javac, (c) says so and is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -22,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.compact_manifests import compact_manifests  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
+from paimon_format.fileio import FileIO  # noqa: E402
 from paimon_format.manifest import (
     ADD,
     ManifestEntry,
@@ -32,6 +39,14 @@ from paimon_format.manifest import (
 from paimon_format.scan import EntryMerger, data_manifests  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
+from scripts.bench_peers import (  # noqa: E402
+    describe_ratio,
+    java_unavailable,
+    job_config,
+    run_java,
+    run_job_process,
+    tree_cpu_seconds,
+)
 from scripts.bench_spark_startup import load, start_spark  # noqa: E402
 from tests.factories import data_file, make_table, partition_of  # noqa: E402
 
@@ -100,15 +115,26 @@ def single_process(table: Table) -> int:
     return len(live)
 
 
+def live_files(table: Table) -> set[str]:
+    merger = EntryMerger()
+    for meta in data_manifests(table, table.snapshot_manager.latest()):
+        merger.add_all(read_manifest(table.file_io, table.manifest_path(meta.file_name)))
+    return {e.file.file_name for e in merger.live()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--manifests", type=int, default=1000)
     parser.add_argument("--entries", type=int, default=1000)
+    parser.add_argument("--skip-java", action="store_true", help="leave out (c)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    root = str(Path(tempfile.mkdtemp(prefix="bench-compact-")) / "db.db" / "t")
+    workdir = Path(tempfile.mkdtemp(prefix="bench-compact-"))
+    roots = {name: str(workdir / name / "db.db" / "t") for name in "acd"}
     start = time.perf_counter()
-    table = build(root, args.manifests, args.entries)
+    table = build(roots["a"], args.manifests, args.entries)
+    for name in "cd":
+        shutil.copytree(roots["a"], roots[name])
     total = args.manifests * args.entries
     print(
         f"built {args.manifests} manifests, {total:,} entries in {time.perf_counter() - start:.1f} s",
@@ -116,32 +142,68 @@ def main() -> None:
     )
 
     single_load = load()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     single_process(table)
-    single = time.perf_counter() - start
-    spark, startup = start_spark("bench-compact-manifests")
-    cores = spark.sparkContext.defaultParallelism
-    print(f"  {startup.describe()} (not in the job's figure)", flush=True)
-    job_load = load()
-    start = time.perf_counter()
-    record = compact_manifests(spark, table, mode="full")
-    job = time.perf_counter() - start
-    print(
-        f"  (a) compact-manifests job   {job:8.2f} s  {total / job:12,.0f} entries/s "
-        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_load}; "
-        f"{record.counts['manifests_before']} -> {record.counts['manifests_after']} manifests)"
-    )
+    single, single_cpu = time.perf_counter() - start, time.process_time() - cpu_start
     print(
         f"  (b) single process          {single:8.2f} s  {total / single:12,.0f} entries/s per core "
-        f"({single_load})"
+        f"({single_cpu:.1f} CPU-s; {single_load})",
+        flush=True,
     )
+
+    unavailable = "--skip-java" if args.skip_java else java_unavailable()
+    java = None
+    if unavailable:
+        print(f"  (c) Java peer skipped: {unavailable}")
+    else:
+        java_load = load()
+        java = run_java(lambda oracle: oracle.compact_manifests(roots["c"]))
+        print(
+            f"  (c) Java full compaction    {java.total_s:8.2f} s  {total / java.total_s:12,.0f} entries/s "
+            f"(whole JVM process, {java.cpu_s:.1f} CPU-s; the request alone {java.work_s:.2f} s; "
+            f"{java_load})",
+            flush=True,
+        )
+
+    spark, startup = start_spark("bench-compact-manifests")
+    cores = spark.sparkContext.defaultParallelism
+    print(f"  {startup.describe()} (not in (a))", flush=True)
+    job_load = load()
+    start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
+    record = compact_manifests(spark, table, mode="full")
+    job, job_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
+    spark.stop()
+    print(
+        f"  (a) compact-manifests job   {job:8.2f} s  {total / job:12,.0f} entries/s "
+        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_cpu:.1f} CPU-s of the process "
+        f"tree: driver, JVM, Python workers; {job_load}; "
+        f"{record.counts['manifests_before']} -> {record.counts['manifests_after']} manifests)",
+        flush=True,
+    )
+
+    process_load = load()
+    ours, process_record = run_job_process(
+        "compact-manifests", job_config(roots["d"], {"mode": "full"}), workdir
+    )
+    print(
+        f"  (d) compact-manifests process {ours.total_s:6.2f} s  {total / ours.total_s:12,.0f} entries/s "
+        f"(python -m jobs, Spark's start-up included; run record {ours.work_s:.2f} s; {process_load}; "
+        f"{process_record['counts']['manifests_before']} -> {process_record['counts']['manifests_after']} "
+        "manifests)"
+    )
+    expected = live_files(table)
+    for name in "cd" if java else "d":
+        if live_files(Table(FileIO.for_path(roots[name]), roots[name])) != expected:
+            raise SystemExit(f"({name}) left different live files than the job")
     with_startup = job + startup.total_s
     verdict = "met" if job < 60 else "missed"
     print(
         f"ratio b/a = {single / job:.2f} (with Spark's start-up in the job: {single / with_startup:.2f}); "
         f"goal: {total:,} entries in under 60 s -> {verdict}"
     )
-    spark.stop()
+    if java:
+        print(describe_ratio(ours, java))
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

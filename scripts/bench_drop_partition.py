@@ -1,12 +1,18 @@
-"""Drop-partition benchmark: files/s of the drop-partition job vs a single-process overwrite commit.
+"""Drop-partition benchmark: our job against one process and against Paimon's Java partition drop.
 
-    .venv/bin/python scripts/bench_drop_partition.py --manifests 1000 --entries 1000
+    .venv/bin/python scripts/bench_drop_partition.py --manifests 100 --entries 1000
 
 Builds the metadata-only table of `bench_compact_manifests.py` (`--manifests` x `--entries` files over
-100 partitions), copies it, and drops half of the partitions (`dt >= '2024-01-050'`) with (a) the job
-on local Spark (executors summarise and write the DELETE manifests) and (b) one process reading every
-manifest on the driver (`SnapshotCommit.overwrite` with a partition filter). Prints both figures and
-the ratio; (b) holds every entry of the dropped partitions in memory, (a) only per-partition sums.
+100 partitions, every manifest holding entries of every partition), makes identical copies, and drops
+half of the partitions (`dt >= '2024-01-050'`) on each with:
+(a) the job in this process on local Spark (Spark's start-up measured apart and excluded);
+(b) one Python process reading every manifest on the driver (`SnapshotCommit.overwrite` with a
+    partition filter);
+(c) Paimon's Java partition drop (`FileStoreCommit.dropPartitions`, what `truncatePartitions` does),
+    a whole JVM process timed from start to exit;
+(d) the job as a whole process (`python -m jobs drop-partition`), Spark's start-up included.
+Prints entries scanned/s, the 1-minute load next to every figure, and the ratios b/a and java/ours
+(c/d, whole processes). Without the Java bundle or javac, (c) says so and is skipped.
 """
 
 from __future__ import annotations
@@ -25,11 +31,21 @@ from jobs.drop_partition import drop_partition  # noqa: E402
 from paimon_format.binary_row import deserialize_row  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
+from paimon_format.scan import live_entries  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
 from scripts.bench_compact_manifests import build  # noqa: E402
+from scripts.bench_peers import (  # noqa: E402
+    describe_ratio,
+    java_unavailable,
+    job_config,
+    run_java,
+    run_job_process,
+    tree_cpu_seconds,
+)
 from scripts.bench_spark_startup import load, start_spark  # noqa: E402
 
 CUT = "2024-01-050"
+DROPPED = [{"dt": f"2024-01-{day:03d}"} for day in range(50, 100)]
 
 
 def single_process(table: Table) -> None:
@@ -37,18 +53,24 @@ def single_process(table: Table) -> None:
     SnapshotCommit(table).overwrite([], partition_filter=lambda p: deserialize_row(p, types)[0] >= CUT)
 
 
+def live_files(root: str) -> set[str]:
+    table = Table(FileIO.for_path(root), root)
+    return {e.file.file_name for e in live_entries(table, table.snapshot_manager.latest())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--manifests", type=int, default=1000)
+    parser.add_argument("--manifests", type=int, default=100)
     parser.add_argument("--entries", type=int, default=1000)
+    parser.add_argument("--skip-java", action="store_true", help="leave out (c)")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="bench-drop-"))
-    root = str(workdir / "a" / "db.db" / "t")
+    roots = {name: str(workdir / name / "db.db" / "t") for name in "abcd"}
     start = time.perf_counter()
-    table = build(root, args.manifests, args.entries)
-    copy = str(workdir / "b" / "db.db" / "t")
-    shutil.copytree(root, copy)
+    table = build(roots["a"], args.manifests, args.entries)
+    for name in "bcd":
+        shutil.copytree(roots["a"], roots[name])
     total = args.manifests * args.entries
     print(
         f"built {args.manifests} manifests, {total:,} files in {time.perf_counter() - start:.1f} s",
@@ -56,31 +78,65 @@ def main() -> None:
     )
 
     single_load = load()
-    start = time.perf_counter()
-    single_process(Table(FileIO.for_path(copy), copy))
-    single = time.perf_counter() - start
+    start, cpu_start = time.perf_counter(), time.process_time()
+    single_process(Table(FileIO.for_path(roots["b"]), roots["b"]))
+    single, single_cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    print(
+        f"  (b) single process        {single:8.2f} s  {total / single:12,.0f} files scanned/s "
+        f"({single_cpu:.1f} CPU-s; {single_load})"
+    )
+
+    unavailable = None if not args.skip_java else "--skip-java"
+    unavailable = unavailable or java_unavailable()
+    java = None
+    if unavailable:
+        print(f"  (c) Java peer skipped: {unavailable}")
+    else:
+        java_load = load()
+        java = run_java(lambda oracle: oracle.drop_partitions(roots["c"], DROPPED))
+        print(
+            f"  (c) Java dropPartitions   {java.total_s:8.2f} s  {total / java.total_s:12,.0f} "
+            "files scanned/s "
+            f"(whole JVM process, {java.cpu_s:.1f} CPU-s; the request alone {java.work_s:.2f} s; "
+            f"{java_load})",
+            flush=True,
+        )
+
     spark, startup = start_spark("bench-drop-partition")
     cores = spark.sparkContext.defaultParallelism
-    print(f"  {startup.describe()} (not in the job's figure)", flush=True)
+    print(f"  {startup.describe()} (not in (a))", flush=True)
     job_load = load()
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
     record = drop_partition(spark, table, where=f"dt >= '{CUT}'")
-    job = time.perf_counter() - start
+    job, job_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
+    spark.stop()
     dropped = record.counts["files_dropped"]
     print(
-        f"  (a) drop-partition job  {job:8.2f} s  {total / job:12,.0f} files scanned/s "
-        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_load}; "
-        f"{record.counts['partitions']} partitions, {dropped:,} files dropped)"
+        f"  (a) drop-partition job    {job:8.2f} s  {total / job:12,.0f} files scanned/s "
+        f"= {total / job / cores:9,.0f} per core ({cores} cores, {job_cpu:.1f} CPU-s of the process "
+        f"tree: driver, JVM, Python workers; {job_load}; "
+        f"{record.counts['partitions']} partitions, {dropped:,} files dropped)",
+        flush=True,
+    )
+
+    process_load = load()
+    ours, _record = run_job_process(
+        "drop-partition", job_config(roots["d"], {"where": f"dt >= '{CUT}'"}), workdir
     )
     print(
-        f"  (b) single process      {single:8.2f} s  {total / single:12,.0f} files scanned/s per core "
-        f"({single_load})"
+        f"  (d) drop-partition process {ours.total_s:7.2f} s  {total / ours.total_s:12,.0f} files scanned/s "
+        f"(python -m jobs, Spark's start-up included; run record {ours.work_s:.2f} s; {process_load})"
     )
+    expected = live_files(roots["b"])
+    for name in "acd" if java else "ad":
+        if live_files(roots[name]) != expected:
+            raise SystemExit(f"({name}) left different live files than the single process")
     print(
         f"ratio b/a = {single / job:.2f} "
         f"(with Spark's start-up in the job: {single / (job + startup.total_s):.2f})"
     )
-    spark.stop()
+    if java:
+        print(describe_ratio(ours, java))
     shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -146,8 +146,7 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     """Our job and Java's expiry, each a whole process, on two copies of the bench_orphans table."""
     import shutil
 
-    from scripts.bench_orphans import build as build_orphans_table
-    from scripts.bench_peers import (
+    from scripts.bench_java_peers import (
         copy_table,
         prepare_java,
         ratio_line,
@@ -155,6 +154,7 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
         run_java_process,
         run_job_process,
     )
+    from scripts.bench_orphans import build as build_orphans_table
 
     prepare_java()
     workdir = Path(tempfile.mkdtemp(prefix="bench-expire-java-"))

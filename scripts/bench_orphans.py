@@ -190,7 +190,7 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     """Our dry run and Java's orphan cleaning (dry run), each a whole process, on the same table."""
     import datetime as dt
 
-    from scripts.bench_peers import prepare_java, ratio_line, run_java_process, run_job_process
+    from scripts.bench_java_peers import prepare_java, ratio_line, run_java_process, run_job_process
 
     prepare_java()
     workdir = tempfile.mkdtemp(prefix="bench-orphans-java-")

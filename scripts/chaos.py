@@ -86,7 +86,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"FAILED {job} {fault}: {result}", file=out)
         races = []
         for job in jobs:
-            if job != "write" and args.race_rounds > 0 and time.monotonic() - started < args.seconds * 1.5:
+            if (
+                job != "write"
+                and harness.JOBS[job].races
+                and args.race_rounds > 0
+                and time.monotonic() - started < args.seconds * 1.5
+            ):
                 races.append(
                     harness.race(job, templates[job], references[job], workdir, rounds=args.race_rounds)
                 )

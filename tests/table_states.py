@@ -78,6 +78,27 @@ def build_sample_table(
     return table
 
 
+def branch_from_t2(table: Table, name: str = "b") -> Table:
+    """Branch `name` from tag t2 (pypaimon, as a user makes one), then on it: an append (ids 600-602),
+    an overwrite of dt=2024-01-01 (replacing main's files there, which main keeps, and the append's
+    file there, which only the branch's snapshot 3 has) and another append (660-662). The branch."""
+    import pypaimon
+
+    from paimon_format.binary_row import deserialize_row
+
+    warehouse = table.path.rsplit("/", 2)[0]
+    pypaimon.CatalogFactory.create({"warehouse": warehouse}).create_branch(IDENTIFIER, name, "t2")
+    branch = Table(table.file_io, table.path, name)
+    append_rows(branch, batch(600, 3))
+    written = write_table_files(branch.file_io, branch.path, branch.schema, batch(650, 1, days=1), 9000)
+    SnapshotCommit(branch).overwrite(
+        [CommitMessage(partition, bucket, -1, files) for partition, bucket, files in written],
+        partition_filter=lambda p: deserialize_row(p, branch.partition_types) == ["2024-01-01"],
+    )
+    append_rows(branch, batch(660, 3))
+    return Table(table.file_io, table.path, name)
+
+
 def copy_warehouse(template: str, target: str) -> str:
     shutil.copytree(template, target)
     return target
@@ -111,7 +132,11 @@ def missing_referenced(table: Table) -> set[str]:
     return referenced_files(table) - listed_files(table)
 
 
-def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
+def needed_files(
+    table: Table,
+    expiring: frozenset[int] = frozenset(),
+    expiring_branch: frozenset[tuple[str, int]] = frozenset(),
+) -> set[str]:
     """What readers of every retained snapshot, tag, changelog and branch open, plus the metadata
     files themselves: like `referenced_files`, but a data file only while it is live (a file a
     retained manifest names in a DELETE entry alone is gone for readers; expiry deletes it).
@@ -141,7 +166,14 @@ def needed_files(table: Table, expiring: frozenset[int] = frozenset()) -> set[st
         snapshot, branch_table = source.snapshot, source.table
         if source.kind == "snapshot" and branch_table.branch == "main" and snapshot.id in expiring:
             continue
+        if source.kind == "snapshot" and (branch_table.branch, snapshot.id) in expiring_branch:
+            continue  # likewise on a branch: (branch, snapshot id)
         with_changelog = source.kind == "changelog" or source.needs_changelog  # tags keep none (Paimon)
+        if source.kind == "changelog" and branch_table.options.changelog_producer != "none":
+            # Paimon's decoupled expiry deletes a produced changelog's data lists (only its changelog
+            # list is read): Java-written changelogs name base/delta lists that are gone
+            files |= changelog_needs(branch_table, snapshot)
+            continue
         files.update(snapshot_metadata_files(snapshot, with_changelog))
         files.update(f"manifest/{name}" for name in manifest_names(branch_table, snapshot, with_changelog))
         changelog = changelog_entries(branch_table, snapshot) if with_changelog else []
@@ -183,16 +215,25 @@ def changelog_needs(table: Table, changelog: Any) -> set[str]:
     return files
 
 
-def missing_needed(table: Table, expiring: frozenset[int] = frozenset()) -> set[str]:
+def missing_needed(
+    table: Table,
+    expiring: frozenset[int] = frozenset(),
+    expiring_branch: frozenset[tuple[str, int]] = frozenset(),
+) -> set[str]:
     """Files a reader needs that do not exist (must always be empty, also after an expiry)."""
-    return needed_files(table, expiring) - listed_files(table)
+    return needed_files(table, expiring, expiring_branch) - listed_files(table)
 
 
 def unreferenced(table: Table) -> set[str]:
     """Files no snapshot, tag, branch or changelog needs, apart from the hints: what
     remove-orphan-files clears."""
-    hints = {"snapshot/LATEST", "snapshot/EARLIEST", "changelog/LATEST", "changelog/EARLIEST"}
-    return {p for p in listed_files(table) - referenced_files(table) if p not in hints}
+    return {p for p in listed_files(table) - referenced_files(table) if not _is_hint(p)}
+
+
+def _is_hint(relative_path: str) -> bool:
+    """snapshot/ and changelog/ LATEST / EARLIEST hints, of main or of a branch."""
+    directory, _, name = relative_path.rpartition("/")
+    return name in ("LATEST", "EARLIEST") and directory.rpartition("/")[2] in ("snapshot", "changelog")
 
 
 @dataclass

@@ -84,6 +84,13 @@ class ChaosJob:
     table_options: dict[str, str] = field(default_factory=dict)
     # in the CI subset (`tests/chaos`, at its time budget); False: `scripts/chaos.py` only
     ci: bool = True
+    # a function of this module run on the variant's copy of the template before any run (`for_job`),
+    # by name: snapshots expired by hand, a branch, ...
+    setup: str = ""
+    # in the writer-vs-job race: False for a job that discards newer snapshots by design (rollback)
+    races: bool = True
+    # named crash steps the module declares as constants (`crash_steps` finds literal ones itself)
+    named_steps: tuple[str, ...] = ()
 
 
 JOBS: dict[str, ChaosJob] = {
@@ -107,6 +114,37 @@ JOBS: dict[str, ChaosJob] = {
         same_files=True,
         operation="expire-snapshots",
         table_options={"changelog.num-retained.min": "3", "changelog.num-retained.max": "3"},
+        ci=False,
+    ),
+    # issue 17: tags, rollback, branch expiry. A tag on snapshot 4 (replace: a rerun after the tag
+    # landed writes the same tag again)
+    "create-tag": ChaosJob({"tag": "t_chaos", "snapshot": 4, "replace": True}, ci=False),
+    # snapshots 1-2 expired before the run (as an expiry leaves them): deleting tag t2 deletes the
+    # manifest lists only it still names, after its tag file (parked in tag-deletion/ for a rerun)
+    "delete-tag": ChaosJob({"tags": ["t2"]}, same_files=True, setup="expire_first_two", ci=False),
+    # the same through expiry: tag t2 was written before the run, older_than 1s expires it
+    "expire-tags": ChaosJob({"older_than": "1s"}, same_files=True, setup="expire_first_two", ci=False),
+    # back to snapshot 4: snapshots 5-6 go, and the files only they added (5's overwrite, 6's append)
+    "rollback": ChaosJob(
+        {"to_snapshot": 4},
+        races=False,
+        ci=False,
+        named_steps=(
+            "rollback:planned",
+            "rollback:snapshot-deleted",
+            "rollback:changelogs-and-tags-deleted",
+            "rollback:files-deleted",
+            "rollback:manifests-deleted",
+            "rollback:manifest-lists-deleted",
+        ),
+    ),
+    # main expires 1-4 as expire-snapshots does; branch b (from tag t2) expires its snapshots 2-3,
+    # deleting the file only its overwritten snapshot 3 had, keeping main's and its tag's files
+    "expire-snapshots-branches": ChaosJob(
+        {"retain_min": 2, "retain_max": 2, "branches": "all"},
+        same_files=True,
+        operation="expire-snapshots",
+        setup="branch_from_t2",
         ci=False,
     ),
 }
@@ -141,15 +179,24 @@ def _tracked(path: str) -> bool:
 
 
 def crash_steps(operation: str) -> list[str]:
-    """The named crash points in the job's module (`crash_point("<op>:<step>")`)."""
-    from jobs.registry import OPERATIONS
+    """The named crash points in the job's module (`crash_point("<op>:<step>")`), and those of a
+    shared deletion it declares as `STEPS = TagSteps.of(OPERATION)` (delete-tag, expire-tags)."""
+    import importlib
 
-    operation = operation_of(operation)
-    path = Path(OPERATIONS[operation].module.replace(".", "/") + ".py")
+    from jobs.registry import OPERATIONS
+    from jobs.tag_deletion import TagSteps
+
+    job, operation = operation, operation_of(operation)
+    module = OPERATIONS[operation].module
+    path = Path(module.replace(".", "/") + ".py")
     steps = []
     for owner, step in _STEP.findall(path.read_text()):
         if owner in ("{OPERATION}", operation):
             steps.append(f"{operation}:{step}")
+    declared = getattr(importlib.import_module(module), "STEPS", None)
+    if isinstance(declared, TagSteps):
+        steps.extend(dataclasses.astuple(declared))
+    steps.extend(JOBS[job].named_steps if job in JOBS else ())
     return sorted(set(steps))
 
 
@@ -194,17 +241,52 @@ def prepare(workdir: str) -> Template:
 
 def for_job(template: Template, job: str, workdir: str) -> Template:
     """The template as `job` starts from: a copy with its `table_options` set (a new schema, as an
-    ALTER TABLE SET makes; snapshots and tags stay as they were), or the template itself."""
-    options = JOBS[job].table_options if job in JOBS else {}
-    if not options:
+    ALTER TABLE SET makes; snapshots and tags stay as they were) and its `setup` run, or the
+    template itself."""
+    spec = JOBS.get(job)
+    if spec is None or not (spec.table_options or spec.setup):
         return template
     warehouse = shutil.copytree(template.warehouse, os.path.join(workdir, f"template-{job}", "wh"))
     table = open_table(warehouse)
-    schema = table.schema
-    altered = dataclasses.replace(schema, id=schema.id + 1, options={**schema.options, **options})
-    if not table.schema_manager.commit_new_schema(altered):
-        raise AssertionError(f"{job}: could not set {options} on the template")
-    return dataclasses.replace(template, warehouse=warehouse, fingerprint=fingerprint(warehouse))
+    if spec.table_options:
+        schema = table.schema
+        altered = dataclasses.replace(
+            schema, id=schema.id + 1, options={**schema.options, **spec.table_options}
+        )
+        if not table.schema_manager.commit_new_schema(altered):
+            raise AssertionError(f"{job}: could not set {spec.table_options} on the template")
+        table = open_table(warehouse)
+    if spec.setup:
+        globals()[spec.setup](table)
+        table = open_table(warehouse)
+    state = view(warehouse)
+    return dataclasses.replace(
+        template,
+        warehouse=warehouse,
+        rows_by_snapshot={i: row_ids(rows) for i, rows in state.rows_by_snapshot.items()},
+        rows_by_tag={name: row_ids(rows) for name, rows in state.rows_by_tag.items()},
+        files_by_snapshot=snapshot_files(table),
+        fingerprint=fingerprint(warehouse),
+    )
+
+
+def expire_first_two(table: Table) -> None:
+    """Snapshots 1 and 2 gone as an expiry leaves them: their snapshot files and snapshot 1's lists
+    (snapshot 2's are tag t2's; appends delete no data file). Tag t2 now holds an expired snapshot."""
+    manager = table.snapshot_manager
+    first = manager.snapshot(1)
+    for name in (first.base_manifest_list, first.delta_manifest_list):
+        table.file_io.delete(table.manifest_path(name))
+    for snapshot_id in (1, 2):
+        table.file_io.delete(manager.snapshot_path(snapshot_id))
+    manager.write_earliest_hint(3)
+
+
+def branch_from_t2(table: Table) -> None:
+    """Branch b from tag t2 with its own commits (`table_states.branch_from_t2`)."""
+    from tests.table_states import branch_from_t2 as make_branch
+
+    make_branch(table)
 
 
 REPLACED_PARTITION = "2024-01-03"  # snapshot 5 overwrites it: files an expiry of snapshots 3-4 deletes
@@ -306,6 +388,7 @@ class Reference:
     new_snapshots: int
     files: set[str] = field(default_factory=set)  # table-relative paths of every file afterwards
     changelog_ids: list[int] = field(default_factory=list)  # long-lived changelogs afterwards
+    branch_snapshot_ids: dict[str, list[int]] = field(default_factory=dict)  # every branch's, afterwards
 
 
 def reference_run(job: str, template: Template, workdir: str) -> Reference:
@@ -325,7 +408,15 @@ def reference_run(job: str, template: Template, workdir: str) -> Reference:
         len([i for i in ids if i not in template.rows_by_snapshot]),
         comparable_files(open_table(warehouse)),
         open_table(warehouse).snapshot_manager.changelog_ids(),
+        branch_snapshot_ids(open_table(warehouse)),
     )
+
+
+def branch_snapshot_ids(table: Table) -> dict[str, list[int]]:
+    return {
+        name: table.for_branch(name).snapshot_manager.snapshot_ids()
+        for name in table.branch_manager.branch_names()
+    }
 
 
 HINTS = {"snapshot/LATEST", "snapshot/EARLIEST"}
@@ -405,8 +496,14 @@ def _check_after_crash(table: Table, template: Template, reference: Reference, r
     fine. Snapshots an uninterrupted run expires may be half-deleted: expiry deletes their files
     before their snapshot files (as Paimon does), and the rerun finishes them."""
     expiring = frozenset(template.files_by_snapshot) - frozenset(reference.snapshot_ids)
+    expiring_branch = frozenset(
+        (name, snapshot_id)
+        for name, ids in branch_snapshot_ids(open_table(template.warehouse)).items()
+        for snapshot_id in ids
+        if snapshot_id not in reference.branch_snapshot_ids.get(name, ())
+    )
     try:
-        result.lost_files += sorted(missing_needed(table, expiring))
+        result.lost_files += sorted(missing_needed(table, expiring, expiring_branch))
         kept = [i for i in table.snapshot_manager.changelog_ids() if i in reference.changelog_ids]
         result.lost_files += missing_changelog_needs(table, kept)
         present = set(table.snapshot_manager.snapshot_ids())

@@ -42,6 +42,8 @@ import org.apache.paimon.data.Timestamp;
 import org.apache.paimon.fs.Path;
 import org.apache.paimon.fs.local.LocalFileIO;
 import org.apache.paimon.index.HashBucketAssigner;
+import org.apache.paimon.manifest.ManifestCommittable;
+import org.apache.paimon.operation.FileStoreCommit;
 import org.apache.paimon.operation.OrphanFilesClean;
 import org.apache.paimon.options.ExpireConfig;
 import org.apache.paimon.schema.Schema;
@@ -133,8 +135,14 @@ public final class PaimonOracle {
                 return NODES.numberNode(table(request).newExpireChangelog().config(expireConfig(request)).expire());
             case "remove_orphan_files":
                 return removeOrphanFiles(request);
+            case "drop_partitions":
+                return dropPartitions(request);
+            case "compact_manifests":
+                return compactManifests(request);
             case "read":
                 return read(request);
+            case "read_changelog":
+                return readChangelog(request);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -292,6 +300,36 @@ public final class PaimonOracle {
         return latest(table);
     }
 
+    /** Paimon's partition drop (what truncatePartitions does): one OVERWRITE commit of DELETE entries. */
+    private static JsonNode dropPartitions(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        List<Map<String, String>> specs = new ArrayList<>();
+        for (JsonNode spec : request.get("partitions")) {
+            Map<String, String> values = new LinkedHashMap<>();
+            spec.fields().forEachRemaining(e -> values.put(e.getKey(), e.getValue().asText()));
+            specs.add(values);
+        }
+        try (FileStoreCommit commit = table.store().newCommit(UUID.randomUUID().toString())) {
+            commit.dropPartitions(specs, BatchWriteBuilder.COMMIT_IDENTIFIER);
+        }
+        return latest(table);
+    }
+
+    /**
+     * Paimon's manifest full compaction: an empty commit (not ignored) whose manifest merge runs with
+     * manifest.full-compaction-threshold-size 1 b, so every manifest below the target size is rewritten.
+     */
+    private static JsonNode compactManifests(JsonNode request) throws Exception {
+        Map<String, String> full = new HashMap<>();
+        full.put("manifest.full-compaction-threshold-size", "1 b");
+        FileStoreTable table = table(request).copy(full);
+        try (FileStoreCommit commit =
+                table.store().newCommit(UUID.randomUUID().toString()).ignoreEmptyCommit(false)) {
+            commit.commit(new ManifestCommittable(BatchWriteBuilder.COMMIT_IDENTIFIER), new HashMap<>());
+        }
+        return latest(table);
+    }
+
     private static JsonNode latest(FileStoreTable table) {
         Long id = table.snapshotManager().latestSnapshotId();
         return id == null ? NODES.nullNode() : NODES.numberNode(id);
@@ -354,7 +392,9 @@ public final class PaimonOracle {
     // ----------------------------------------------------------------------------------------------
 
     /** Every row of a batch read at a snapshot / tag (default latest) of the table or a branch, with the
-     * fields it was read with: {"fields": [DataField JSON], "rows": [[value, ...], ...]}. */
+     * fields it was read with and each row's kind: {"fields": [DataField JSON], "rows": [[value, ...],
+     * ...], "kinds": ["+I", ...]}. Dynamic "options" apply, e.g. incremental-between with
+     * incremental-between-scan-mode changelog reads the changelog files of a snapshot range. */
     private static JsonNode read(JsonNode request) throws Exception {
         FileStoreTable table = table(request);
         Map<String, String> travel = new HashMap<>();
@@ -370,16 +410,57 @@ public final class PaimonOracle {
         RowType rowType = table.rowType();
         ReadBuilder builder = table.newReadBuilder();
         ArrayNode rows = NODES.arrayNode();
+        ArrayNode kinds = NODES.arrayNode();
         builder.newRead().createReader(builder.newScan().plan()).forEachRemaining(row -> {
             rows.add(toJson(row, rowType));
+            kinds.add(row.getRowKind().shortString());
         });
         ObjectNode result = NODES.objectNode();
+        result.set("kinds", kinds);
         ArrayNode fields = NODES.arrayNode();
         for (DataField field : rowType.getFields()) {
             fields.add(JSON.valueToTree(JSON.readTree(org.apache.paimon.utils.JsonSerdeUtil.toJson(field))));
         }
         result.set("fields", fields);
         result.set("rows", rows);
+        return result;
+    }
+
+    /** The changelog after snapshot "after" up to the latest, as a streaming consumer reads it: a
+     * stream scan from snapshot after + 1, planned until it finds no newer snapshot ({"fields", "rows",
+     * "kinds"}). Not a batch `incremental-between` read: batch scans of tables that skip level 0
+     * (deletion vectors, first-row) skip the level-0 changelog files too. A stream scan skips the
+     * snapshots without changelog (COMPACT) inside one plan, so it has no end bound but the latest. */
+    private static JsonNode readChangelog(JsonNode request) throws Exception {
+        long after = request.get("after").asLong();
+        Map<String, String> from = new HashMap<>();
+        from.put("scan.mode", "from-snapshot");
+        from.put("scan.snapshot-id", String.valueOf(after + 1));
+        FileStoreTable table = table(request).copy(from);
+        RowType rowType = table.rowType();
+        ReadBuilder builder = table.newReadBuilder();
+        org.apache.paimon.table.source.StreamTableScan scan = builder.newStreamScan();
+        org.apache.paimon.table.source.TableRead read = builder.newRead();
+        ArrayNode rows = NODES.arrayNode();
+        ArrayNode kinds = NODES.arrayNode();
+        for (int round = 0; round < 10_000; round++) {
+            Long next = scan.checkpoint();
+            read.createReader(scan.plan()).forEachRemaining(row -> {
+                rows.add(toJson(row, rowType));
+                kinds.add(row.getRowKind().shortString());
+            });
+            if (next != null && next.equals(scan.checkpoint())) {
+                break; // no snapshot after `next`: the latest was read
+            }
+        }
+        ObjectNode result = NODES.objectNode();
+        ArrayNode fields = NODES.arrayNode();
+        for (DataField field : rowType.getFields()) {
+            fields.add(JSON.readTree(org.apache.paimon.utils.JsonSerdeUtil.toJson(field)));
+        }
+        result.set("fields", fields);
+        result.set("rows", rows);
+        result.set("kinds", kinds);
         return result;
     }
 

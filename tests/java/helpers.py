@@ -31,14 +31,14 @@ def java_reads(java: JavaPaimon, path: str) -> dict[tuple[str, str], list[Row]]:
 
 def assert_reads_kept(java: JavaPaimon, table: JavaTable, warehouse: str, changed: set | None = None) -> None:
     """Every snapshot, tag and branch still there reads as before (refs in `changed` are skipped: the
-    caller checks those), and no tag or branch disappeared."""
+    caller checks those, and may have dropped them), and no other tag or branch disappeared."""
     now = java_reads(java, table.path(warehouse))
     for ref, rows in now.items():
         if changed and ref in changed:
             continue
         if ref in table.reads:
             assert rows == table.reads[ref], f"{table.name} {ref}: Java reads other rows than before"
-    lost = {ref for ref in table.reads if ref[0] != "snapshot"} - set(now)
+    lost = {ref for ref in table.reads if ref[0] != "snapshot"} - set(now) - (changed or set())
     assert not lost, f"{table.name}: lost {lost}"
 
 
@@ -51,19 +51,31 @@ def files_under(root: str) -> set[str]:
     }
 
 
-def lists_java_orphan_cleaning_loses(path: str) -> set[str]:
+def lists_java_orphan_cleaning_loses(path: str, with_data_files: bool = False) -> set[str]:
     """Files Paimon 1.0's OrphanFilesClean wrongly takes for orphans (a Java bug, README).
 
     A tag (or a branch's copy of it) whose changelog manifest list Java's expiry deleted: Java's
     cleaning then collects nothing of that root, so it deletes the tag's base and delta lists and the
-    manifests only they name, and the tag can no longer be read. Our jobs keep them. Absolute paths.
+    manifests only they name, and the tag can no longer be read. Our jobs keep them. With
+    `with_data_files`, also the data files only such roots name (once the snapshots that shared them
+    have expired, Java's cleaning takes those too). Absolute paths.
     """
     from paimon_format.fileio import FileIO
-    from paimon_format.manifest import read_manifest_list
+    from paimon_format.manifest import read_manifest, read_manifest_list
     from paimon_format.scan import snapshot_sources
     from paimon_format.table import Table
 
     table = Table(FileIO.for_path(path), path)
+
+    def manifest_files(manifests: list[str]) -> set[str]:
+        if not with_data_files:
+            return set()
+        files = set()
+        for name in manifests:
+            for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                files.update(os.path.join(path, rel) for rel in table.entry_relpaths(entry))
+        return files
+
     broken, healthy = set(), set()
     for source in snapshot_sources(table):
         snapshot = source.snapshot
@@ -71,16 +83,19 @@ def lists_java_orphan_cleaning_loses(path: str) -> set[str]:
         missing = snapshot.changelog_manifest_list and not os.path.exists(
             os.path.join(path, "manifest", snapshot.changelog_manifest_list)
         )
-        names = set()
+        names, manifests = set(), []
         for name in filter(None, lists):
             if not os.path.exists(os.path.join(path, "manifest", name)):
                 continue
             names.add(name)
-            names.update(m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(name)))
-        (broken if missing else healthy).update(names)
+            manifests += [m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(name))]
         if not missing and snapshot.changelog_manifest_list:
             changelog = snapshot.changelog_manifest_list
-            healthy.add(changelog)
-            manifests = read_manifest_list(table.file_io, table.manifest_path(changelog))
-            healthy.update(m.file_name for m in manifests)
-    return {os.path.join(path, "manifest", name) for name in broken - healthy}
+            names.add(changelog)
+            manifests += [
+                m.file_name for m in read_manifest_list(table.file_io, table.manifest_path(changelog))
+            ]
+        names.update(manifests)
+        found = {os.path.join(path, "manifest", name) for name in names} | manifest_files(manifests)
+        (broken if missing else healthy).update(found)
+    return broken - healthy

@@ -18,12 +18,15 @@ The product never imports this; tests reach it through the session-scoped ``java
 Requests (methods of `JavaPaimon`): ``create_table``, ``alter_table`` (add / rename / widen a column,
 set an option), ``write`` (one batch commit, or an overwrite of a partition; a dynamic-bucket table is
 written through Paimon's ``HashBucketAssigner`` as Flink does), ``compact`` (Paimon's own compaction of
-every partition and bucket, full by default), ``create_tag``, ``create_branch`` (from a tag, or empty),
+every partition and bucket, full by default), ``read_changelog`` (the changelog after a snapshot,
+with row kinds), ``create_tag``, ``create_branch`` (from a tag, or empty),
 ``expire_snapshots`` / ``expire_changelog`` (Paimon's ``ExpireSnapshotsImpl`` / ``ExpireChangelogImpl``
-with an ``ExpireConfig``), ``remove_orphan_files`` (Paimon's ``OrphanFilesClean``, with
-``delete-file.thread-num`` 64: smaller values deadlock on two partition levels), and ``read`` (a batch
-read of the table or a branch at the latest snapshot, a snapshot id or a tag). ``branch=`` is accepted
-by every request that works on a table. An error in Java raises `JavaError` with Java's message.
+with an ``ExpireConfig``), ``drop_partitions`` and ``compact_manifests`` (Paimon's partition drop
+and manifest full compaction, which the benchmarks time as Java peers), ``remove_orphan_files``
+(Paimon's ``OrphanFilesClean``, with ``delete-file.thread-num`` 64: smaller values deadlock on two
+partition levels), and ``read`` (a batch read of the table or a branch at the latest snapshot, a
+snapshot id or a tag). ``branch=`` is accepted by every request that works on a table. An error in
+Java raises `JavaError` with Java's message.
 
 Values: column types are Paimon schema JSON (``"INT NOT NULL"``, ``"DECIMAL(10, 2)"``, ``{"type":
 "ARRAY", "element": "INT"}`` ...). Rows go in as dicts of Python values (dates, datetimes, Decimal,
@@ -243,6 +246,18 @@ class JavaPaimon:
         )
         return {os.path.normpath(p) for p in found}
 
+    def drop_partitions(self, path: str, partitions: Sequence[Mapping[str, str]]) -> int:
+        """Paimon's partition drop (``FileStoreCommit.dropPartitions``, what ``truncatePartitions``
+        does): one OVERWRITE snapshot deleting every live file of the specs; the new snapshot id."""
+        return self._call(
+            {"op": "drop_partitions", "path": str(path), "partitions": [dict(p) for p in partitions]}
+        )
+
+    def compact_manifests(self, path: str) -> int:
+        """Paimon's manifest full compaction: an empty commit whose manifest merge runs with
+        ``manifest.full-compaction-threshold-size`` 1 b; the new snapshot id."""
+        return self._call({"op": "compact_manifests", "path": str(path)})
+
     # ----- reading --------------------------------------------------------------------------------
 
     def read_with_fields(
@@ -258,6 +273,17 @@ class JavaPaimon:
         )
         fields = answer["fields"]
         return fields, [_decode_row(values, fields) for values in answer["rows"]]
+
+    def read_changelog(self, path: str, after: int) -> list[tuple[str, Row]]:
+        """The changelog of every snapshot after `after` as a streaming consumer reads it (Java's
+        stream scan from snapshot after + 1 to the latest): (row kind, row) pairs, sorted."""
+        answer = self._call({"op": "read_changelog", "path": str(path), "after": after})
+        fields = answer["fields"]
+        pairs = [
+            (kind, _decode_row(values, fields))
+            for kind, values in zip(answer["kinds"], answer["rows"], strict=True)
+        ]
+        return sorted(pairs, key=lambda pair: [pair[0], *sort_key(pair[1])])
 
     def read(
         self,

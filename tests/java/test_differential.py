@@ -1,6 +1,9 @@
 """Differential: on identical copies of Java-written tables, our expire-snapshots and Java's expiry with
 the same settings leave the same snapshot files and the same data, changelog and index files; our
-remove-orphan-files and Java's OrphanFilesClean remove the same orphans."""
+remove-orphan-files and Java's OrphanFilesClean remove the same orphans.
+
+Both run on Spark (`local: never`): these small tables would otherwise take the driver path, which
+the maintain run of test_jobs_on_java_tables.py covers on every Java table."""
 
 from __future__ import annotations
 
@@ -57,6 +60,7 @@ def test_expire_snapshots_matches_javas_expiry(spark_session, java_paimon, java_
                 "retain_min": 1,
                 "retain_max": 1,
                 "older_than": "0s",
+                "local": "never",
             },
         )
         assert code == 0, f"{name}: {record.get('error')}"
@@ -110,7 +114,13 @@ def test_remove_orphan_files_matches_javas_orphan_cleaning(
         code, record = run_job(
             tmp_path / name,
             "remove-orphan-files",
-            {"warehouse": ours, "table": table.identifier, "older_than": "0s", "force": True},
+            {
+                "warehouse": ours,
+                "table": table.identifier,
+                "older_than": "0s",
+                "force": True,
+                "local": "never",
+            },
         )
         assert code == 0, f"{name}: {record.get('error')}"
         java_bug = lists_java_orphan_cleaning_loses(table.path(javas))

@@ -1,7 +1,8 @@
-"""Java reads every table our write job makes (append and primary key, parquet / orc / avro, every
-type Spark builds from local rows: TIMESTAMP_LTZ is covered by the Java-written fixtures, as Spark's
-Arrow conversion of local rows asserts a time zone there) at every snapshot with the rows pypaimon
-reads; and our write job appends to a Java-written primary-key table."""
+"""Java reads every table our write job makes (append and primary key with changelog-producer input,
+parquet / orc / avro, every type Spark has; TIMESTAMP_LTZ built in Spark by a cast from the
+TIMESTAMP_NTZ column in the session time zone) at every snapshot with the rows pypaimon reads, and the
+changelog as a streaming consumer. Our write job appending to Java-written tables:
+test_write_on_java_tables.py."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ import pytest
 
 from jobs.write import write_dataframe
 from paimon_format.table import Table
-from tests.java.helpers import assert_reads_kept
 from tests.java.oracle import sort_key
-from tests.java.tables import DAY2, REGIONS
 from tests.pypaimon_reads import pypaimon_rows
 
 pytestmark = pytest.mark.java
@@ -51,11 +50,23 @@ def typed_rows(ids: range, version: int) -> list[tuple]:
     ]
 
 
+def _frame(spark, ids: range, version: int):
+    """Spark's `timestamp` (TIMESTAMP_LTZ) is cast from the TIMESTAMP_NTZ column in Spark, in the
+    session time zone: local rows with aware datetimes would go through Spark's Arrow conversion."""
+    return spark.createDataFrame(typed_rows(ids, version), COLUMNS).selectExpr(
+        "*", "cast(ts as timestamp) as ltz"
+    )
+
+
 def _comparable(rows: list[dict]) -> list[dict]:
-    """pypaimon spells a MAP as a list of pairs too; normalise both the same way and sort."""
+    """pypaimon spells a MAP as a list of pairs too; normalise both the same way and sort.
+    TIMESTAMP_LTZ as the UTC instant (Java: UTC-aware; pypaimon: naive or aware)."""
     out = []
     for row in rows:
         row = dict(row)
+        ltz = row.get("ltz")
+        if isinstance(ltz, dt.datetime) and ltz.tzinfo is not None:
+            row["ltz"] = ltz.astimezone(dt.timezone.utc).replace(tzinfo=None)
         if isinstance(row.get("m"), dict):
             row["m"] = list(row["m"].items())
         if row.get("m") is not None:
@@ -69,14 +80,14 @@ def test_java_reads_what_our_write_job_wrote(spark_session, java_paimon, tmp_pat
     warehouse = str(tmp_path / "wh")
     for name, primary_keys, options in (
         ("append", [], {"file.format": file_format}),
-        ("pk", ["id", "p"], {"file.format": file_format, "bucket": "2"}),
+        ("pk", ["id", "p"], {"file.format": file_format, "bucket": "2", "changelog-producer": "input"}),
     ):
         identifier = f"db.{name}"
-        first = spark_session.createDataFrame(typed_rows(range(6), 1), COLUMNS)
+        first = _frame(spark_session, range(6), 1)
         write_dataframe(
             first, warehouse, identifier, partition_keys=["p"], primary_keys=primary_keys, options=options
         )
-        second = spark_session.createDataFrame(typed_rows(range(3, 9), 2), COLUMNS)
+        second = _frame(spark_session, range(3, 9), 2)
         write_dataframe(second, warehouse, identifier)
         table = Table.open(warehouse, identifier)
         for snapshot_id in table.snapshot_manager.snapshot_ids():
@@ -84,18 +95,10 @@ def test_java_reads_what_our_write_job_wrote(spark_session, java_paimon, tmp_pat
             got = _comparable(java_paimon.read(table.path, snapshot_id=snapshot_id))
             assert got == expected, f"{file_format} {name} snapshot {snapshot_id}"
             assert len(got) == (6 if snapshot_id == 1 else 9 if primary_keys else 12)
-
-
-def test_our_write_job_appends_to_java_tables(spark_session, java_paimon, java_templates, java_warehouse):
-    pk = java_templates[1]["pk_changelog"]
-    rows = [(3, DAY2, REGIONS[1], "ours", 33), (500, DAY2, REGIONS[0], "new", 5)]
-    frame = spark_session.createDataFrame(rows, "id long, dt date, region string, v string, n long")
-    write_dataframe(frame, java_warehouse, pk.identifier)
-    latest = java_paimon.read(pk.path(java_warehouse))
-    before = pk.reads[("tag", "t_latest")]
-    keys = {(r[0], r[1], r[2]) for r in rows}
-    expected = [r for r in before if (r["id"], r["dt"], r["region"]) not in keys] + [
-        {"id": i, "dt": d, "region": g, "v": v, "n": n} for i, d, g, v, n in rows
-    ]
-    assert latest == sorted(expected, key=sort_key)
-    assert_reads_kept(java_paimon, pk, java_warehouse)
+            assert {row["ltz"] for row in got} == {row["ts"] for row in got}  # session time zone UTC
+        if primary_keys:  # changelog-producer input: the second write's rows as they came
+            changelog = java_paimon.read_changelog(table.path, after=1)
+            assert [kind for kind, _ in changelog] == ["+I"] * 6
+            assert _comparable([row for _, row in changelog]) == _comparable(
+                [row for row in java_paimon.read(table.path) if row["id"] >= 3]
+            )

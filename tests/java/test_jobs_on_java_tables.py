@@ -17,7 +17,6 @@ import pytest
 from tests.java.helpers import (
     assert_reads_kept,
     files_under,
-    java_reads,
     lists_java_orphan_cleaning_loses,
     run_job,
 )
@@ -60,52 +59,9 @@ def test_tag_on_an_expired_snapshot_whose_changelog_java_deleted(
         java_paimon.read(path, tag="t2")
 
 
-MAINTENANCE_TABLES = [
-    "pk_changelog",
-    "pk_lookup_dv",
-    "pk_first_row",
-    "pk_partial_update",
-    "pk_aggregation",
-    "pk_dynamic",
-    "types_parquet",
-    "types_orc",
-    "types_avro",
-]
-
-
-@pytest.mark.parametrize(
-    "operation, settings",
-    [
-        ("compact-manifests", {"mode": "full"}),
-        ("expire-snapshots", {"retain_min": 1, "retain_max": 1, "older_than": "0s"}),
-        ("remove-orphan-files", {"older_than": "0s", "force": True}),
-    ],
-)
-def test_maintenance_job_on_every_java_table(
-    spark_session, java_paimon, java_templates, java_warehouse, tmp_path, operation, settings
-):
-    templates = java_templates[1]
-    for name in MAINTENANCE_TABLES:
-        table = templates[name]
-        path = table.path(java_warehouse)
-        before = files_under(path)
-        code, record = run_job(
-            tmp_path / name, operation, {"warehouse": java_warehouse, "table": table.identifier, **settings}
-        )
-        assert code == 0, f"{name}: {record.get('error')}"
-        assert_reads_kept(java_paimon, table, java_warehouse)
-        after = files_under(path)
-        if operation == "expire-snapshots":
-            snapshots = sorted(p for p in after if p.startswith("snapshot/snapshot-"))
-            assert len(snapshots) == 1, f"{name}: {snapshots}"
-        if operation == "compact-manifests":
-            latest = max(int(ref[1]) for ref in table.reads if ref[0] == "snapshot")
-            assert ("snapshot", str(latest + 1)) in java_reads(java_paimon, path)
-        if operation == "remove-orphan-files":
-            assert after == before, f"{name}: removed {before - after} from a table without orphans"
-
-
 def test_maintain_on_the_java_warehouse(spark_session, java_paimon, java_templates, java_warehouse, tmp_path):
+    """expire-snapshots, compact-manifests and remove-orphan-files on every Java table, through maintain.
+    The jobs' own differential tests (test_differential.py) compare each one with Java's on every table."""
     config = {
         "warehouse": java_warehouse,
         "tables": ["db.*"],
@@ -118,8 +74,13 @@ def test_maintain_on_the_java_warehouse(spark_session, java_paimon, java_templat
     }
     code, record = run_job(tmp_path, "maintain", config)
     assert code == 0, json.dumps(record)[:2000]
-    for table in java_templates[1].values():
+    for name, table in java_templates[1].items():
         assert_reads_kept(java_paimon, table, java_warehouse)
+        path = table.path(java_warehouse)
+        # expire-snapshots kept 2, then compact-manifests committed one more on top of them
+        latest = max(int(ref[1]) for ref in table.reads if ref[0] == "snapshot")
+        snapshots = {p for p in files_under(path) if p.startswith("snapshot/snapshot-")}
+        assert snapshots == {f"snapshot/snapshot-{i}" for i in (latest - 1, latest, latest + 1)}, name
 
 
 def test_drop_partition_with_escaped_values_on_java_tables(

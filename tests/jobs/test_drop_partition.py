@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from jobs import partitions as partitions_module
+from jobs import partition_scan
 from jobs.__main__ import main
 from jobs.drop_partition import drop_partition
 from jobs.write import write_dataframe
@@ -165,7 +165,7 @@ def test_a_rival_that_rewrites_the_dropped_partition_makes_the_job_plan_again(sp
 
 def test_many_files_spread_over_several_writers_and_manifests(spark_session, tmp_path, monkeypatch):
     """Metadata-only table (no data files): the DELETE manifests are written by several tasks."""
-    monkeypatch.setattr(partitions_module, "FILES_PER_WRITER", 40)
+    monkeypatch.setattr(partition_scan, "FILES_PER_WRITER", 40)
     table = make_table(str(tmp_path / "db.db" / "t"), options={"manifest.target-file-size": "8 kb"})
     committer = SnapshotCommit(table)
     for batch in range(6):

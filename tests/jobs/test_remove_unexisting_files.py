@@ -78,3 +78,55 @@ def test_too_many_missing_files_is_refused(spark_session, template, tmp_path):
     with pytest.raises(SafetyRefusal, match="4 of 12 live files"):
         remove_unexisting_files(spark_session, open_table(warehouse), max_missing_ratio=0.1)
     assert fingerprint(warehouse) == untouched
+
+
+def test_deletion_vectors_of_lost_files_leave_the_index(spark_session, tmp_path):
+    """A lost file's deletion vector leaves the repaired snapshot: an index file naming only lost
+    files is dropped, one also naming a live file is rewritten with the live file's vector alone."""
+    from pyroaring import BitMap
+
+    from paimon_format.deletion_vectors import deletion_vectors, write_index_file
+    from paimon_format.scan import index_entries
+    from paimon_format.schema import new_table_schema
+    from paimon_format.table import Table
+    from paimon_format.types import parse_type
+    from tests.dv_tables import commit_index_entries
+    from tests.table_states import append_rows, batch
+
+    warehouse = str(tmp_path / "wh")
+    table = Table.open(warehouse, IDENTIFIER)
+    columns = [("id", parse_type("BIGINT")), ("dt", parse_type("STRING")), ("v", parse_type("STRING"))]
+    schema = new_table_schema(columns, partition_keys=["dt"], options={"deletion-vectors.enabled": "true"})
+    table.schema_manager.create_table(schema)
+    table.refresh()
+    for commit in range(3):
+        append_rows(table, batch(commit * 4, 4, days=2))  # 3 files in each of 2 partitions
+    entries = sorted(live_entries(table, table.snapshot_manager.latest()), key=lambda e: e.file.file_name)
+    first = entries[0]
+    other = next(e for e in entries[1:] if e.partition == first.partition)
+    elsewhere = next(e for e in entries if e.partition != first.partition)
+    shared = write_index_file(
+        table, first.partition, 0, {first.file.file_name: BitMap([0]), other.file.file_name: BitMap([1])}
+    )
+    alone = write_index_file(table, elsewhere.partition, 0, {elsewhere.file.file_name: BitMap([0])})
+    commit_index_entries(table, [shared, alone])
+    before = row_ids(pypaimon_rows(warehouse, IDENTIFIER))
+    lost: set[int] = set()
+    for entry in (first, elsewhere):
+        path = table.data_file_path(entry)
+        lost |= set(pq.ParquetFile(path).read(columns=["id"]).column("id").to_pylist())
+        table.file_io.delete(path)
+
+    dry = remove_unexisting_files(spark_session, open_table(warehouse), max_missing_ratio=0.5, dry_run=True)
+    assert dry.counts["deletion_vector_files_to_drop"] == 2 and "committed" not in dry.snapshot_ids
+    record = remove_unexisting_files(spark_session, open_table(warehouse), max_missing_ratio=0.5)
+
+    assert record.counts["files_removed"] == 2 and record.counts["deletion_vector_files_dropped"] == 2
+    table = open_table(warehouse)
+    latest = table.snapshot_manager.latest()
+    vectors = [e for e in index_entries(table, latest) if e.index_type == "DELETION_VECTORS"]
+    assert len(vectors) == 1 and vectors[0].file_name not in (shared.file_name, alone.file_name)
+    assert deletion_vectors(table, latest, first.partition, 0) == {other.file.file_name: BitMap([1])}
+    assert deletion_vectors(table, latest, elsewhere.partition, 0) == {}
+    # the lost rows are gone, the live file's deleted row stays deleted
+    assert row_ids(pypaimon_rows(warehouse, IDENTIFIER)) == sorted(set(before) - lost)

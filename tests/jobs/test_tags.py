@@ -391,3 +391,52 @@ def test_the_example_configs_load(operation):
     path = Path(__file__).resolve().parents[2] / "conf" / f"{operation}.yaml"
     config = load_config(str(path), [], load(operation).CONFIG_MODEL)
     assert config.table == "db.events"
+
+
+# -- tags on a branch ------------------------------------------------------------------------------
+
+
+def test_tags_on_a_branch_live_under_it_and_hold_its_files(spark_session, tmp_path, capsys):
+    """create-tag / delete-tag with branch: b work on branch/branch-b/tag/; while the branch's tag
+    holds its snapshot 3, expiring the branch keeps the file only that snapshot had (which the
+    branch's overwrite replaced); deleting the tag then deletes it. Main is never touched."""
+    from paimon_format.scan import live_entries
+    from tests.table_states import branch_from_t2
+
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=4)  # tag t2 on snapshot 2
+    branch = branch_from_t2(table)  # snapshots 2 (t2), 3 (600-602), 4 (overwrite dt=2024-01-01), 5
+    main_before = view(warehouse)
+    held = {e.file.file_name for e in live_entries(branch, branch.snapshot_manager.snapshot(3))}
+    only_snapshot_3 = held - {
+        e.file.file_name for e in live_entries(branch, branch.snapshot_manager.latest())
+    }
+    only_snapshot_3 -= {e.file.file_name for e in live_entries(table, table.snapshot_manager.latest())}
+    assert len(only_snapshot_3) == 1  # 600-602's file in dt=2024-01-01
+    base = {"warehouse": warehouse, "table": IDENTIFIER, "branch": "b"}
+    config = tmp_path / "job.yaml"
+
+    def run(operation: str, **keys) -> tuple[int, dict]:
+        config.write_text(yaml.safe_dump({**base, **keys}))
+        return run_cli([operation, "--config", str(config)], capsys)
+
+    code, record = run("create-tag", tag="bt3", snapshot=3)
+    assert code == 0, record.get("error")
+    assert Path(branch.tag_manager.tag_path("bt3")).is_file() and "bt3" not in table.tag_manager.tag_names()
+    assert branch.tag_manager.tag("bt3").id == 3
+    code, record = run("expire-snapshots", retain_min=1, retain_max=1, older_than="0s")
+    assert code == 0, record.get("error")
+    assert branch.snapshot_manager.snapshot_ids() == [5]
+    assert {e.file.file_name for e in live_entries(branch, branch.tag_manager.tag("bt3"))} == held
+    assert not missing_needed(table), "the branch's tag lost a file to the branch's expiry"
+
+    code, record = run("delete-tag", tags=["bt3"], strict=True)
+    assert code == 0, record.get("error")
+    assert record["counts"]["tags_deleted"] == 1 and record["counts"]["files_deleted"] == 1
+    assert not Path(branch.tag_manager.tag_path("bt3")).exists()
+    assert not missing_needed(table) and not unreferenced(table)
+    assert view(warehouse).rows_by_snapshot == main_before.rows_by_snapshot
+    assert view(warehouse).rows_by_tag == main_before.rows_by_tag
+
+    code, record = run("delete-tag", tags=["t2"], branch="nope")
+    assert code == 2 and "branch 'nope' does not exist" in record["error"]

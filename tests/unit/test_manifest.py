@@ -28,7 +28,6 @@ from paimon_format.fileio import FileIO
 from paimon_format.manifest import (
     ADD,
     DELETE,
-    MANIFEST_FILE_META_SCHEMA,
     DataFileMeta,
     IndexManifestEntry,
     ManifestEntry,
@@ -52,6 +51,7 @@ from paimon_format.manifest import (
     write_manifest,
     write_manifest_list,
 )
+from paimon_format.manifest_schemas import MANIFEST_FILE_META_SCHEMA
 from paimon_format.types import parse_type
 
 SAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "spec" / "samples"

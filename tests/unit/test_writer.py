@@ -27,11 +27,13 @@ from paimon_format.schema import TableSchema, new_table_schema
 from paimon_format.types import parse_type
 from paimon_format.writer import (
     DataWriteError,
+    fit_string_lengths,
     split_by_partition_and_bucket,
     table_arrow_schema,
     truncate_max,
     truncate_min,
     write_bucket_files,
+    write_bucket_outputs,
     write_table_files,
 )
 
@@ -735,3 +737,50 @@ def test_pypaimon_reads_a_primary_key_table_we_wrote_twice(tmp_path):
     commit_files(table, results, 2)
     rows = sorted((r["id"], r["dt"], r["v"]) for r in pypaimon_read(tmp_path))
     assert rows == [(1, "a", "uno"), (2, "a", "dos"), (4, "a", "four")]
+
+
+def test_changelog_producer_input_writes_every_input_row_as_changelog(tmp_path):
+    """As Java's MergeTreeWriter: the data file holds the merged rows, the changelog file (prefix
+    `changelog-`, level 0) every row as it came, by key then sequence number, retractions kept."""
+    data = pa.table(
+        {
+            "id": [3, 1, 3, 2],
+            "dt": ["a"] * 4,
+            "v": ["old", "one", "new", None],
+            "__row_kind": ["+I", "+I", "+U", "-D"],
+        }
+    )
+    schema = make_schema(primary_keys=("id", "dt"), options={**pk_options(), "changelog-producer": "input"})
+    root = str(tmp_path / "db.db" / "t")
+    (out,) = write_bucket_outputs(FileIO.for_path(root), root, schema, data, 10)
+    (meta,) = out.files
+    (changelog,) = out.changelog_files
+    assert meta.file_name.startswith("data-") and changelog.file_name.startswith("changelog-")
+    assert file_path(root, changelog).parent == file_path(root, meta).parent
+    rows = read_parquet(file_path(root, changelog))
+    assert rows.column("id").to_pylist() == [1, 2, 3, 3]
+    assert rows.column("v").to_pylist() == ["one", None, "old", "new"]
+    assert rows.column("_SEQUENCE_NUMBER").to_pylist() == [11, 13, 10, 12]
+    assert rows.column("_VALUE_KIND").to_pylist() == [0, 3, 0, 2]
+    assert (changelog.row_count, changelog.delete_row_count, changelog.level) == (4, 1, 0)
+    key_type = [schema.field("id").type]
+    assert deserialize_row(changelog.min_key, key_type) == [1]
+    assert deserialize_row(changelog.max_key, key_type) == [3]
+    assert read_parquet(file_path(root, meta)).column("v").to_pylist() == ["one", None, "new"]
+    # write_table_files (no changelog) and tables without the producer write no changelog file
+    assert not write_bucket_outputs(
+        FileIO.for_path(root), root, make_schema(primary_keys=("id", "dt"), options=pk_options()), data, 10
+    )[0].changelog_files
+    write_table_files(FileIO.for_path(root), root, schema, data, 10)
+    assert len(list(Path(root).rglob("changelog-*"))) == 1
+
+
+def test_fit_string_lengths_checks_and_pads_char_and_varchar():
+    schema = make_schema(columns=[("c", "CHAR(3)"), ("vc", "VARCHAR(4)"), ("s", "STRING")], partition_keys=())
+    data = pa.table({"c": ["a", None, "abc"], "vc": ["abcd", "", None], "s": ["x" * 50, "", None]})
+    fitted = fit_string_lengths(data, schema)
+    assert fitted.column("c").to_pylist() == ["a  ", None, "abc"]
+    assert fitted.column("vc").to_pylist() == ["abcd", "", None]
+    assert fitted.column("s").to_pylist() == data.column("s").to_pylist()
+    with pytest.raises(DataWriteError, match="column vc: a value of 5 characters does not fit VARCHAR"):
+        fit_string_lengths(pa.table({"c": ["a"], "vc": ["abcdé"], "s": ["x"]}), schema)

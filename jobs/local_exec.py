@@ -1,0 +1,157 @@
+"""Small tables maintained in the driver process: the choice between Spark and `LocalSession`.
+
+A maintenance job over a small table spends most of its time in Spark's per-job cost, not in storage
+calls. The jobs that support it (expire-snapshots, compact-manifests, remove-orphan-files) wrap their
+work in `run_where_it_fits`: it sizes the table from a few metadata reads and hands the same job
+function either a `jobs.local_frame.LocalSession` (the work runs in this process, same code, same
+safety checks) or the SparkSession. The run record says which (`details.executed_in`).
+
+Sizing is cheap and bounded: per branch one directory listing of snapshots, tags and changelogs and
+the latest snapshot's manifest lists (their entry counts), never a manifest. That cannot see a file
+only an old snapshot or tag names, nor orphans, so the local run itself is bounded too: no frame may
+hold more than `row_limit` rows. A frame past it aborts the local run before it grows (LocalLimitExceeded)
+and the job runs again on Spark, from the start. Every job plans completely before its first
+deletion or commit, so an abort almost always comes before anything changed; one that comes later
+(expire-snapshots' changelog phase after its snapshot phase) is a crash followed by a rerun, which
+every one of these jobs is built to survive: the rerun plans from what is left.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from jobs.local_frame import LocalLimitExceeded, LocalSession
+from jobs.report import RunRecord
+from paimon_format.manifest import read_manifest_list
+from paimon_format.table import MAIN_BRANCH, Table
+
+DEFAULT_MAX_ENTRIES = 10_000
+DEFAULT_MAX_FILES = 50_000
+MAX_BRANCHES_SIZED = 64  # more branches than this: not a small table, without reading them all
+ENGINE_DRIVER, ENGINE_SPARK = "driver", "spark"
+
+
+class LocalRunOptions(BaseModel):
+    """The keys of a job that can run a small table in the driver process."""
+
+    local: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="auto: small tables (local_max_entries / local_max_files) run in the driver process "
+        "without Spark jobs; always: every table does; never: always Spark",
+    )
+    local_max_entries: int = Field(
+        default=DEFAULT_MAX_ENTRIES,
+        ge=0,
+        description="at most this many manifest entries (latest snapshots) plus snapshots, tags, changelogs",
+    )
+    local_max_files: int = Field(
+        default=DEFAULT_MAX_FILES, ge=0, description="at most this many live data files (latest snapshots)"
+    )
+
+
+@dataclass(frozen=True)
+class TableSize:
+    """What a table's metadata says about its size, from the latest snapshot of each branch."""
+
+    manifest_entries: int  # ADD and DELETE entries the latest snapshots' manifest lists count
+    live_files: int  # added minus deleted files of the latest snapshots' base and delta lists
+    roots: int  # snapshots, tags and long-lived changelogs: each is read by the jobs
+    branches: int
+
+    def fits(self, max_entries: int, max_files: int) -> bool:
+        return (
+            self.branches <= MAX_BRANCHES_SIZED
+            and self.manifest_entries + self.roots <= max_entries
+            and self.live_files <= max_files
+        )
+
+
+def measure(table: Table) -> TableSize:
+    """Size the table from its directory listings and latest manifest lists (see the module docstring).
+
+    Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
+    """
+    branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
+    entries = files = roots = 0
+    if len(branches) > MAX_BRANCHES_SIZED:
+        return TableSize(0, 0, 0, len(branches))
+    for branch in branches:
+        branch_table = table.for_branch(branch)
+        manager = branch_table.snapshot_manager
+        roots += len(manager.snapshot_ids()) + len(manager.changelog_ids())
+        roots += len(branch_table.tag_manager.tag_names())
+        latest = manager.latest()
+        if latest is None:
+            continue
+        for name, counts_files in (
+            (latest.base_manifest_list, True),
+            (latest.delta_manifest_list, True),
+            (latest.changelog_manifest_list, False),
+        ):
+            if not name:
+                continue
+            for meta in read_manifest_list(branch_table.file_io, branch_table.manifest_path(name)):
+                entries += meta.num_added_files + meta.num_deleted_files
+                if counts_files:
+                    files += meta.num_added_files - meta.num_deleted_files
+    return TableSize(entries, files, roots, len(branches))
+
+
+def row_limit(max_entries: int, max_files: int) -> int:
+    """The most rows one frame of a local run may hold: room for the listing and the entries read."""
+    return 2 * (max_entries + max_files)
+
+
+def run_where_it_fits(
+    context: Any, table: Table, config: Any, job: Callable[[Any], None], allowed: bool = True
+) -> None:
+    """Run `job(session)` in the driver process when the table is small enough, else on Spark.
+    `allowed` False: this run needs Spark whatever the table's size (e.g. it reads an inventory).
+
+    `job` reads and fills `context.record`; during a local attempt that is a scratch record, merged
+    into the real one when the attempt ends (also when it fails, so a failure's record shows what
+    ran), and dropped when the attempt is abandoned for Spark (LocalLimitExceeded).
+    """
+    record: RunRecord = context.record
+    mode = getattr(config, "local", "never") if allowed else "never"
+    limit: int | None = None
+    if mode == "auto":
+        size = measure(table)
+        record.details["table_size"] = asdict(size)
+        if not size.fits(config.local_max_entries, config.local_max_files):
+            mode = "never"
+        limit = row_limit(config.local_max_entries, config.local_max_files)
+    if mode != "never":
+        scratch = RunRecord(operation=record.operation, table=record.table, dry_run=record.dry_run)
+        context.record = scratch
+        try:
+            job(LocalSession(row_limit=limit))
+        except LocalLimitExceeded as error:
+            context.log.info("not small after all (%s): running on Spark", error)
+            record.details["local_abandoned"] = str(error)
+        except BaseException:
+            _merge(record, scratch, ENGINE_DRIVER)
+            raise
+        else:
+            _merge(record, scratch, ENGINE_DRIVER)
+            return
+        finally:
+            context.record = record
+    record.details["executed_in"] = ENGINE_SPARK
+    job(context.spark)
+
+
+def _merge(record: RunRecord, scratch: RunRecord, engine: str) -> None:
+    for key, value in scratch.counts.items():
+        record.count(key, value)
+    for key, value in scratch.bytes.items():
+        record.add_bytes(key, value)
+    for key, paths in scratch.samples.items():
+        record.sample(key, paths)
+    record.snapshot_ids.update(scratch.snapshot_ids)
+    record.details.update(scratch.details)
+    record.details["executed_in"] = engine

@@ -1,0 +1,466 @@
+"""One read of a snapshot's manifests for the partition jobs (drop-partition, expire-partitions).
+
+Why one read: both jobs need per-partition summaries (to choose partitions and to report them) and
+the DELETE entries of the chosen partitions' live files. Reading every manifest twice for that, and
+sending one row per file through Spark aggregations, cost twice compact-manifests' CPU per entry.
+
+1. Scan (one task per slice of manifest names): each manifest is read once and decoded with
+   fastavro into plain records; no ManifestEntry is built here. A partition's bytes decide, once per
+   partition and task, whether it is *wanted* (it may be dropped: it matches drop-partition's
+   selection, or is expired by its values). A wanted partition's records are shipped as one pickled
+   list per (manifest, partition); an unwanted one only as net counts (ADDs minus DELETEs of files,
+   bytes, rows), which is exact for consistent metadata and all the report needs of it.
+2. Merge (a hash shuffle by partition, rows in manifest order): per wanted partition, ADD/DELETE
+   pairs cancel in `EntryMerger`, which refuses inconsistent metadata (a file added twice, a DELETE
+   without its ADD); one summary row per live partition goes to the driver, and, when asked, the
+   DELETE entries of the live files are written into manifests by the same task.
+
+Two ways to use it:
+- `write=True` (drop-partition): every wanted partition with live files is dropped, so the scan
+  writes the DELETE manifests at once: one Spark job reads, merges and writes.
+- `keep=True` (expire-partitions): which wanted partitions go (`max_expires` in value order, commit
+  batches) is decided on the driver from the summaries; the shuffled rows stay persisted and
+  `PartitionScan.write_deletes` writes the chosen partitions' manifests from them, without reading
+  the manifests again.
+
+Nothing here commits. Manifests written by a scan that then fails (an inconsistent partition in
+another task) are removed before the error is raised; if the process dies first, they are
+unreferenced manifests that remove-orphan-files collects.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import logging
+import pickle
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from jobs.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
+from paimon_format.errors import CorruptFileError, InvalidTableStateError, PaimonFormatError
+from paimon_format.manifest import (
+    ADD,
+    DELETE,
+    ManifestEntry,
+    ManifestFileMeta,
+    check_file_size,
+    entry_from_record,
+    gc_paused,
+    iter_manifest_records,
+    rolling_write_manifests,
+)
+from paimon_format.options import CoreOptions
+from paimon_format.partition_spec import PartitionStats
+from paimon_format.scan import EntryMerger, data_manifests
+from paimon_format.snapshot import Snapshot
+from paimon_format.table import Table
+
+log = logging.getLogger(__name__)
+
+_EPOCH = dt.datetime(1970, 1, 1)
+# Live files per merge task, roughly: more entries than this spread over more tasks.
+FILES_PER_WRITER = 200_000
+
+SCANNED = "partition binary, ord long, payload binary, files long, bytes long, rows long"
+MERGED = "partition binary, files long, bytes long, rows long, created long, meta binary, error string"
+_SCANNED_SCHEMA = pa.schema(
+    [
+        ("partition", pa.binary()),
+        ("ord", pa.int64()),
+        ("payload", pa.binary()),
+        ("files", pa.int64()),
+        ("bytes", pa.int64()),
+        ("rows", pa.int64()),
+    ]
+)
+_MERGED_SCHEMA = pa.schema(
+    [
+        ("partition", pa.binary()),
+        ("files", pa.int64()),
+        ("bytes", pa.int64()),
+        ("rows", pa.int64()),
+        ("created", pa.int64()),
+        ("meta", pa.binary()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def manifest_frame(spark: Any, manifests: Sequence[ManifestFileMeta]) -> Any:
+    """A DataFrame of (idx, name, size): one row per manifest, spread over tasks for the executors."""
+    columns = {
+        "idx": pa.array(range(len(manifests)), pa.int64()),
+        "name": pa.array([meta.file_name for meta in manifests], pa.string()),
+        "size": pa.array([meta.file_size for meta in manifests], pa.int64()),
+    }
+    return driver_list_frame(spark, columns, "manifest names")
+
+
+def creation_millis(created: dt.datetime | None) -> int | None:
+    return None if created is None else (created - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
+@dataclass
+class WrittenDeletes:
+    """The DELETE manifests of one plan, and what they drop."""
+
+    snapshot_id: int
+    manifests: list[ManifestFileMeta]
+    files: int
+    bytes: int
+    rows: int
+
+
+# -- 1. the scan task: every manifest read once -------------------------------------------------
+
+
+def scan_manifests_task(
+    batches: Iterable[pa.RecordBatch], table: Table, wanted: Callable[[bytes], bool]
+) -> Iterator[pa.RecordBatch]:
+    """Per manifest: pickled record lists of wanted partitions, net counts of the others.
+
+    The per-entry work is a fastavro decode, a dict lookup by partition bytes and a list append
+    (wanted) or three additions (unwanted); `wanted` runs once per distinct partition.
+    """
+    decided: dict[bytes, bool] = {}
+    for batch in batches:
+        columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
+        for index, name, size in zip(*columns, strict=True):
+            yield _scan_manifest(table, index, name, size, wanted, decided)
+
+
+def _scan_manifest(
+    table: Table,
+    index: int,
+    name: str,
+    size: int | None,
+    wanted: Callable[[bytes], bool],
+    decided: dict[bytes, bool],
+) -> pa.RecordBatch:
+    path = table.manifest_path(name)
+    data = table.file_io.read_bytes(path)
+    check_file_size(data, path, size)
+    chunks: dict[bytes, list[dict[str, Any]]] = {}
+    counts: dict[bytes, list[int]] = {}
+    try:
+        with gc_paused():
+            for record in iter_manifest_records(data, path):
+                partition = record["_PARTITION"]
+                chunk = chunks.get(partition)
+                if chunk is not None:
+                    chunk.append(record)
+                    continue
+                net = counts.get(partition)
+                if net is None:
+                    want = decided.get(partition)
+                    if want is None:
+                        want = decided[partition] = bool(wanted(partition))
+                    if want:
+                        chunks[partition] = [record]
+                        continue
+                    net = counts[partition] = [0, 0, 0]
+                kind = record["_KIND"]
+                sign = 1 if kind == ADD else -1 if kind == DELETE else 0
+                if not sign:
+                    raise CorruptFileError(path, f"entry of unknown _KIND {kind!r}")
+                file = record["_FILE"]
+                net[0] += sign
+                net[1] += sign * file["_FILE_SIZE"]
+                net[2] += sign * file["_ROW_COUNT"]
+            payloads = {p: pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL) for p, chunk in chunks.items()}
+    except KeyError as error:
+        raise CorruptFileError(path, f"required field {error} is missing from a manifest entry") from None
+    partitions = list(payloads) + list(counts)
+    nets = [[0, 0, 0]] * len(payloads) + list(counts.values())
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(partitions, pa.binary()),
+            pa.array([index] * len(partitions), pa.int64()),
+            pa.array(list(payloads.values()) + [None] * len(counts), pa.binary()),
+            pa.array([n[0] for n in nets], pa.int64()),
+            pa.array([n[1] for n in nets], pa.int64()),
+            pa.array([n[2] for n in nets], pa.int64()),
+        ],
+        schema=_SCANNED_SCHEMA,
+    )
+
+
+# -- 2. the merge task: summaries, and DELETE manifests written in the same task ----------------
+
+
+@dataclass(frozen=True)
+class ManifestTarget:
+    """Where and how the merge tasks write DELETE manifests (small and picklable)."""
+
+    manifest_dir: str
+    target_size: int
+    compression: str
+    schema_id: int
+
+    @staticmethod
+    def of(table: Table) -> ManifestTarget:
+        options = CoreOptions(table.schema.options)
+        return ManifestTarget(
+            table.file_io.join(table.path, "manifest"),
+            options.manifest_target_file_size,
+            options.manifest_compression,
+            table.schema.id,
+        )
+
+
+def _partition_runs(batches: Iterable[pa.RecordBatch]) -> Iterator[tuple[bytes, list[bytes], list[int]]]:
+    """(partition, payloads in manifest order, summed net counts) per partition of sorted rows."""
+    current: bytes | None = None
+    payloads: list[bytes] = []
+    net = [0, 0, 0]
+    for batch in batches:
+        columns = [batch.column(c).to_pylist() for c in ("partition", "payload", "files", "bytes", "rows")]
+        for partition, payload, files, size, rows in zip(*columns, strict=True):
+            if partition != current:
+                if current is not None:
+                    yield current, payloads, net
+                current, payloads, net = partition, [], [0, 0, 0]
+            if payload is not None:
+                payloads.append(payload)
+            net[0] += files
+            net[1] += size
+            net[2] += rows
+    if current is not None:
+        yield current, payloads, net
+
+
+def merge_partitions_task(
+    batches: Iterable[pa.RecordBatch],
+    table: Table,
+    source: str,
+    target: ManifestTarget | None,
+    chosen: frozenset[bytes] | None,
+) -> Iterator[pa.RecordBatch]:
+    """Cancel ADD/DELETE pairs per partition; summarise live partitions and/or write their DELETEs.
+
+    `chosen` None: one summary row per live partition, and (with `target`) the DELETE manifests of
+    every wanted partition. `chosen` given: only the DELETE manifests of those partitions. A task
+    that meets inconsistent metadata writes nothing and answers one error row.
+    """
+    summaries: list[dict[str, Any]] = []
+    deletes: list[ManifestEntry] = []
+    try:
+        for partition, payloads, net in _partition_runs(batches):
+            if chosen is not None and partition not in chosen:
+                continue
+            if not payloads:  # an unwanted partition: net counts only
+                if net[0] < 0:
+                    raise InvalidTableStateError(
+                        f"{source}: partition {table.partition_dir(partition)} deletes {-net[0]} "
+                        "more files than it adds"
+                    )
+                if net[0] > 0 and chosen is None:
+                    summaries.append(_summary(partition, net[0], net[1], net[2], None))
+                continue
+            merger = EntryMerger(source)
+            for payload in payloads:
+                for record in pickle.loads(payload):
+                    merger.add(entry_from_record(record))
+            live = merger.live()
+            if not live:
+                continue
+            if chosen is None:
+                files = [entry.file for entry in live]
+                summaries.append(
+                    _summary(
+                        partition,
+                        len(files),
+                        sum(f.file_size for f in files),
+                        sum(f.row_count for f in files),
+                        max(
+                            (creation_millis(f.creation_time) for f in files if f.creation_time), default=None
+                        ),
+                    )
+                )
+            if target is not None:
+                deletes.extend(entry.as_delete() for entry in live)
+    except (PaimonFormatError, KeyError, ValueError) as error:
+        text = str(error) if isinstance(error, PaimonFormatError) else f"{source}: {error}"
+        yield pa.RecordBatch.from_pylist([{"error": text}], schema=_MERGED_SCHEMA)
+        return
+    written = _write_deletes(table, target, deletes) if target is not None and deletes else []
+    if summaries or written:
+        yield pa.RecordBatch.from_pylist(summaries + written, schema=_MERGED_SCHEMA)
+
+
+def _summary(partition: bytes, files: int, size: int, rows: int, created: int | None) -> dict[str, Any]:
+    return {"partition": partition, "files": files, "bytes": size, "rows": rows, "created": created}
+
+
+def _write_deletes(
+    table: Table, target: ManifestTarget, deletes: list[ManifestEntry]
+) -> list[dict[str, Any]]:
+    prefix = str(uuid.uuid4())
+    counter = iter(range(1 << 30))
+    metas = rolling_write_manifests(
+        table.file_io,
+        target.manifest_dir,
+        lambda: f"manifest-{prefix}-{next(counter)}",
+        deletes,
+        target.target_size,
+        target.compression,
+        table.partition_types,
+        target.schema_id,
+    )
+    rows = []
+    first = 0
+    for meta in metas:
+        chunk = deletes[first : first + meta.num_deleted_files]
+        first += meta.num_deleted_files
+        rows.append(
+            {
+                "meta": pickle.dumps(meta),
+                "files": len(chunk),
+                "bytes": sum(e.file.file_size for e in chunk),
+                "rows": sum(e.file.row_count for e in chunk),
+            }
+        )
+    return rows
+
+
+# -- the driver side ----------------------------------------------------------------------------
+
+
+@dataclass
+class PartitionScan:
+    """The summaries of a snapshot's live partitions, and the DELETE manifests written so far."""
+
+    table: Table
+    snapshot_id: int
+    stats: list[PartitionStats]
+    written: WrittenDeletes | None = None  # write=True: the DELETE manifests of every wanted partition
+    _arranged: Any = field(default=None, repr=False)  # keep=True: the persisted shuffled rows
+
+    def write_deletes(self, partitions: Iterable[bytes]) -> WrittenDeletes:
+        """Write the DELETE manifests of `partitions` from the kept rows (no manifest is read again)."""
+        if self._arranged is None:
+            raise RuntimeError("write_deletes needs a scan made with keep=True")
+        chosen = frozenset(partitions)
+        if not chosen:
+            return WrittenDeletes(self.snapshot_id, [], 0, 0, 0)
+        task = functools.partial(
+            merge_partitions_task,
+            table=self.table,
+            source=_source(self.table, self.snapshot_id),
+            target=ManifestTarget.of(self.table),
+            chosen=chosen,
+        )
+        _stats, written = _collect(self.table, self.snapshot_id, self._arranged.mapInArrow(task, MERGED))
+        return written
+
+    def close(self) -> None:
+        if self._arranged is not None:
+            self._arranged.unpersist()
+            self._arranged = None
+
+
+def _source(table: Table, snapshot_id: int) -> str:
+    return f"{table.path} snapshot {snapshot_id}"
+
+
+def scan_partitions(
+    spark: Any,
+    table: Table,
+    snapshot: Snapshot | None,
+    wanted: Callable[[bytes], bool],
+    write: bool = False,
+    keep: bool = False,
+) -> PartitionScan:
+    """Summaries of the live partitions of `snapshot` (None: an empty table), every manifest read once.
+
+    `wanted(partition bytes)` runs on the executors (it must be picklable): only wanted partitions
+    are merged file by file (and checked for consistent metadata); the others are counted. With
+    `write`, the DELETE manifests of every wanted live partition are written in the same job; with
+    `keep`, the rows stay persisted for `write_deletes` until `close`.
+    """
+    if snapshot is None:
+        return PartitionScan(table, 0, [], WrittenDeletes(0, [], 0, 0, 0) if write else None)
+    manifests = data_manifests(table, snapshot)
+    if not manifests:
+        return PartitionScan(
+            table, snapshot.id, [], WrittenDeletes(snapshot.id, [], 0, 0, 0) if write else None
+        )
+    from pyspark import StorageLevel
+
+    started = time.perf_counter()
+    entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
+    parallelism = spark.sparkContext.defaultParallelism
+    tasks = max(parallelism, min(-(-entries // FILES_PER_WRITER), parallelism * 4))
+    scanned = manifest_frame(spark, manifests).mapInArrow(
+        functools.partial(scan_manifests_task, table=table, wanted=wanted), SCANNED
+    )
+    arranged = scanned.repartition(tasks, "partition").sortWithinPartitions("partition", "ord")
+    if keep:
+        arranged = arranged.persist(StorageLevel.MEMORY_AND_DISK)
+    task = functools.partial(
+        merge_partitions_task,
+        table=table,
+        source=_source(table, snapshot.id),
+        target=ManifestTarget.of(table) if write else None,
+        chosen=None,
+    )
+    try:
+        stats, written = _collect(table, snapshot.id, arranged.mapInArrow(task, MERGED))
+    except BaseException:
+        if keep:
+            arranged.unpersist()
+        raise
+    log.info(
+        "%s: %d manifests (%d entries) read once in %.1f s: %d live partitions%s",
+        _source(table, snapshot.id),
+        len(manifests),
+        entries,
+        time.perf_counter() - started,
+        len(stats),
+        f", {len(written.manifests)} DELETE manifests written" if write else "",
+    )
+    return PartitionScan(table, snapshot.id, stats, written if write else None, arranged if keep else None)
+
+
+def _collect(table: Table, snapshot_id: int, merged: Any) -> tuple[list[PartitionStats], WrittenDeletes]:
+    """Run a merge job: its summaries and written manifests; its first error after removing those."""
+    rows = merged.collect()
+    assert_small(len(rows), DRIVER_LIST_LIMIT, "partitions")
+    metas = [pickle.loads(row["meta"]) for row in rows if row["meta"] is not None]
+    errors = [row["error"] for row in rows if row["error"]]
+    if errors:
+        remove_manifests(table, metas)
+        raise InvalidTableStateError(f"{errors[0]}; the metadata is inconsistent, nothing was changed")
+    written = [row for row in rows if row["meta"] is not None]
+    stats = [
+        PartitionStats(
+            partition=bytes(row["partition"]),
+            file_count=int(row["files"]),
+            file_bytes=int(row["bytes"] or 0),
+            row_count=int(row["rows"] or 0),
+            last_file_creation=None
+            if row["created"] is None
+            else _EPOCH + dt.timedelta(milliseconds=row["created"]),
+        )
+        for row in rows
+        if row["meta"] is None
+    ]
+    return stats, WrittenDeletes(
+        snapshot_id,
+        metas,
+        sum(row["files"] for row in written),
+        sum(row["bytes"] for row in written),
+        sum(row["rows"] for row in written),
+    )
+
+
+def remove_manifests(table: Table, metas: Sequence[ManifestFileMeta]) -> None:
+    """Remove manifests this job wrote and no snapshot names (a lost or abandoned plan)."""
+    if metas:
+        table.file_io.delete_many([table.manifest_path(meta.file_name) for meta in metas])

@@ -1,0 +1,90 @@
+"""The write job on primary-key tables whose batch reads skip level 0 (deletion vectors, first-row).
+
+Paimon's batch scans leave level-0 files out on such tables (`batchScanSkipLevel0`), so rows a
+writer leaves at level 0 are invisible until a compaction. Paimon's own writer therefore compacts
+level 0 up when it commits (an APPEND snapshot, then a COMPACT one); the write job does the same
+with the compact job's rewrite, for the buckets it wrote, or refuses the table before writing when
+that compaction would have to produce changelog (changelog-producer lookup / full-compaction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.errors import BadInputError
+from jobs.report import RunRecord
+from paimon_format.errors import PaimonFormatError
+from paimon_format.options import CoreOptions
+from paimon_format.schema import TableSchema
+from paimon_format.table import Table
+
+
+def compacts_level0(schema: TableSchema, table: str) -> bool:
+    """Whether the rows this job writes must be compacted out of level 0 to become visible.
+
+    Batch reads of primary-key tables with deletion vectors or the first-row engine skip level 0
+    (Paimon's `batchScanSkipLevel0`), so Paimon's writer compacts level 0 up when it commits (an
+    APPEND snapshot, then a COMPACT one); this job does the same with the compact job's rewrite.
+    With `changelog-producer` lookup or full-compaction that compaction must also produce the
+    changelog, which ours does not: such tables are refused (exit 2) before anything is written.
+    """
+    if not schema.primary_keys:
+        return False
+    try:
+        options = CoreOptions(schema.options)
+        skips = options.deletion_vectors_enabled or options.merge_engine == "first-row"
+        producer = options.changelog_producer
+    except ValueError as error:
+        raise BadInputError(f"table {table}: {error}") from None
+    if not skips:
+        return False
+    reason = "deletion-vectors.enabled" if options.deletion_vectors_enabled else "merge-engine first-row"
+    if producer in ("lookup", "full-compaction"):
+        raise BadInputError(
+            f"table {table}: changelog-producer {producer} with {reason}: batch reads skip level-0 files, "
+            "so every write must be compacted at once, and that compaction must produce the changelog, "
+            "which this job's compaction does not; write this table with Paimon's own writer "
+            "(Flink or Spark with the Paimon connector)"
+        )
+    from paimon_format.merge import check_merge_supported
+
+    try:
+        check_merge_supported(schema, options)
+    except PaimonFormatError as error:
+        raise BadInputError(
+            f"table {table}: with {reason}, written rows become visible only after a compaction, "
+            f"which this job cannot do here: {error}"
+        ) from None
+    return True
+
+
+def compact_written_buckets(
+    spark: Any, target: Table, touched: set[tuple[bytes, int]], record: RunRecord, log: Any
+) -> None:
+    """Compact the buckets just written (deletion vectors / first-row: level 0 is invisible to reads).
+
+    Crash ordering: the APPEND snapshot has landed; the compact job writes new files and commits a
+    COMPACT snapshot (create-if-absent) that replaces the buckets' files. A crash in between leaves
+    the rows committed but at level 0, where batch reads do not see them until a compaction (a
+    rerun of the compact job on the table, or Paimon's own) moves them; the files the interrupted
+    compaction wrote are unreferenced (remove-orphan-files). A rival commit that removed one of
+    the inputs makes the compaction give up with exit 3, the APPEND snapshot staying committed.
+    """
+    from jobs.compact import compact
+
+    log.info(
+        "batch reads of this table skip level 0: compacting the %d bucket(s) written, as Paimon's "
+        "writer does at commit",
+        len(touched),
+    )
+    compaction = RunRecord(operation="compact", table=record.table, dry_run=False)
+    compact(spark, target, record=compaction, log=log, buckets=touched)
+    committed = compaction.snapshot_ids.get("committed")
+    if committed is not None:
+        record.committed(committed)
+    record.details["compaction"] = {
+        "snapshot": committed,
+        "buckets": compaction.counts.get("buckets", 0),
+        "files_rewritten": compaction.counts.get("files_rewritten", 0),
+        "files_written": compaction.counts.get("files_written", 0),
+    }
