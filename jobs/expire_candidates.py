@@ -46,6 +46,7 @@ _FILE_SCHEMA = pa.schema(
 )
 _DELTA, _META, _LIST, _CHANGELOG, _INDEX, _MISSING = "delta", "meta", "list", "changelog", "index", "missing"
 _DELTA_ALL = "delta-all"  # a delta manifest of an expiring changelog: every file it names is a candidate
+_DELETES = "deletes"  # per delta manifest of the range: its DELETE entry count (`size`), from the list
 _NO_ORDER, _NO_KIND, _GONE = 0, -1, -2
 _SID_SHIFT, _MANIFEST_SHIFT = 40, 24  # ord = snapshot << 40 | manifest index << 24 | entry position
 
@@ -71,11 +72,16 @@ def expiry_candidates(
     keep_root: Callable[[str, str, str], bool],
     extra_roots: list[tuple[str, str, str]],
     log: Any,
+    chain_end: int | None = None,
+    stats: dict[str, int] | None = None,
 ) -> Any:
     """DataFrame (path, size, stage) of the files to delete, checkpointed; stage ALREADY_DELETED rows
     name metadata of expiring snapshots or changelogs that an interrupted run already deleted
     (counted only). `reader` maps the ids [first, last) to metadata rows and manifests to read;
-    `keep_root`/`extra_roots` say which roots stay (their needs are never candidates)."""
+    `keep_root`/`extra_roots` say which roots stay (their needs are never candidates).
+    `chain_end`: the candidates are a snapshot range's (last entry up to snapshot `chain_end` not an
+    ADD), so retained snapshots from it on need not have their base manifests read
+    (`retained_needs`); `stats` receives what the retained side read."""
     F = functions_for(spark)
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
@@ -86,6 +92,15 @@ def expiry_candidates(
     to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX, _DELTA_ALL)).dropDuplicates(
         ["what", "name"]
     )
+    deletes, deltas, retained_deltas = _range_deltas(F, roots, end)
+    if not deletes:
+        # Only a DELETE entry makes a data file a candidate: deltas of pure appends need no reading.
+        # The first retained snapshot's delta is still read, strictly: a broken retained manifest
+        # there fails the run (exit 2) as it always did, rather than going unnoticed.
+        log.info("the expiring deltas delete no data file (their lists say so): not reading them")
+        to_read = to_read.filter((F.col("what") != _DELTA) | (F.col("sid") >= end))
+    if stats is not None:
+        stats["expiring_deltas_read"] = deltas if deletes else retained_deltas
     entries = to_read.repartition(parallelism * 2).mapInArrow(_manifest_reader(table, end), _FILE_COLUMNS)
     entries = entries.localCheckpoint(eager=True)
     missing = (
@@ -116,15 +131,43 @@ def expiry_candidates(
         .unionByName(missing)
         .groupBy("path")
         .agg(F.max("size").alias("size"), F.min("stage").alias("stage"))
+        .localCheckpoint(eager=True)
     )
 
     protected = retained_needs(
-        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log
+        spark,
+        table,
+        everything.filter(F.col("stage") == FILES),
+        keep_root,
+        extra_roots,
+        log,
+        chain_end=chain_end,
+        stats=stats,
     )
     candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
     roots.unpersist()
     entries.unpersist()
+    everything.unpersist()
     return candidates
+
+
+def _range_deltas(F: Any, roots: Any, end: int) -> tuple[int, int, int]:  # noqa: N803 - functions
+    """(DELETE entries the delta manifests of the range hold, as their manifest lists count them;
+    delta manifests; those of snapshots >= end), in one small job.
+
+    Trusting the count is safe: ADD entries alone never make a candidate, so a count of 0 that were
+    wrong could only make the expiry delete fewer files, never a file a retained root needs."""
+    rows = (
+        roots.filter(F.col("what").isin(_DELETES, _DELTA))
+        .withColumn("retained", (F.col("sid") >= end).cast("int"))
+        .groupBy("what", "retained")
+        .agg(F.sum("size").alias("n"), F.count("name").alias("c"))
+        .collect()
+    )
+    deletes = sum(int(row["n"] or 0) for row in rows if row["what"] == _DELETES)
+    deltas = sum(int(row["c"]) for row in rows if row["what"] == _DELTA)
+    retained = sum(int(row["c"]) for row in rows if row["what"] == _DELTA and row["retained"] == 1)
+    return deletes, deltas, retained
 
 
 def snapshot_range_reader(table: Table, begin: int, end: int):
@@ -144,6 +187,7 @@ def snapshot_range_reader(table: Table, begin: int, end: int):
                     for index, meta in enumerate(delta or []):
                         order = (sid << _SID_SHIFT) | (index << _MANIFEST_SHIFT)
                         rows.append((_DELTA, meta.file_name, meta.file_size, order, sid))
+                        rows.append((_DELETES, meta.file_name, meta.num_deleted_files, order, sid))
                 if not expiring:
                     continue
                 sizes = {

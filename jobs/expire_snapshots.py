@@ -8,7 +8,12 @@ Plan (driver, small): snapshot ids and a few commit times give the range [begin,
 - changelog files and index files of the expired snapshots, their manifests, index manifests,
   statistics and manifest lists;
 - minus (LEFT ANTI JOIN) everything the remaining roots need: snapshots >= end, every tag, every
-  branch, long-lived changelogs (`jobs.referenced`, read strictly: a failed read is an error).
+  branch, long-lived changelogs (`jobs.root_deletion.retained_needs`, read strictly: a failed read is
+  an error). Retained snapshots of the expired branch and their tags are not read in full: their
+  manifests are kept by name, and a candidate (last entry in (begin, end] a DELETE) can only be
+  live in them again if a retained delta ADDs it (`orphans.chained_root_references`); older tags,
+  other branches and changelogs are read in full. With no data file to delete, no retained
+  manifest is read at all (the record's `retained_side` says how many were).
 
 Order, so that a crash anywhere followed by a rerun deletes exactly what one run deletes:
 1. data, extra, changelog and index files; 2. manifests, index manifests, statistics;
@@ -390,9 +395,20 @@ def _expire_snapshot_range(
     if decoupled:
         changelog_roots += future_changelog_roots(table, plan.end)
     reader = snapshot_range_reader(table, plan.begin, plan.end)
+    retained: dict[str, int] = {}
     candidates = expiry_candidates(
-        spark, table, (plan.begin, plan.end + 1), reader, plan.end, keep_root, changelog_roots, log
+        spark,
+        table,
+        (plan.begin, plan.end + 1),
+        reader,
+        plan.end,
+        keep_root,
+        changelog_roots,
+        log,
+        chain_end=plan.end,
+        stats=retained,
     )
+    record.details["retained_side"] = retained
     try:
         totals = report_candidates(candidates, record, "")
         record.count("snapshots_to_expire", plan.count)

@@ -30,8 +30,10 @@ from paimon_format.manifest import ADD, read_manifest
 from paimon_format.orphans import (
     CHANGELOG_ROOT,
     PENDING_TAG_ROOT,
+    SNAPSHOT_ROOT,
     TAG_ROOT,
     RootReferences,
+    chained_root_references,
     index_manifest_references,
     metadata_file_relpaths,
     root_references,
@@ -126,6 +128,8 @@ def retained_needs(
     keep_root: Callable[[str, str, str], bool],
     extra_roots: list[tuple[str, str, str]],
     log: Any,
+    chain_end: int | None = None,
+    stats: dict[str, int] | None = None,
 ) -> Any:
     """Paths the retained roots need among the candidates: a DataFrame of one `path` column.
 
@@ -138,6 +142,14 @@ def retained_needs(
     or DELETE (`scan.changelog_needs_entry`): compaction output is not changelog.
     A DELETE entry alone does not protect a file, or nothing deleted before the last manifest
     compaction could ever expire. Every read here is strict: a failure fails the job.
+
+    `chain_end` (expire-snapshots only, whose file candidates are the files whose last entry in the
+    expiring deltas up to snapshot `chain_end` of `table.branch` is not an ADD): the retained
+    snapshots of that branch, and its tags on them, are read by `orphans.chained_root_references`,
+    i.e. their base manifests are kept by name and not read (Paimon's delta-chain proof); every other
+    root is read in full. Without file candidates no manifest is read at all: names protect the
+    metadata candidates, and only file candidates need liveness. `stats` receives how many roots
+    and manifests were read.
     """
     F = functions_for(spark)
 
@@ -153,18 +165,23 @@ def retained_needs(
         "branch string, kind string, name string",
     )
 
+    chain_branch = table.branch
+
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: dict[str, list] = {"root": [], "what": [], "value": []}
             for branch, kind, name in zip(
                 *(batch.column(c).to_pylist() for c in ("branch", "kind", "name")), strict=True
             ):
-                found = root_references(table.for_branch(branch), kind, name)
+                if chain_end is not None and branch == chain_branch and kind in (SNAPSHOT_ROOT, TAG_ROOT):
+                    found = chained_root_references(table.for_branch(branch), kind, name, chain_end)
+                else:
+                    found = root_references(table.for_branch(branch), kind, name)
                 if found is None:
                     continue  # expired concurrently: needs nothing
                 key = f"{branch}/{kind}/{name}"
                 values = [("file", path) for path in found.files] + [
-                    ("appended" if m in found.appended_only else "manifest", m) for m in found.manifests
+                    (_manifest_mode(found, m), m) for m in found.manifests
                 ]
                 if found.index_manifest:
                     values.append(("index", found.index_manifest))
@@ -176,6 +193,13 @@ def retained_needs(
 
     needs = root_frame.mapInArrow(read_roots, _NEEDS_COLUMNS).localCheckpoint(eager=True)
     named = needs.filter(F.col("what") == "file").select(F.col("value").alias("path"))
+    if stats is not None:
+        stats["retained_roots"] = len(roots)
+    if file_candidates.limit(1).count() == 0:
+        log.info("no data, changelog or index file to delete: retained manifests are kept by name, not read")
+        if stats is not None:
+            stats["retained_manifests_read"] = 0
+        return named.distinct()
     index_names = needs.filter(F.col("what") == "index").select("value").distinct()
 
     def read_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -189,15 +213,13 @@ def retained_needs(
 
     index_files = index_names.mapInArrow(read_index, "path string")
     root_manifests = (
-        needs.filter(F.col("what").isin("manifest", "appended"))
-        .select(
-            "root",
-            F.col("value").alias("manifest"),
-            (F.col("what") == "appended").cast("int").alias("appended_only"),
-        )
+        needs.filter(F.col("what").isin(_BALANCE, _APPENDED, _ADDED))
+        .select("root", F.col("value").alias("manifest"), F.col("what").alias("mode"))
         .dropDuplicates()
     )
     manifests = root_manifests.select("manifest").distinct()
+    if stats is not None:
+        stats["retained_manifests_read"] = manifests.count()
 
     def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -216,16 +238,31 @@ def retained_needs(
     live = (
         entries.join(file_candidates.select("path"), "path", "left_semi")
         .join(root_manifests, "manifest")
-        .groupBy("root", "path")
+        .groupBy("root", "mode", "path")
         .agg(
-            F.sum(F.when(F.col("appended_only") == 1, F.col("appended")).otherwise(F.col("delta"))).alias(
-                "balance"
-            )
+            F.sum(
+                F.when(F.col("mode") == _APPENDED, F.col("appended")).otherwise(
+                    F.when(
+                        F.col("mode") == _ADDED, F.when(F.col("delta") > 0, F.lit(1)).otherwise(F.lit(0))
+                    ).otherwise(F.col("delta"))
+                )
+            ).alias("balance")
         )
         .filter(F.col("balance") > 0)
         .select("path")
     )
     return named.unionByName(index_files).unionByName(live).distinct()
+
+
+# how a retained root's manifest counts: entries' balance (live files), append-origin entries of a
+# changelog's delta (`scan.changelog_needs_entry`), or every ADD entry (a delta after a chain's end)
+_BALANCE, _APPENDED, _ADDED = "manifest", "appended", "added"
+
+
+def _manifest_mode(found: RootReferences, manifest: str) -> str:
+    if manifest in found.added_only:
+        return _ADDED
+    return _APPENDED if manifest in found.appended_only else _BALANCE
 
 
 _DROPPED_COLUMNS = "root string, what string, value string, size long"

@@ -38,6 +38,7 @@ from paimon_format.scan import (
     data_manifests,
     index_file_relpaths,
     keeps_changelog,
+    read_list,
     snapshot_metadata_files,
 )
 from paimon_format.snapshot import Snapshot
@@ -145,6 +146,8 @@ class RootReferences:
     manifests: list[str]  # data and changelog manifests to read for their entries
     index_manifest: str | None
     appended_only: frozenset[str] = frozenset()
+    # manifests of which every ADD entry protects its file (a retained delta after an expiry's end)
+    added_only: frozenset[str] = frozenset()
 
 
 def branch_prefix(branch: str) -> str:
@@ -209,6 +212,64 @@ def root_references(table: Table, kind: str, name: str) -> RootReferences | None
     return RootReferences(files, manifests, snapshot.index_manifest or None)
 
 
+def chained_root_references(table: Table, kind: str, name: str, end: int) -> RootReferences | None:
+    """What a retained root of the branch an expiry works on needs among the expiry's candidates,
+    read without its base manifests where the delta chain proves them irrelevant.
+
+    The proof (Paimon's snapshot expiry relies on the same fact): every snapshot's base list is its
+    predecessor's base and delta merged, so a data file whose last entry in the expiring deltas
+    (begin, end] is a DELETE is not live in snapshot `end`, and it is live in a later snapshot only
+    if a delta in (end, latest] ADDs it again. So a snapshot `id >= end` needs, among the candidates:
+    its metadata files by name (lists and every manifest they name, without reading the manifests),
+    its changelog manifests' files (when it keeps its changelog), and, for `id > end`, every file
+    an ADD entry of its own delta names. A tag on a snapshot `id >= end` of this branch that still
+    exists with the same lists is that snapshot: its files by name only. Any other root (an older
+    tag, a tag whose snapshot differs) gets no proof and is read in full (`root_references`).
+    """
+    if kind == TAG_ROOT:
+        try:
+            tag = table.tag_manager.tag(name)
+        except SnapshotNotFoundError:
+            return None
+        snapshot = _same_retained_snapshot(table, tag, end)
+        if snapshot is None:
+            return root_references(table, kind, name)
+        files = snapshot_metadata_files(tag, False) + [
+            f"manifest/{meta.file_name}" for meta in data_manifests(table, tag)
+        ]
+        return RootReferences(files, [], tag.index_manifest or None)
+    if kind != SNAPSHOT_ROOT or int(name) < end:
+        return root_references(table, kind, name)
+    try:
+        snapshot = table.snapshot_manager.snapshot(int(name))
+    except SnapshotNotFoundError:
+        return _handed_over_to_changelog(table, int(name))
+    with_changelog = keeps_changelog(table, snapshot)
+    base = read_list(table, snapshot.base_manifest_list)
+    delta = read_list(table, snapshot.delta_manifest_list)
+    changelog = changelog_manifests(table, snapshot) if with_changelog else []
+    files = snapshot_metadata_files(snapshot, with_changelog)
+    files += [f"manifest/{meta.file_name}" for meta in base + delta + changelog]
+    added = [meta.file_name for meta in delta] if snapshot.id > end else []
+    manifests = [meta.file_name for meta in changelog] + added
+    return RootReferences(files, manifests, snapshot.index_manifest or None, added_only=frozenset(added))
+
+
+def _same_retained_snapshot(table: Table, tag: Snapshot, end: int) -> Snapshot | None:
+    """The snapshot a tag was taken from, when it is retained (`id >= end`) and has the same lists."""
+    if tag.id < end:
+        return None
+    try:
+        snapshot = table.snapshot_manager.snapshot(tag.id)
+    except SnapshotNotFoundError:
+        return None
+    same = (snapshot.base_manifest_list, snapshot.delta_manifest_list) == (
+        tag.base_manifest_list,
+        tag.delta_manifest_list,
+    )
+    return snapshot if same else None
+
+
 def _handed_over_to_changelog(table: Table, snapshot_id: int) -> RootReferences | None:
     """A snapshot gone since the listing may live on as `changelog-<id>` (decoupled expiry).
 
@@ -226,20 +287,15 @@ def manifest_references(table: Table, manifest_name: str) -> list[str]:
     """Table-relative paths of every data/changelog file (with extra files) a manifest names.
 
     ADD and DELETE entries alike: a DELETE names a file an older retained snapshot may still read.
-    Same paths as `Table.entry_relpaths`, with each bucket directory rendered once per manifest
-    (rendering partition values is most of the cost otherwise).
+    Same paths as `Table.entry_relpaths` (the handle renders each bucket directory once).
     """
-    directories: dict[tuple[bytes, int], str] = {}
     paths: list[str] = []
     for entry in read_manifest(table.file_io, table.manifest_path(manifest_name)):
-        key = (entry.partition, entry.bucket)
-        directory = directories.get(key)
-        if directory is None:
-            directory = directories[key] = table.bucket_relpath(entry.partition, entry.bucket)
+        directory = table.bucket_relpath(entry.partition, entry.bucket)  # remembered by the handle
         meta = entry.file
         if not meta.external_path:
-            paths.append(posixpath.join(directory, meta.file_name))
-        paths.extend(posixpath.join(directory, extra) for extra in meta.extra_files)
+            paths.append(f"{directory}/{meta.file_name}")
+        paths.extend(f"{directory}/{extra}" for extra in meta.extra_files)
     return paths
 
 

@@ -22,6 +22,7 @@ from paimon_format.snapshot import BranchManager, SnapshotManager, TagManager
 from paimon_format.types import DataType
 
 MAIN_BRANCH = "main"
+_BUCKET_RELPATH_CACHE_LIMIT = 100_000  # (partition, bucket) directories remembered per handle
 
 
 @dataclass
@@ -139,7 +140,7 @@ class Table:
 
     def refresh(self) -> None:
         """Forget cached metadata (after this process created or altered the table)."""
-        for name in ("schema", "options", "partition_types"):
+        for name in ("schema", "options", "partition_types", "_bucket_relpaths"):
             self.__dict__.pop(name, None)
 
     @cached_property
@@ -181,16 +182,28 @@ class Table:
         )
 
     def bucket_relpath(self, partition: bytes, bucket: int) -> str:
-        """Relative bucket directory, honouring `data-file.path-directory`."""
-        relative = bucket_dir(self.partition_dir(partition), bucket)
-        prefix = self.options.data_file_path_directory
-        return posixpath.join(prefix, relative) if prefix else relative
+        """Relative bucket directory, honouring `data-file.path-directory`.
+
+        Remembered per handle (bounded): every manifest entry asks for its directory, and rendering
+        partition values is most of the cost of turning an entry into a path; a table has far fewer
+        buckets than entries. Not pickled, so each executor task keeps its own.
+        """
+        cache: dict[tuple[bytes, int], str] = self.__dict__.setdefault("_bucket_relpaths", {})
+        key = (partition, bucket)
+        found = cache.get(key)
+        if found is None:
+            if len(cache) >= _BUCKET_RELPATH_CACHE_LIMIT:
+                cache.clear()
+            relative = bucket_dir(self.partition_dir(partition), bucket)
+            prefix = self.options.data_file_path_directory
+            found = cache[key] = posixpath.join(prefix, relative) if prefix else relative
+        return found
 
     def data_file_relpaths(self, partition: bytes, bucket: int, meta: DataFileMeta) -> list[str]:
         """Table-relative paths of a data file and its extra files; external files are excluded."""
         directory = self.bucket_relpath(partition, bucket)
-        paths = [] if meta.external_path else [posixpath.join(directory, meta.file_name)]
-        paths.extend(posixpath.join(directory, extra) for extra in meta.extra_files)
+        paths = [] if meta.external_path else [f"{directory}/{meta.file_name}"]
+        paths.extend(f"{directory}/{extra}" for extra in meta.extra_files)
         return paths
 
     def entry_relpaths(self, entry: ManifestEntry) -> list[str]:

@@ -12,6 +12,16 @@ Then runs the job (local[2], after a warm-up run on a small table) with retain_m
 wall time, snapshots/s, data files deleted/s, and the driver's Python heap peak measured with
 tracemalloc around the job call (the driver process only; executors are separate Python workers).
 Goal: the driver peak does not grow with the number of files.
+
+    .venv/bin/python scripts/bench_expire.py --java 200000 --files ''
+
+`--java N` (comma-separated sizes) also races Paimon's Java expiry on the table
+`scripts/bench_orphans.py` builds (N data files in 100 partitions x 4 buckets, `--java-manifests`
+manifests, 10 snapshots): the table is copied, our job runs as its own `python -m jobs
+expire-snapshots` process on one copy and Java's `ExpireSnapshotsImpl` in its own JVM on the other,
+both expiring 9 of the 10 snapshots; whole processes are timed (Spark's and the JVM's start
+included), the ratio Java time / our time and the load average are printed, and both copies must
+end with the same files.
 """
 
 from __future__ import annotations
@@ -132,14 +142,58 @@ def run_size(spark, snapshots: int, files: int) -> dict[str, float]:
     return {"files": deleted, "seconds": elapsed, "snapshots": expired, "peak_mib": peak / 2**20}
 
 
+def race_java(files: int, manifests: int) -> dict[str, float]:
+    """Our job and Java's expiry, each a whole process, on two copies of the bench_orphans table."""
+    import shutil
+
+    from scripts.bench_java_peers import (
+        copy_table,
+        prepare_java,
+        ratio_line,
+        relative_files,
+        run_java_process,
+        run_job_process,
+    )
+    from scripts.bench_orphans import build as build_orphans_table
+
+    prepare_java()
+    workdir = Path(tempfile.mkdtemp(prefix="bench-expire-java-"))
+    ours, java = workdir / "ours", workdir / "java"
+    start = time.perf_counter()
+    build_orphans_table(str(ours / "db.db" / "t"), files, manifests)
+    copy_table(ours, java)
+    print(f"[{files:,}] built two copies in {time.perf_counter() - start:.1f} s", flush=True)
+    keep = {"retain_min": 1, "retain_max": 1, "max_deletes": 1000}
+    job = run_job_process("expire-snapshots", str(ours), "db.t", {**keep, "older_than": FUTURE})
+    peer = run_java_process("expire_snapshots", path=str(java / "db.db" / "t"), time_retained_ms=1, **keep)
+    expired = job.result["counts"]["snapshots_expired"]
+    assert expired == peer.result == 9, (expired, peer.result)
+    left_ours = relative_files(str(ours / "db.db" / "t")) - {"snapshot/EARLIEST", "snapshot/LATEST"}
+    left_java = relative_files(str(java / "db.db" / "t")) - {"snapshot/EARLIEST", "snapshot/LATEST"}
+    assert left_ours == left_java, (sorted(left_ours - left_java)[:5], sorted(left_java - left_ours)[:5])
+    print(
+        f"[{files:,}] expire 9 of 10 snapshots: {ratio_line('expiry', peer, job)}; "
+        f"both left {len(left_ours):,} files; retained side: {job.result['details'].get('retained_side')}",
+        flush=True,
+    )
+    shutil.rmtree(workdir)
+    return {"files": files, "java_s": peer.seconds, "ours_s": job.seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--snapshots", type=int, default=2000)
     parser.add_argument("--files", default="20000,200000", help="comma-separated data-file counts")
+    parser.add_argument("--java", default="", help="comma-separated sizes to race Java's expiry at")
+    parser.add_argument("--java-manifests", type=int, default=200)
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    for size in filter(None, args.java.split(",")):
+        race_java(int(size), args.java_manifests)
+    if not args.files:
+        return
     spark = get_or_create_spark("bench-expire", {"spark.driver.memory": "2g"})
     warm = build(str(Path(tempfile.mkdtemp(prefix="bench-expire-warmup-")) / "db.db" / "t"), 30, 300)
     expire_snapshots(spark, warm, retain_min=RETAIN, older_than=FUTURE, dry_run=True)

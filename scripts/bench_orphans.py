@@ -15,6 +15,14 @@ planted orphan data files. Then times, in the same run:
 
 Prints files/s for both, their ratio, and the driver peak per size. Goal: (a) faster than (b), and a
 driver peak that does not grow with the file count.
+
+    .venv/bin/python scripts/bench_orphans.py --java 200000 --manifests 200 --files ''
+
+`--java N` (comma-separated sizes) races Paimon's Java orphan cleaning (`OrphanFilesClean`, its
+thread pool) on the same table: our dry run as its own `python -m jobs remove-orphan-files`
+process and Java's dry run in its own JVM, whole processes timed (Spark's and the JVM's start
+included); prints the ratio Java time / our time and the load average; both must find the planted
+orphans.
 """
 
 from __future__ import annotations
@@ -178,14 +186,44 @@ def run_size(spark, files: int, manifests: int) -> dict[str, float]:
     return {"files": listed, "job_s": job, "single_s": single, "peak_mib": peak / 2**20}
 
 
+def race_java(files: int, manifests: int) -> dict[str, float]:
+    """Our dry run and Java's orphan cleaning (dry run), each a whole process, on the same table."""
+    import datetime as dt
+
+    from scripts.bench_java_peers import prepare_java, ratio_line, run_java_process, run_job_process
+
+    prepare_java()
+    workdir = tempfile.mkdtemp(prefix="bench-orphans-java-")
+    start = time.perf_counter()
+    table, planted = build(str(Path(workdir) / "db.db" / "t"), files, manifests)
+    print(
+        f"[{files:,}] built {files + planted:,} data files in {time.perf_counter() - start:.1f} s", flush=True
+    )
+    job = run_job_process(
+        "remove-orphan-files", workdir, "db.t", {"older_than": "0 ms", "force": True}, dry_run=True
+    )
+    cutoff = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(minutes=1)
+    peer = run_java_process("remove_orphan_files", path=table.path, older_than=cutoff, dry_run=True)
+    assert job.result["counts"]["orphan_files"] == planted, job.result["counts"]
+    assert len(peer.result) == planted, len(peer.result)
+    print(f"[{files:,}] orphan cleaning dry run: {ratio_line('orphans', peer, job)}", flush=True)
+    shutil.rmtree(workdir)
+    return {"files": files, "java_s": peer.seconds, "ours_s": job.seconds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", default="100000,1000000", help="comma-separated table sizes")
     parser.add_argument("--manifests", type=int, default=1000)
+    parser.add_argument("--java", default="", help="comma-separated sizes to race Java's orphan cleaning at")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    for size in filter(None, args.java.split(",")):
+        race_java(int(size), args.manifests)
+    if not args.files:
+        return
     spark = get_or_create_spark("bench-orphans", {"spark.driver.memory": "2g"})
     # The first Spark jobs of a process pay for JIT compilation and Python worker start-up (~30 s on
     # a loaded 2-core machine); a long-lived cluster session has paid that already, so warm up first.

@@ -409,3 +409,55 @@ def test_branch_expiry_keeps_main_and_shared_files(spark_session, tmp_path, caps
     config.write_text(yaml.safe_dump({"warehouse": warehouse, "table": IDENTIFIER, "branch": "nope"}))
     assert main(["expire-snapshots", "--config", str(config)]) == 2
     assert "branch 'nope' does not exist" in json.loads(capsys.readouterr().out)["error"]
+
+
+# -- the delta-chain fast path: retained base manifests kept by name, not read -------------------------
+
+
+def test_chain_fast_path_reads_no_base_manifest_and_keeps_what_tags_branches_and_later_deltas_need(
+    spark_session, tmp_path
+):
+    """Retained snapshots of the expired branch (and their tags) have their base manifests kept by
+    name, not read; an older tag, a branch and a later delta re-adding a file still protect it."""
+    import pypaimon
+
+    from tests.table_states import missing_needed as missing_needed_on_any_branch
+
+    warehouse = tmp_path / "wh"
+    table = make_table(str(warehouse / "db.db" / "t"))
+    commit = SnapshotCommit(table)
+    a, b, c, r, x1, x2 = (data_file(f"data-{n}.parquet") for n in ("a", "b", "c", "r", "x1", "x2"))
+    touch(table, "p", *(f"data-{n}.parquet" for n in ("a", "b", "c", "r", "x1", "x2")))
+    commit.append([message(table, ["p"], a)])  # 1
+    table.tag_manager.create_tag("t1", table.snapshot_manager.snapshot(1))  # older than any end: read in full
+    commit.append([message(table, ["p"], x1, b, c, r)])  # 2
+
+    # No data file to delete: the retained side reads no manifest at all, every retained one stays.
+    record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+    assert table.snapshot_manager.snapshot_ids() == [2]
+    assert record.details["retained_side"]["retained_manifests_read"] == 0
+    # snapshot 2 appends only: of the range's deltas only the first retained one's (2's own) is read
+    assert record.details["retained_side"]["expiring_deltas_read"] == 1
+    assert record.counts["manifest_lists_deleted"] == 0  # the tag t1 holds snapshot 1's lists
+    assert missing_needed_on_any_branch(table) == set()
+
+    commit.append([message(table, ["p"], deleted=[a, r, c])])  # 3: a stays live in t1, r comes back at 6
+    table.tag_manager.create_tag("tb", table.snapshot_manager.snapshot(3))
+    pypaimon.CatalogFactory.create({"warehouse": str(warehouse)}).create_branch("db.t", "br", "tb")
+    table.tag_manager.delete_tag("tb")  # b is live only in the branch now
+    commit.append([message(table, ["p"], deleted=[b])])  # 4
+    commit.append([message(table, ["p"], x2)])  # 5 = end: the first retained snapshot
+    table.tag_manager.create_tag("t5", table.snapshot_manager.snapshot(5))  # on a retained one: by name
+    commit.append([message(table, ["p"], r)])  # 6: re-adds r, which the expiring delta of 3 deleted
+
+    record = expire_snapshots(spark_session, table, retain_min=2, older_than=FUTURE)
+    assert table.snapshot_manager.snapshot_ids() == [5, 6]
+    assert missing_needed_on_any_branch(table) == set()  # retained manifests, t1's a, the branch's b, r
+    # c: deleted by an expiring delta, live in no tag, branch or retained snapshot
+    assert [n for n in "abcr" if not exists(table, "p", f"data-{n}.parquet")] == ["c"]
+    assert record.counts["files_deleted"] == 1
+    assert record.counts["manifest_lists_deleted"] > 0
+    # read: t1's manifest (snapshot 1's delta), the branch's (deltas of 1-3), snapshot 6's delta;
+    # not the deltas of 4 and 5, which only snapshots 5 and 6 and the tag t5 name in their base lists
+    assert record.details["retained_side"]["retained_manifests_read"] == 4
+    assert record.details["retained_side"]["expiring_deltas_read"] == 3  # of snapshots 3, 4 and 5
