@@ -30,8 +30,8 @@ import pyarrow as pa
 from jobs.errors import BadInputError
 from jobs.local_frame import functions_for
 from paimon_format.errors import MissingFileError, StorageError
-from paimon_format.fileio import FileIO, FileStatus
-from paimon_format.orphans import FileNaming, judge_file
+from paimon_format.fileio import FileIO
+from paimon_format.orphans import FileNaming, directory_judge, judge_file
 
 LISTED_COLUMNS = "path string, size long, modification_time_ms long, rule string, kind string"
 LISTED_SCHEMA = pa.schema(
@@ -69,28 +69,39 @@ class Listing:
     waves: int
 
 
-def list_directory(file_io: FileIO, path: str) -> list[FileStatus]:
-    """One level of `path`; `os.scandir` on local disk (one syscall per entry), else FileIO.list_dir.
+# One directory entry as listed: (name, is_dir, size, modification time in ms).
+Entry = tuple[str, bool, int, int]
+
+
+def list_entries(file_io: FileIO, path: str) -> list[Entry]:
+    """One level of `path` as plain tuples; `os.scandir` on local disk (one syscall per entry), else
+    FileIO.list_dir. Tuples, not FileStatus objects: a listing builds one per file of the table.
 
     Raises MissingFileError when the directory does not exist, StorageError for any other failure.
     """
     if file_io.protocol != "file" or type(file_io).list_dir is not FileIO.list_dir:
-        return file_io.list_dir(path)  # object stores, and FileIO subclasses (e.g. fault injection)
+        # object stores, and FileIO subclasses (e.g. fault injection)
+        return [
+            (
+                status.path.rstrip("/").rsplit("/", 1)[-1],
+                status.is_dir,
+                status.size,
+                status.modification_time_ms,
+            )
+            for status in file_io.list_dir(path)
+        ]
     local = path[len("file://") :] if path.startswith("file://") else path
-    statuses = []
+    entries: list[Entry] = []
+    append = entries.append
+    is_dir_mode = stat.S_ISDIR
     try:
-        with os.scandir(local) as entries:
-            for entry in entries:
+        with os.scandir(local) as found:
+            for entry in found:
                 info = entry.stat(follow_symlinks=False)
-                is_dir = stat.S_ISDIR(info.st_mode)
-                statuses.append(
-                    FileStatus(
-                        path=f"{path.rstrip('/')}/{entry.name}",
-                        size=0 if is_dir else info.st_size,
-                        modification_time_ms=info.st_mtime_ns // 1_000_000,
-                        is_dir=is_dir,
-                    )
-                )
+                if is_dir_mode(info.st_mode):
+                    append((entry.name, True, 0, info.st_mtime_ns // 1_000_000))
+                else:
+                    append((entry.name, False, info.st_size, info.st_mtime_ns // 1_000_000))
     except FileNotFoundError as error:
         raise MissingFileError(path) from error
     except NotADirectoryError as error:
@@ -98,7 +109,7 @@ def list_directory(file_io: FileIO, path: str) -> list[FileStatus]:
     except OSError as error:
         reason = errno.errorcode.get(error.errno or 0, "error")
         raise StorageError(f"list {path}: cannot list this directory ({reason}: {error.strerror})") from error
-    return statuses
+    return entries
 
 
 class WaveCounters:
@@ -127,36 +138,35 @@ def _wave_lister(file_io: FileIO, root: str, naming: FileNaming, recursive: bool
                 directory = pending.pop()
                 full = file_io.join(root, directory) if directory else root
                 try:
-                    statuses = list_directory(file_io, full)
+                    entries = list_entries(file_io, full)
                 except MissingFileError:
                     if not directory:
                         raise  # the table root itself: never an empty table by accident
                     counters.vanished.add(1)
                     continue
                 counters.directories.add(1)
+                judge = directory_judge(directory, naming)
+                prefix = f"{directory}/" if directory else ""
+                paths, is_dirs, sizes = rows["path"], rows["is_dir"], rows["size"]
+                mtimes, rules, kinds = rows["modification_time_ms"], rows["rule"], rows["kind"]
                 files = 0
-                for status in statuses:
-                    name = status.path.rstrip("/").rsplit("/", 1)[-1]
-                    relative = f"{directory}/{name}" if directory else name
-                    if status.is_dir and recursive:
-                        pending.append(relative)
-                    elif status.is_dir:
+                for name, is_dir, size, mtime in entries:
+                    if is_dir and recursive:
+                        pending.append(prefix + name)
+                    elif is_dir:
                         counters.frontier.add(1)
-                        _append(rows, relative, True, 0, 0, None, None)
+                        _append(rows, prefix + name, True, 0, 0, None, None)
                     else:
                         files += 1
-                        judgement = judge_file(relative, naming)
-                        _append(
-                            rows,
-                            relative,
-                            False,
-                            status.size,
-                            status.modification_time_ms,
-                            judgement.rule,
-                            judgement.kind,
-                        )
+                        judgement = judge(name)
+                        paths.append(prefix + name)
+                        is_dirs.append(False)
+                        sizes.append(size)
+                        mtimes.append(mtime)
+                        rules.append(judgement.rule)
+                        kinds.append(judgement.kind)
                 counters.files.add(files)
-                if len(rows["path"]) >= _BATCH_ROWS:
+                if len(paths) >= _BATCH_ROWS:
                     yield pa.RecordBatch.from_pydict(rows, schema=_WAVE_SCHEMA)
                     rows = {name: [] for name in _WAVE_SCHEMA.names}
         if rows["path"]:

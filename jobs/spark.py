@@ -19,8 +19,16 @@ from jobs.report import SAMPLE_LIMIT
 log = logging.getLogger(__name__)
 Item = TypeVar("Item")
 
+# The local driver JVM (`python -m jobs`) compiles with C1 only and collects with the serial GC:
+# a maintenance job moves little data through the JVM, so C2's compilation work never pays back.
+# Measured on remove-orphan-files at 200,000 files (2 cores): session start 15.2 -> 7.7 CPU-s,
+# the whole cold run 67 -> 44 CPU-s, and a warm run 22.6 -> 16.3 CPU-s. Under spark-submit the
+# JVM already runs, so this setting (like the others here) does not apply.
+LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
+
 LOCAL_DEFAULTS = {
     "spark.master": "local[2]",
+    "spark.driver.extraJavaOptions": LOCAL_JVM_OPTIONS,
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.host": "127.0.0.1",

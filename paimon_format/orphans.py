@@ -14,12 +14,14 @@ Pure functions on table-relative paths, so executors and unit tests use them ali
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from paimon_format.errors import SnapshotNotFoundError
-from paimon_format.manifest import ADD, read_index_manifest, read_manifest
+from paimon_format.manifest import ADD, gc_paused, iter_manifest_records, read_index_manifest
 from paimon_format.options import CoreOptions
 from paimon_format.paths import (
+    BUCKET_DIR_RE,
     CHANGELOG_DATA,
     DATA,
     DEFAULT_CHANGELOG_FILE_PREFIX,
@@ -30,7 +32,9 @@ from paimon_format.paths import (
     MANIFEST_LIST,
     STATISTICS,
     TEMP,
+    TEMP_FILE_RE,
     classify_file,
+    classify_in_bucket,
 )
 from paimon_format.scan import (
     changelog_manifests,
@@ -93,6 +97,32 @@ def judge_file(relative_path: str, naming: FileNaming = FileNaming()) -> Judgeme
     if kind == "success-file":
         return Judgement(FOREIGN, kind)
     return Judgement(PROTECTED, kind)
+
+
+def directory_judge(relative_dir: str, naming: FileNaming = FileNaming()) -> Callable[[str], Judgement]:
+    """`judge_file` for the files of one directory, with what depends on the directory decided once.
+
+    A listing judges every file it finds; in a bucket directory (where nearly all of a table's files
+    are) only the name's patterns are left to check, which is a third of `judge_file`'s cost.
+    Any other directory judges each full path with `judge_file`. Same results as `judge_file`
+    (tests/unit/test_orphans.py compares both on every rule's example).
+    """
+    directory = relative_dir.strip("/")
+    parts = directory.split("/") if directory else []
+    if not parts or not BUCKET_DIR_RE.fullmatch(parts[-1]):
+        return lambda name: judge_file(f"{directory}/{name}" if directory else name, naming)
+    found_rule = FOREIGN if parts[0] == "branch" else DELETABLE
+    by_kind = {kind: Judgement(found_rule, kind) for kind in (DATA, CHANGELOG_DATA, INDEX)}
+    temp, unknown = Judgement(DELETABLE, TEMP), Judgement(FOREIGN, "unknown")
+    data_prefix, changelog_prefix = naming.data_file_prefix, naming.changelog_file_prefix
+
+    def judge_in_bucket(name: str) -> Judgement:
+        if TEMP_FILE_RE.fullmatch(name):
+            return temp
+        kind = classify_in_bucket(name, data_prefix, changelog_prefix)
+        return unknown if kind is None else by_kind[kind]
+
+    return judge_in_bucket
 
 
 # Ages below this need `force`: a writer may be between writing a file and committing it.
@@ -287,15 +317,23 @@ def manifest_references(table: Table, manifest_name: str) -> list[str]:
     """Table-relative paths of every data/changelog file (with extra files) a manifest names.
 
     ADD and DELETE entries alike: a DELETE names a file an older retained snapshot may still read.
-    Same paths as `Table.entry_relpaths` (the handle renders each bucket directory once).
+    Same paths as `Table.entry_relpaths` (the handle renders each bucket directory once). Reads the
+    decoded records' few fields it needs instead of building a ManifestEntry per record, which cost
+    a third of the read (remove-orphan-files reads every manifest of the table through this).
     """
+    path = table.manifest_path(manifest_name)
+    data = table.file_io.read_bytes(path)
     paths: list[str] = []
-    for entry in read_manifest(table.file_io, table.manifest_path(manifest_name)):
-        directory = table.bucket_relpath(entry.partition, entry.bucket)  # remembered by the handle
-        meta = entry.file
-        if not meta.external_path:
-            paths.append(f"{directory}/{meta.file_name}")
-        paths.extend(f"{directory}/{extra}" for extra in meta.extra_files)
+    append = paths.append
+    relpath = table.bucket_relpath  # remembered by the handle per (partition, bucket)
+    with gc_paused():
+        for record in iter_manifest_records(data, path):
+            meta = record["_FILE"]
+            directory = relpath(record["_PARTITION"], record["_BUCKET"])
+            if not meta.get("_EXTERNAL_PATH"):
+                append(f"{directory}/{meta['_FILE_NAME']}")
+            for extra in meta.get("_EXTRA_FILES") or ():
+                append(f"{directory}/{extra}")
     return paths
 
 

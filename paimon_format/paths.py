@@ -443,7 +443,7 @@ def classify_file(
     if TEMP_FILE_RE.fullmatch(name):
         return TEMP
     if len(parts) >= 2 and BUCKET_DIR_RE.fullmatch(parts[-2]):
-        return _classify_in_bucket(name, data_file_prefix, changelog_file_prefix)
+        return classify_in_bucket(name, data_file_prefix, changelog_file_prefix)
     if SUCCESS_FILE_RE.fullmatch(name) and all("=" in p for p in parts[:-1]):
         return SUCCESS_FILE
     if len(parts) == 4 and parts[0] == "branch" and BRANCH_DIR_RE.fullmatch(parts[1]):
@@ -456,7 +456,8 @@ def classify_file(
     return None
 
 
-def _classify_in_bucket(name: str, data_file_prefix: str, changelog_file_prefix: str) -> str | None:
+def classify_in_bucket(name: str, data_file_prefix: str, changelog_file_prefix: str) -> str | None:
+    """The kind of a (non-temp) file named `name` in a bucket directory, or None (see classify_file)."""
     if _cached_data_re(data_file_prefix).fullmatch(name):
         return DATA
     if _cached_data_re(changelog_file_prefix).fullmatch(name):

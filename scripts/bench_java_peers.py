@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,30 @@ class Timed:
     seconds: float
     result: Any
     load: str  # `uptime`'s load averages right after the run
+    cpu_seconds: float = 0.0  # user + system CPU of the process tree (children reaped by the run)
+
+
+def adopt_descendants() -> None:
+    """Make this process the reaper of its orphaned descendants (Linux), so that the CPU time of a
+    job's JVM and Python workers, which outlive the `python -m jobs` process by a moment, is counted."""
+    import ctypes
+
+    pr_set_child_subreaper = 36
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_child_subreaper, 1, 0, 0, 0)
+
+
+def reap_descendants() -> None:
+    """Wait for every adopted descendant to exit (their CPU time then counts in RUSAGE_CHILDREN)."""
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            return
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def load_average() -> str:
@@ -48,14 +73,16 @@ def run_job_process(
         if dry_run:
             command.append("--dry-run")
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), children_cpu_seconds()
+        adopt_descendants()
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
+        reap_descendants()
+        seconds, cpu = time.perf_counter() - start, children_cpu_seconds() - cpu_start
     if done.returncode != 0:
         raise RuntimeError(
             f"{operation} exited {done.returncode}: {done.stdout[-2000:]}{done.stderr[-4000:]}"
         )
-    return Timed(seconds, json.loads(done.stdout), load_average())
+    return Timed(seconds, json.loads(done.stdout), load_average(), cpu)
 
 
 def prepare_java() -> None:
@@ -70,15 +97,15 @@ def run_java_process(request: str, **arguments: Any) -> Timed:
     from tests.java.oracle import JavaPaimon
 
     log = Path(tempfile.mkdtemp(prefix="bench-java-")) / "java.log"
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), children_cpu_seconds()
     java = JavaPaimon(log)
     try:
         result = getattr(java, request)(**arguments)
     finally:
         java.close()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, children_cpu_seconds() - cpu_start
     shutil.rmtree(log.parent, ignore_errors=True)
-    return Timed(seconds, result, load_average())
+    return Timed(seconds, result, load_average(), cpu)
 
 
 def copy_table(source: Path, target: Path) -> None:
@@ -105,6 +132,7 @@ def relative_files(root: str) -> set[str]:
 
 def ratio_line(what: str, java: Timed, ours: Timed) -> str:
     return (
-        f"{what}: Java {java.seconds:.1f} s ({java.load}), ours {ours.seconds:.1f} s ({ours.load}); "
+        f"{what}: Java {java.seconds:.1f} s, {java.cpu_seconds:.1f} CPU-s ({java.load}), "
+        f"ours {ours.seconds:.1f} s, {ours.cpu_seconds:.1f} CPU-s ({ours.load}); "
         f"ratio Java/ours = {java.seconds / ours.seconds:.2f} (whole processes, JVM and Spark start included)"
     )

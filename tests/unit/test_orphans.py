@@ -15,6 +15,7 @@ from paimon_format.orphans import (
     PROTECTED,
     FileNaming,
     cutoff_ms,
+    directory_judge,
     exceeds_ratio,
     judge_file,
 )
@@ -22,40 +23,54 @@ from paimon_format.orphans import (
 U = str(uuid.uuid4())
 
 
-@pytest.mark.parametrize(
-    ("path", "rule"),
-    [
-        (f"dt=a/bucket-0/data-{U}-0.parquet", DELETABLE),
-        (f"bucket-3/changelog-{U}-2.orc", DELETABLE),
-        (f"dt=a/bucket-postpone/data-{U}-0.parquet", DELETABLE),
-        (f"dt=a/bucket-1/index-{U}-0", DELETABLE),
-        (f"manifest/manifest-{U}-0", DELETABLE),
-        (f"manifest/manifest-list-{U}-0", DELETABLE),
-        (f"manifest/manifest-list-{U}-changelog", DELETABLE),
-        (f"manifest/index-manifest-{U}-0", DELETABLE),
-        (f"index/index-{U}-0", DELETABLE),
-        (f"statistics/stat-{U}-0", DELETABLE),
-        (f"snapshot/.snapshot-5.{U}.tmp", DELETABLE),
-        (f"branch/branch-b/tag/.tag-x.{U}.tmp", DELETABLE),
-        ("snapshot/snapshot-5", PROTECTED),
-        ("snapshot/LATEST", PROTECTED),
-        ("snapshot/EARLIEST", PROTECTED),
-        ("schema/schema-0", PROTECTED),
-        ("tag/tag-2024-01-01", PROTECTED),
-        ("consumer/consumer-reader", PROTECTED),
-        ("changelog/changelog-3", PROTECTED),
-        ("branch/branch-b/snapshot/snapshot-1", PROTECTED),
-        (f"branch/branch-b/manifest/manifest-{U}-0", FOREIGN),
-        (f"manifest/data-{U}-0.parquet", FOREIGN),
-        (f"dt=a/data-{U}-0.parquet", FOREIGN),
-        ("dt=a/_SUCCESS", FOREIGN),
-        ("dt=a/bucket-0/part-0000.parquet", FOREIGN),
-        ("README.md", FOREIGN),
-        (f"snapshot/.snapshot-5.{U}.tmp.bak", FOREIGN),
-    ],
-)
+JUDGED_PATHS = [
+    (f"dt=a/bucket-0/data-{U}-0.parquet", DELETABLE),
+    (f"bucket-3/changelog-{U}-2.orc", DELETABLE),
+    (f"dt=a/bucket-postpone/data-{U}-0.parquet", DELETABLE),
+    (f"dt=a/bucket-1/index-{U}-0", DELETABLE),
+    (f"manifest/manifest-{U}-0", DELETABLE),
+    (f"manifest/manifest-list-{U}-0", DELETABLE),
+    (f"manifest/manifest-list-{U}-changelog", DELETABLE),
+    (f"manifest/index-manifest-{U}-0", DELETABLE),
+    (f"index/index-{U}-0", DELETABLE),
+    (f"statistics/stat-{U}-0", DELETABLE),
+    (f"snapshot/.snapshot-5.{U}.tmp", DELETABLE),
+    (f"branch/branch-b/tag/.tag-x.{U}.tmp", DELETABLE),
+    ("snapshot/snapshot-5", PROTECTED),
+    ("snapshot/LATEST", PROTECTED),
+    ("snapshot/EARLIEST", PROTECTED),
+    ("schema/schema-0", PROTECTED),
+    ("tag/tag-2024-01-01", PROTECTED),
+    ("consumer/consumer-reader", PROTECTED),
+    ("changelog/changelog-3", PROTECTED),
+    ("branch/branch-b/snapshot/snapshot-1", PROTECTED),
+    (f"branch/branch-b/manifest/manifest-{U}-0", FOREIGN),
+    (f"manifest/data-{U}-0.parquet", FOREIGN),
+    (f"dt=a/data-{U}-0.parquet", FOREIGN),
+    ("dt=a/_SUCCESS", FOREIGN),
+    ("dt=a/bucket-0/part-0000.parquet", FOREIGN),
+    ("README.md", FOREIGN),
+    (f"snapshot/.snapshot-5.{U}.tmp.bak", FOREIGN),
+    (f"dt=a/bucket-0/.data-{U}-0.parquet.{U}.tmp", DELETABLE),
+    (f"branch/branch-b/bucket-0/data-{U}-0.parquet", FOREIGN),
+    (f"branch/branch-b/dt=a/bucket-0/.x.{U}.tmp", DELETABLE),
+    (f"dt=a/bucket-x/data-{U}-0.parquet", FOREIGN),
+    (f"data-{U}-0.parquet", FOREIGN),
+]
+
+
+@pytest.mark.parametrize(("path", "rule"), JUDGED_PATHS)
 def test_judge_file(path: str, rule: str) -> None:
     assert judge_file(path).rule == rule
+
+
+@pytest.mark.parametrize("naming", [FileNaming(), FileNaming.of({"data-file.prefix": "part-"})])
+def test_directory_judge_agrees_with_judge_file(naming: FileNaming) -> None:
+    """The listing's per-directory judge gives judge_file's rule and kind for every example."""
+    extra = [(f"dt=a/bucket-0/part-{U}-0.parquet", None), (f"bucket-0/index-{U}-1", None)]
+    for path, _ in JUDGED_PATHS + extra:
+        directory, _, name = path.rpartition("/")
+        assert directory_judge(directory, naming)(name) == judge_file(path, naming), path
 
 
 def test_custom_data_file_prefix_is_honoured() -> None:
