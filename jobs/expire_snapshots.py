@@ -175,7 +175,15 @@ def cutoff_ms(older_than: str, now_ms: int) -> int:
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
     table = open_existing_table(config)
-    run_where_it_fits(context, table, config, lambda spark: _expire_branches(context, spark, table, config))
+    # Expiry reads the expiring snapshots' deltas and names what the retained roots need, whatever
+    # the table's size: a large table expiring a few snapshots runs in the driver too.
+    run_where_it_fits(
+        context,
+        table,
+        config,
+        lambda spark: _expire_branches(context, spark, table, config),
+        names_bound=True,
+    )
 
 
 def _expire_branches(context: JobContext, spark: Any, table: Table, config: ExpireSnapshotsConfig) -> None:

@@ -14,6 +14,11 @@ and the job runs again on Spark, from the start. Every job plans completely befo
 deletion or commit, so an abort almost always comes before anything changed; one that comes later
 (expire-snapshots' changelog phase after its snapshot phase) is a crash followed by a rerun, which
 every one of these jobs is built to survive: the rerun plans from what is left.
+
+expire-snapshots is sized by its work as well (`names_bound`): it reads the expiring snapshots'
+deltas and names what the retained roots need, not every file of the table, so a table of a million
+files expiring a few snapshots runs in the driver when the roots times the manifests they name fit
+the row limit (`TableSize.names_fit`); Spark's start-up alone costs more than such an expiry.
 """
 
 from __future__ import annotations
@@ -61,12 +66,20 @@ class TableSize:
     live_files: int  # added minus deleted files of the latest snapshots' base and delta lists
     roots: int  # snapshots, tags and long-lived changelogs: each is read by the jobs
     branches: int
+    manifests: int = 0  # manifests the latest snapshots' lists name
 
     def fits(self, max_entries: int, max_files: int) -> bool:
         return (
             self.branches <= MAX_BRANCHES_SIZED
             and self.manifest_entries + self.roots <= max_entries
             and self.live_files <= max_files
+        )
+
+    def names_fit(self, max_entries: int, max_files: int) -> bool:
+        """Whether naming what every root needs fits a local run: each root's lists and the manifests
+        they name (the latest snapshots' count stands for each root's), one row each."""
+        return self.branches <= MAX_BRANCHES_SIZED and self.roots * (self.manifests + 3) <= row_limit(
+            max_entries, max_files
         )
 
 
@@ -76,7 +89,7 @@ def measure(table: Table) -> TableSize:
     Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
     """
     branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
-    entries = files = roots = 0
+    entries = files = roots = manifests = 0
     if len(branches) > MAX_BRANCHES_SIZED:
         return TableSize(0, 0, 0, len(branches))
     for branch in branches:
@@ -95,10 +108,11 @@ def measure(table: Table) -> TableSize:
             if not name:
                 continue
             for meta in read_manifest_list(branch_table.file_io, branch_table.manifest_path(name)):
+                manifests += 1
                 entries += meta.num_added_files + meta.num_deleted_files
                 if counts_files:
                     files += meta.num_added_files - meta.num_deleted_files
-    return TableSize(entries, files, roots, len(branches))
+    return TableSize(entries, files, roots, len(branches), manifests)
 
 
 def row_limit(max_entries: int, max_files: int) -> int:
@@ -107,10 +121,19 @@ def row_limit(max_entries: int, max_files: int) -> int:
 
 
 def run_where_it_fits(
-    context: Any, table: Table, config: Any, job: Callable[[Any], None], allowed: bool = True
+    context: Any,
+    table: Table,
+    config: Any,
+    job: Callable[[Any], None],
+    allowed: bool = True,
+    names_bound: bool = False,
 ) -> None:
     """Run `job(session)` in the driver process when the table is small enough, else on Spark.
     `allowed` False: this run needs Spark whatever the table's size (e.g. it reads an inventory).
+    `names_bound`: the job's work is bounded by naming what each root needs (`TableSize.names_fit`)
+    plus what its own plan reads, not by the table's file count (expire-snapshots: a large table
+    expiring a few snapshots); a table that fits so is tried in the driver too, and a plan that
+    outgrows the row limit there goes to Spark as any other.
 
     `job` reads and fills `context.record`; during a local attempt that is a scratch record, merged
     into the real one when the attempt ends (also when it fails, so a failure's record shows what
@@ -122,7 +145,10 @@ def run_where_it_fits(
     if mode == "auto":
         size = measure(table)
         record.details["table_size"] = asdict(size)
-        if not size.fits(config.local_max_entries, config.local_max_files):
+        fits = size.fits(config.local_max_entries, config.local_max_files) or (
+            names_bound and size.names_fit(config.local_max_entries, config.local_max_files)
+        )
+        if not fits:
             mode = "never"
         limit = row_limit(config.local_max_entries, config.local_max_files)
     if mode != "never":

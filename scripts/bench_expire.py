@@ -173,7 +173,8 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     assert left_ours == left_java, (sorted(left_ours - left_java)[:5], sorted(left_java - left_ours)[:5])
     print(
         f"[{files:,}] expire 9 of 10 snapshots: {ratio_line('expiry', peer, job)}; "
-        f"both left {len(left_ours):,} files; retained side: {job.result['details'].get('retained_side')}",
+        f"both left {len(left_ours):,} files; ours ran in the {job.result['details'].get('executed_in')}; "
+        f"retained side: {job.result['details'].get('retained_side')}",
         flush=True,
     )
     shutil.rmtree(workdir)

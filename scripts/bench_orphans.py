@@ -206,7 +206,11 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     peer = run_java_process("remove_orphan_files", path=table.path, older_than=cutoff, dry_run=True)
     assert job.result["counts"]["orphan_files"] == planted, job.result["counts"]
     assert len(peer.result) == planted, len(peer.result)
-    print(f"[{files:,}] orphan cleaning dry run: {ratio_line('orphans', peer, job)}", flush=True)
+    print(
+        f"[{files:,}] orphan cleaning dry run: {ratio_line('orphans', peer, job)}; "
+        f"ours ran in the {job.result['details'].get('executed_in')}",
+        flush=True,
+    )
     shutil.rmtree(workdir)
     return {"files": files, "java_s": peer.seconds, "ours_s": job.seconds}
 

@@ -134,6 +134,29 @@ def test_auto_sizes_the_table_and_takes_spark_above_the_threshold(template, tmp_
     assert comparable(small) == comparable(large)
 
 
+def test_expire_snapshots_on_a_table_of_many_files_runs_in_the_driver_when_the_names_fit(
+    template, tmp_path, spark_session
+):
+    """A table above local_max_files still expires in the driver (its work is bounded by what the
+    roots name), with what Spark does; orphan cleaning, which lists every file, goes to Spark; and
+    an expiry whose roots name more than the row limit goes to Spark too."""
+    local = copy_of(template, tmp_path / "local")
+    remote = copy_of(template, tmp_path / "spark")
+    expiry = run_job("expire-snapshots", local, None, local_max_files=1)
+    assert expiry.details["executed_in"] == "driver"
+    assert expiry.details["table_size"]["live_files"] > 1 and expiry.details["table_size"]["manifests"] > 0
+    on_spark = run_job("expire-snapshots", remote, spark_session, local="never")
+    assert comparable(expiry) == comparable(on_spark) and expiry.counts["snapshots_expired"] == 6
+    assert files_on_disk(table_root(local)) == files_on_disk(table_root(remote))
+    orphans = run_job("remove-orphan-files", local, spark_session, dry_run=True, local_max_files=1)
+    assert orphans.details["executed_in"] == "spark"
+    too_many = copy_of(template, tmp_path / "names")
+    names = run_job(
+        "expire-snapshots", too_many, spark_session, dry_run=True, local_max_files=1, local_max_entries=1
+    )
+    assert names.details["executed_in"] == "spark"
+
+
 def test_a_local_run_outgrowing_its_row_limit_starts_again_on_spark(
     template, tmp_path, spark_session, monkeypatch
 ):
