@@ -6,7 +6,8 @@ distributed steps so that neither the driver nor one task holds a table's worth 
 1. The driver lists each branch's metadata directories: schema ids, snapshot ids, tag names and
    long-lived changelog ids (a small plan). Those files are referenced themselves.
 2. Executors read each root (snapshot, tag, changelog JSON) and its manifest lists: manifest lists,
-   index manifest, statistics and the manifest names.
+   index manifest, statistics and the manifest names. Up to DRIVER_ROOTS roots are read on the
+   driver instead (a few threads), since one Spark job costs more than reading a few snapshots.
 3. Manifest names and index manifest names are de-duplicated (tags and snapshots share most of them)
    and read once each, on executors: data files with extra files, changelog files, index files.
 
@@ -19,13 +20,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from jobs.local_frame import functions_for
-from jobs.spark import parallelize_small
+from jobs.spark import driver_list_frame, parallelize_small
 from paimon_format.orphans import (
     branch_prefix,
     index_manifest_references,
@@ -43,6 +45,9 @@ _FILE, _MANIFEST, _INDEX_MANIFEST, _VANISHED = "file", "manifest", "index-manife
 _BATCH_ROWS = 20_000
 # Roots per table: snapshots retained plus tags and changelogs; far below this in any sane table.
 ROOT_LIMIT = 1_000_000
+# Up to this many roots are read on the driver (a Spark job costs more than reading a few snapshots).
+DRIVER_ROOTS = 64
+DRIVER_ROOT_THREADS = 8
 
 
 @dataclass
@@ -58,31 +63,39 @@ class Referenced:
     index_manifests: int
 
 
+def _root_rows(table: Table, branch: str, kind: str, name: str) -> list[tuple[str, str]]:
+    """(what, value) rows of what one root names: files by path, manifests and index manifests by name."""
+    found = root_references(table.for_branch(branch), kind, name)
+    if found is None:
+        return [(_VANISHED, f"{branch_prefix(branch)}{kind}/{name}")]
+    rows = [(_FILE, path) for path in found.files] + [(_MANIFEST, m) for m in found.manifests]
+    if found.index_manifest:
+        rows.append((_INDEX_MANIFEST, found.index_manifest))
+    return rows
+
+
 def _root_reader(table: Table):
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            what: list[str] = []
-            value: list[str] = []
-            for branch, kind, name in zip(
-                *(batch.column(c).to_pylist() for c in ("branch", "kind", "name")), strict=True
-            ):
-                found = root_references(table.for_branch(branch), kind, name)
-                if found is None:
-                    what.append(_VANISHED)
-                    value.append(f"{branch_prefix(branch)}{kind}/{name}")
-                    continue
-                for path in found.files:
-                    what.append(_FILE)
-                    value.append(path)
-                for manifest in found.manifests:
-                    what.append(_MANIFEST)
-                    value.append(manifest)
-                if found.index_manifest:
-                    what.append(_INDEX_MANIFEST)
-                    value.append(found.index_manifest)
-            yield pa.RecordBatch.from_pydict({"what": what, "value": value}, schema=_ROOT_OUT_SCHEMA)
+            columns = (batch.column(c).to_pylist() for c in ("branch", "kind", "name"))
+            rows = [row for root in zip(*columns, strict=True) for row in _root_rows(table, *root)]
+            yield pa.RecordBatch.from_pydict(
+                {"what": [what for what, _ in rows], "value": [value for _, value in rows]},
+                schema=_ROOT_OUT_SCHEMA,
+            )
 
     return read_roots
+
+
+def _read_roots_in_driver(table: Table, roots: list[tuple[str, str, str]]) -> dict[str, dict[str, None]]:
+    """What a few roots name, read on the driver with a few threads (each root is a handful of
+    small reads that wait on storage): distinct values by kind of row, in first-seen order."""
+    found: dict[str, dict[str, None]] = {_FILE: {}, _MANIFEST: {}, _INDEX_MANIFEST: {}, _VANISHED: {}}
+    with ThreadPoolExecutor(max_workers=DRIVER_ROOT_THREADS) as pool:
+        for rows in pool.map(lambda root: _root_rows(table, *root), roots):
+            for what, value in rows:
+                found[what][value] = None
+    return found
 
 
 def _manifest_reader(table: Table, index: bool):
@@ -96,6 +109,14 @@ def _manifest_reader(table: Table, index: bool):
                     )
 
     return read_manifests
+
+
+def _names_frame(spark: Any, column: str, names: list[str], what: str) -> Any:
+    """A DataFrame of one string column from a list the driver holds (names of metadata files),
+    handed to the JVM as Arrow and spread over the cores (`driver_list_frame`)."""
+    if not names:
+        return spark.createDataFrame([], f"{column} string")
+    return driver_list_frame(spark, {column: pa.array(names, pa.string())}, what, limit=3 * ROOT_LIMIT)
 
 
 def referenced_paths(
@@ -126,41 +147,36 @@ def referenced_paths(
         )
     log.info("referenced set: %d branches, %d snapshots/tags/changelogs to read", len(branches), len(roots))
 
-    own = (
-        spark.createDataFrame(
-            parallelize_small(
-                spark, [(p,) for p in metadata_files], limit=3 * ROOT_LIMIT, what="metadata files"
-            ),
-            REFERENCED_COLUMNS,
-        )
-        if metadata_files
-        else spark.createDataFrame([], REFERENCED_COLUMNS)
-    )
-    if roots:
+    if len(roots) <= DRIVER_ROOTS:
+        # A few roots: read on the driver, no Spark job; the names they give are a small plan.
+        found = _read_roots_in_driver(table, roots)
+        vanished, manifest_count = len(found[_VANISHED]), len(found[_MANIFEST])
+        index_count = len(found[_INDEX_MANIFEST])
+        named = _names_frame(spark, "path", [*metadata_files, *found[_FILE]], "metadata files")
+        manifests = _names_frame(spark, "value", list(found[_MANIFEST]), "manifests")
+        index_manifests = _names_frame(spark, "value", list(found[_INDEX_MANIFEST]), "index manifests")
+    else:
         root_frame = spark.createDataFrame(
             parallelize_small(spark, roots, limit=ROOT_LIMIT, what="snapshots, tags and changelogs"),
             "branch string, kind string, name string",
         )
         read = root_frame.mapInArrow(_root_reader(table), _ROOT_OUT_COLUMNS).localCheckpoint(eager=True)
-    else:
-        read = spark.createDataFrame([], _ROOT_OUT_COLUMNS)
-    counts = {
-        row["what"]: row["n"]
-        for row in read.groupBy("what").agg(F.countDistinct("value").alias("n")).collect()
-    }
-    vanished = counts.get(_VANISHED, 0)
-    manifest_count, index_count = counts.get(_MANIFEST, 0), counts.get(_INDEX_MANIFEST, 0)
-    from_roots = read.filter(F.col("what") == _FILE).select(F.col("value").alias("path"))
-    manifests = read.filter(F.col("what") == _MANIFEST).select("value").distinct()
-    index_manifests = read.filter(F.col("what") == _INDEX_MANIFEST).select("value").distinct()
+        counts = {
+            row["what"]: row["n"]
+            for row in read.groupBy("what").agg(F.countDistinct("value").alias("n")).collect()
+        }
+        vanished = counts.get(_VANISHED, 0)
+        manifest_count, index_count = counts.get(_MANIFEST, 0), counts.get(_INDEX_MANIFEST, 0)
+        from_roots = read.filter(F.col("what") == _FILE).select(F.col("value").alias("path"))
+        named = _names_frame(spark, "path", metadata_files, "metadata files").unionByName(from_roots)
+        manifests = read.filter(F.col("what") == _MANIFEST).select("value").distinct()
+        manifests = manifests.repartition(max(1, min(manifest_count, parallelism * 4)))
+        index_manifests = read.filter(F.col("what") == _INDEX_MANIFEST).select("value").distinct()
+        index_manifests = index_manifests.repartition(max(1, min(index_count, parallelism * 4)))
     log.info("referenced set: reading %d manifests and %d index manifests", manifest_count, index_count)
-    data_files = manifests.repartition(max(1, min(manifest_count, parallelism * 4))).mapInArrow(
-        _manifest_reader(table, index=False), REFERENCED_COLUMNS
-    )
-    index_files = index_manifests.repartition(max(1, min(index_count, parallelism * 4))).mapInArrow(
-        _manifest_reader(table, index=True), REFERENCED_COLUMNS
-    )
-    paths = own.unionByName(from_roots).unionByName(data_files).unionByName(index_files)
+    data_files = manifests.mapInArrow(_manifest_reader(table, index=False), REFERENCED_COLUMNS)
+    index_files = index_manifests.mapInArrow(_manifest_reader(table, index=True), REFERENCED_COLUMNS)
+    paths = named.unionByName(data_files).unionByName(index_files)
     return Referenced(
         paths=paths.localCheckpoint(eager=True),
         branches=len(branches),

@@ -156,10 +156,15 @@ def driver_list_frame(
     its Arrow path also converts in the JVM.
     """
     import pyarrow as pa
-    import pyspark
+
+    from jobs.local_frame import LocalSession
 
     table = pa.table(columns)
     assert_small(table.num_rows, limit, what)
+    if isinstance(spark, LocalSession):
+        return spark.createDataFrame(table)
+    import pyspark
+
     slices = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * 4))
     if int(pyspark.__version__.split(".")[0]) >= 4:
         return spark.createDataFrame(table).repartition(slices)

@@ -21,7 +21,7 @@ import pytest
 from jobs.__main__ import main
 from jobs.errors import SafetyRefusal, exit_code_for
 from jobs.listing import list_table_files
-from jobs.referenced import referenced_paths
+from jobs.referenced import DRIVER_ROOTS, referenced_paths
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
 from paimon_format.errors import StorageError
 from paimon_format.fileio import FileIO
@@ -170,14 +170,19 @@ def test_planted_orphans_go_and_every_snapshot_tag_and_branch_keeps_its_files(sp
     assert record.details["orphans_by_kind"]["temp"] == 3
 
 
-def test_distributed_referenced_set_equals_the_single_process_scan(spark_session, tmp_path):
+def test_distributed_referenced_set_equals_the_single_process_scan(spark_session, tmp_path, monkeypatch):
+    """Both ways of reading the roots (on the driver when few, on the executors when many) give the
+    set the single-process scan gives."""
     warehouse = str(tmp_path / "wh")
     tables = oracle.create_sample_tables(warehouse)
     ours = table_with_history(spark_session, str(tmp_path / "ours"))
-    for table in [Table.open(warehouse, info.identifier) for info in tables.values()] + [ours]:
-        found = referenced_paths(spark_session, table)
-        paths = {row["path"] for row in found.paths.select("path").distinct().collect()}
-        assert paths == referenced_files(table), table.path
+    for driver_roots in (DRIVER_ROOTS, 0):
+        monkeypatch.setattr("jobs.referenced.DRIVER_ROOTS", driver_roots)
+        for table in [Table.open(warehouse, info.identifier) for info in tables.values()] + [ours]:
+            found = referenced_paths(spark_session, table)
+            paths = {row["path"] for row in found.paths.select("path").distinct().collect()}
+            assert paths == referenced_files(table), (table.path, driver_roots)
+            assert found.manifests > 0 and found.roots > 0, table.path
 
 
 def test_pypaimon_tables_keep_every_file_including_dynamic_bucket_index_files(spark_session, tmp_path):
