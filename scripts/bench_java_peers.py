@@ -92,13 +92,18 @@ def prepare_java() -> None:
     compiled_classes(bridge_jar())
 
 
+# Java as its users run it at scale: the default compilers and collector, and room for its
+# in-memory set of used files (its orphan cleaning ran out of a 512 MiB heap at 1,000,000 files).
+JAVA_PEER_OPTIONS = ("-Xmx4g",)
+
+
 def run_java_process(request: str, **arguments: Any) -> Timed:
     """One JVM started, one request (`expire_snapshots`, `remove_orphan_files`, ...), the JVM stopped."""
     from tests.java.oracle import JavaPaimon
 
     log = Path(tempfile.mkdtemp(prefix="bench-java-")) / "java.log"
     start, cpu_start = time.perf_counter(), children_cpu_seconds()
-    java = JavaPaimon(log)
+    java = JavaPaimon(log, JAVA_PEER_OPTIONS)
     try:
         result = getattr(java, request)(**arguments)
     finally:

@@ -102,10 +102,15 @@ def compiled_classes(jar: Path, cache_root: Path = REPO / ".venv" / "java-oracle
     return target
 
 
+TEST_JVM_OPTIONS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xmx512m")
+
+
 class JavaPaimon:
     """A running PaimonOracle JVM; requests are serialised (one at a time) by a lock."""
 
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, jvm_options: tuple[str, ...] | None = None) -> None:
+        """`jvm_options` replace the defaults (fast start, small heap: what tests want); benchmarks
+        racing Java at a million files give it a larger heap and its normal compilers."""
         jar = bridge_jar()
         classes = compiled_classes(jar)
         java = shutil.which("java") or "java"
@@ -114,9 +119,7 @@ class JavaPaimon:
             [
                 java,
                 "-Duser.timezone=UTC",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-Xmx512m",
+                *(jvm_options if jvm_options is not None else TEST_JVM_OPTIONS),
                 "--add-opens=java.base/java.nio=ALL-UNNAMED",
                 "-cp",
                 f"{jar}{os.pathsep}{classes}",
