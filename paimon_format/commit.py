@@ -104,6 +104,20 @@ def _every_partition(_partition: bytes) -> bool:
 
 
 @dataclass
+class IndexUpdate:
+    """Index entries a data commit changes in the same snapshot (a dynamic-bucket write's HASH files).
+
+    `drop` leaves entries of the latest snapshot out, `add` joins the new index manifest, and
+    `check_base` runs on every attempt with the snapshot it commits on top of: it raises
+    `CommitConflictError` when another writer changed what the new entries were computed from.
+    """
+
+    add: Sequence[IndexManifestEntry] = ()
+    drop: IndexEntryFilter | None = None
+    check_base: Callable[[AttemptContext], None] | None = None
+
+
+@dataclass
 class AttemptContext:
     """What one commit attempt knows about the table it commits on top of."""
 
@@ -190,18 +204,32 @@ class SnapshotCommit:
         messages: Sequence[CommitMessage],
         identifier: int = BATCH_COMMIT_IDENTIFIER,
         properties: dict[str, str] | None = None,
+        *,
+        index: IndexUpdate | None = None,
     ) -> Snapshot | None:
-        """Commit new files (an APPEND); deletions in the messages turn it into a checked commit."""
+        """Commit new files (an APPEND); deletions in the messages turn it into a checked commit.
+
+        `index` replaces index entries in the same snapshot (a dynamic-bucket write's HASH files).
+        """
         delta = [entry for message in messages for entry in message.entries()]
         changelog = [entry for message in messages for entry in message.changelog_entries()]
         has_deletes = any(entry.kind == DELETE for entry in delta)
+        index = index or IndexUpdate()
+
+        def build(ctx: AttemptContext) -> list[ManifestEntry]:
+            if index.check_base is not None:
+                index.check_base(ctx)
+            return delta
+
         return self.commit(
-            lambda _ctx: delta,
+            build,
             kind=OVERWRITE if has_deletes else APPEND,
             identifier=identifier,
             changelog=changelog,
             check_conflicts=has_deletes,
             properties=properties,
+            drop_index_entries=index.drop,
+            add_index_entries=index.add,
         )
 
     def overwrite(
@@ -210,6 +238,8 @@ class SnapshotCommit:
         partition_filter: PartitionFilter | None = None,
         identifier: int = BATCH_COMMIT_IDENTIFIER,
         properties: dict[str, str] | None = None,
+        *,
+        index: IndexUpdate | None = None,
     ) -> Snapshot | None:
         """Replace every live file accepted by `partition_filter` (None: the whole table) with the new files.
 
@@ -219,8 +249,11 @@ class SnapshotCommit:
         """
         new_entries = [entry for message in messages for entry in message.entries()]
         changelog = [entry for message in messages for entry in message.changelog_entries()]
+        index = index or IndexUpdate()
 
         def build(ctx: AttemptContext) -> list[ManifestEntry]:
+            if index.check_base is not None:
+                index.check_base(ctx)
             deletes = [entry.as_delete() for entry in ctx.live_entries(partition_filter)]
             return deletes + new_entries
 
@@ -231,6 +264,8 @@ class SnapshotCommit:
             changelog=changelog,
             properties=properties,
             drop_index_of=partition_filter or _every_partition,
+            drop_index_entries=index.drop,
+            add_index_entries=index.add,
         )
 
     def commit(
