@@ -131,12 +131,10 @@ CASES = [
     ("types_avro", None),
     ("pk_lookup_dv", "changelog-producer lookup with deletion-vectors.enabled"),
     ("pk_first_row", "changelog-producer lookup with merge-engine first-row"),
-    ("pk_dynamic", "bucket=-1"),
-]
+]  # pk_dynamic (dynamic bucket): tests/java/test_write_dynamic_bucket.py
 REFUSED_ROWS = {
     "pk_lookup_dv": ([(1, 1, "x", 1.0)], "k int, p int, s string, d double"),
     "pk_first_row": ([(1, 1, "x", 1)], ENGINE_COLUMNS),
-    "pk_dynamic": ([(1, "a", "x")], "k long, p string, v string"),
 }
 
 
