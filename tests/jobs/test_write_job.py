@@ -231,14 +231,63 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
     assert {p.name for p in (tmp_path / "wh").rglob("data-*")} == before
 
 
-def test_dynamic_bucket_primary_key_tables_are_refused_before_anything_is_written(spark_session, tmp_path):
+@pytest.mark.parametrize(
+    "partition_keys, primary_keys, options, message",
+    [
+        (["dt"], ["id", "dt"], {"bucket": "-2"}, "bucket=-2"),
+        (["dt"], ["id"], {}, "cross-partition upsert"),  # bucket -1 without every partition key
+    ],
+    ids=["postpone", "cross_partition"],
+)
+def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_written(
+    spark_session, tmp_path, partition_keys, primary_keys, options, message
+):
     from jobs.errors import BadInputError
 
-    with pytest.raises(BadInputError, match="bucket=-1"):
+    with pytest.raises(BadInputError, match=message):
         write_dataframe(
-            rows_df(spark_session, [(1, "a", "x")]), str(tmp_path / "wh"), "db.pk", primary_keys=["id"]
+            rows_df(spark_session, [(1, "a", "x")]),
+            str(tmp_path / "wh"),
+            "db.pk",
+            partition_keys=partition_keys,
+            primary_keys=primary_keys,
+            options=options,
         )
     assert not (tmp_path / "wh").exists()
+
+
+def test_a_dynamic_bucket_commit_refuses_when_another_writer_changed_the_hash_index(tmp_path):
+    """Buckets were assigned from snapshot 1's index; another writer's new HASH file for the same
+    partition lands first: committing ours could put one key in two buckets, so it is a conflict."""
+    import numpy as np
+
+    from jobs.write_dynamic import index_update
+    from paimon_format.commit import IndexUpdate, SnapshotCommit
+    from paimon_format.errors import CommitConflictError
+    from paimon_format.hash_index import hash_index_entries, write_hash_index
+    from tests.factories import data_file, make_table, message, partition_of
+
+    table = make_table(str(tmp_path / "db.db" / "t"), primary_keys=("id", "dt"), options={"bucket": "-1"})
+    a, b = partition_of(table, "a"), partition_of(table, "b")
+
+    def commit_hash(partition: bytes, name: str, hashes: list[int]) -> None:
+        entry = write_hash_index(table, partition, 0, np.array(hashes))
+        update = IndexUpdate(add=[entry], drop=lambda e: (bytes(e.partition), e.bucket) == (partition, 0))
+        values = table.partition_values(partition)
+        SnapshotCommit(table).append([message(table, values, data_file(name))], index=update)
+
+    commit_hash(a, "data-1.parquet", [1])
+    ours = write_hash_index(table, a, 0, np.array([1, 2]))
+    update = index_update(table, 1, [ours], {a}, None)
+    commit_hash(b, "data-2.parquet", [5])  # another partition: no conflict
+    SnapshotCommit(table).append([message(table, ["a"], data_file("data-3.parquet"))], index=update)
+    latest = table.snapshot_manager.latest()
+    assert [e.file_name for e in hash_index_entries(table, latest)[a]] == [ours.file_name]
+
+    stale = index_update(table, latest.id, [write_hash_index(table, a, 0, np.array([1, 2, 3]))], {a}, None)
+    commit_hash(a, "data-4.parquet", [1, 2, 4])  # the same partition's index changed meanwhile
+    with pytest.raises(CommitConflictError, match="hash index of partition dt=a"):
+        SnapshotCommit(table).append([message(table, ["a"], data_file("data-5.parquet"))], index=stale)
 
 
 def test_hive_style_source_directories_go_through_spark(spark_session, tmp_path):
