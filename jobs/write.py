@@ -21,7 +21,7 @@ from jobs.config import StrictModel, TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
-from jobs.write_dynamic import check_bucket_mode, index_relpath, is_dynamic_bucket
+from jobs.write_dynamic import check_base_index, check_bucket_mode, index_relpath, is_dynamic_bucket
 from jobs.write_level0 import compact_written_buckets, compacts_level0
 from paimon_format.commit import CommitMessage, IndexUpdate, SnapshotCommit
 from paimon_format.errors import PaimonFormatError
@@ -411,6 +411,8 @@ def write_dataframe(
     first_sequence = next_sequence_number(spark, target) if existing is not None else 0
     if compact_level0:
         record.details["compacts_written_buckets"] = True
+    if is_dynamic_bucket(schema) and previous is not None:
+        record.count("hash_index_files_before", check_base_index(target, previous))
     if dry_run:
         record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])

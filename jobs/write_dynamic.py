@@ -4,9 +4,9 @@ A key's bucket comes from the partition's HASH index (`paimon_format.hash_index`
 so the write runs in two shuffles, as Paimon's own Spark writer does:
 
 1. every row gets its key hash and assigner number (`abs(hash % assigners)`), and the rows are
-   shuffled by (partition, assigner): each task reads the HASH index files of its partitions,
-   assigns buckets (known keys keep theirs, new keys fill buckets up to
-   `dynamic-bucket.target-row-num`) and adds a bucket column;
+   shuffled by (partition, assigner) and sorted by input order: each task reads the HASH index
+   files of its partitions, assigns buckets (known keys keep theirs, new keys fill buckets up to
+   `dynamic-bucket.target-row-num` in the order they come) and adds a bucket column;
 2. the rows are shuffled by (partition, bucket): each task writes the bucket's data files and, when
    the bucket took a new key, a new HASH index file (its old hashes plus the new ones).
 
@@ -180,7 +180,11 @@ def write_dynamic_buckets(
         ]
     )
     hashed = frame.mapInArrow(_hash_task(schema, assigners), hashed_schema)
-    shuffled = hashed.repartition(*partition_columns, F.col(ASSIGNER_COLUMN))
+    # sorted by input order inside each task: the assignment of new keys then does not depend on
+    # the order shuffle blocks arrive in, so a recomputed task assigns exactly as the first attempt
+    shuffled = hashed.repartition(*partition_columns, F.col(ASSIGNER_COLUMN)).sortWithinPartitions(
+        ORDER_COLUMN
+    )
     bucket_schema = StructType([*hashed_schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
     assigned = shuffled.mapInArrow(
         _assign_task(target, schema, base_snapshot_id, replaces, assigners), bucket_schema
@@ -255,6 +259,7 @@ def _assign_task(
 
 
 def _base_index(target: Table, base_snapshot_id: int | None) -> dict[bytes, list[IndexManifestEntry]]:
+    """The HASH entries of the snapshot buckets are assigned from, by partition (one file per bucket)."""
     snapshot = target.snapshot_manager.snapshot(base_snapshot_id) if base_snapshot_id is not None else None
     entries = hash_index_entries(target, snapshot)
     for partition_entries in entries.values():
@@ -320,6 +325,12 @@ def _bucket_writer_task(
         yield pa.RecordBatch.from_pylist(rows, schema=DYNAMIC_RESULT_SCHEMA)
 
     return write
+
+
+def check_base_index(target: Table, base_snapshot_id: int | None) -> int:
+    """Read the base snapshot's index manifest on the driver (the dry run's check that the executors
+    will be able to); the number of HASH index files."""
+    return sum(len(entries) for entries in _base_index(target, base_snapshot_id).values())
 
 
 def index_relpath(table: Table, entry: IndexManifestEntry) -> str:
