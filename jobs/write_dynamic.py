@@ -93,7 +93,18 @@ def check_bucket_mode(schema: TableSchema, table: str) -> None:
             f"table {table}: primary-key tables with bucket=-2 (postpone buckets) are not supported by "
             "the write job; use a fixed bucket count or bucket=-1 (dynamic buckets)"
         )
-    if num_buckets == -1 and not set(schema.partition_keys) <= set(schema.primary_keys):
+    if num_buckets != -1:
+        return
+    try:
+        target_row_num = CoreOptions(schema.options).dynamic_bucket_target_row_num
+    except ValueError as error:
+        raise BadInputError(f"table {table}: {error}") from None
+    if target_row_num < 1:
+        raise BadInputError(
+            f"table {table}: dynamic-bucket.target-row-num must be at least 1, got {target_row_num}"
+        )
+    num_assigners(schema, 1)  # its options parse
+    if not set(schema.partition_keys) <= set(schema.primary_keys):
         raise BadInputError(
             f"table {table}: dynamic bucket (bucket=-1) with a primary key {list(schema.primary_keys)} that "
             f"does not contain every partition key {list(schema.partition_keys)} is a cross-partition "

@@ -236,8 +236,9 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
     [
         (["dt"], ["id", "dt"], {"bucket": "-2"}, "bucket=-2"),
         (["dt"], ["id"], {}, "cross-partition upsert"),  # bucket -1 without every partition key
+        (["dt"], ["id", "dt"], {"dynamic-bucket.target-row-num": "0"}, "at least 1"),
     ],
-    ids=["postpone", "cross_partition"],
+    ids=["postpone", "cross_partition", "target_row_num"],
 )
 def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_written(
     spark_session, tmp_path, partition_keys, primary_keys, options, message
