@@ -257,6 +257,30 @@ def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_writ
     assert not (tmp_path / "wh").exists()
 
 
+def test_a_corrupt_hash_index_file_is_exit_2_naming_it_and_nothing_is_committed(
+    spark_session, tmp_path, capsys
+):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x"), (2, "b", "y")]),
+        warehouse,
+        "db.t",
+        partition_keys=["dt"],
+        primary_keys=["id", "dt"],
+    )
+    index_files = sorted((tmp_path / "wh" / "db.db" / "t" / "index").iterdir())
+    assert len(index_files) == 2  # one HASH file per (partition, bucket)
+    index_files[0].write_bytes(b"\x00\x00\x01")  # not a whole int32
+    before = {p.name for p in (tmp_path / "wh").rglob("*")}
+    source = tmp_path / "in"
+    pq.write_table(pa.table({"id": [3, 4], "dt": ["a", "b"], "v": ["z", "z"]}), source)
+    config = write_yaml(tmp_path, f"warehouse: {warehouse}\ntable: db.t\nsource: {{path: {source}}}\n")
+    assert main(["write", "--config", config]) == 2
+    assert index_files[0].name in capsys.readouterr().err
+    assert latest_id(warehouse, "db.t") == 1
+    assert {p.name for p in (tmp_path / "wh").rglob("*")} == before
+
+
 def test_a_dynamic_bucket_commit_refuses_when_another_writer_changed_the_hash_index(tmp_path):
     """Buckets were assigned from snapshot 1's index; another writer's new HASH file for the same
     partition lands first: committing ours could put one key in two buckets, so it is a conflict."""
