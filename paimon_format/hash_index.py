@@ -135,19 +135,18 @@ def assigner_of(hashes: np.ndarray, num_assigners: int) -> np.ndarray:
 class PartitionAssigner:
     """One assigner's view of one partition: known key hashes -> bucket, and how full its buckets are.
 
-    Lookups are vectorised over sorted numpy arrays (the hashes the index already holds, plus a
-    smaller sorted run of hashes assigned by this write, merged in when it grows), so memory is a
-    few bytes per key of the partition, as Java's Int2ShortHashMap.
+    Lookups are vectorised over a few sorted numpy runs of (hash, bucket): the hashes the index
+    already holds, and those this write assigned, kept as runs of halving size (a new run merges
+    into the previous one while it is at least half as long, so a write of n keys sorts O(n log n)
+    in all and a lookup searches O(log n) runs). Memory is a few bytes per key of the partition, as
+    Java's Int2ShortHashMap.
     """
 
     target_row_num: int
     num_assigners: int = 1
     assigner_id: int = 0
     counts: dict[int, int] = field(default_factory=dict)  # this assigner's buckets -> hashes held
-    _hashes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
-    _buckets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
-    _new_hashes: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
-    _new_buckets: np.ndarray = field(default_factory=lambda: np.empty(0, np.int32))
+    _runs: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)  # sorted (hashes, buckets)
 
     @classmethod
     def load(
@@ -175,15 +174,14 @@ class PartitionAssigner:
         if hash_parts:
             hashes = np.concatenate(hash_parts)
             buckets = np.concatenate(bucket_parts)
-            order = np.argsort(hashes, kind="stable")
-            assigner._hashes, assigner._buckets = hashes[order], buckets[order]
+            assigner._add_run(hashes, buckets)
         return assigner
 
     def _lookup(self, hashes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(found mask, bucket where found) against the loaded and the newly assigned hashes."""
         found = np.zeros(len(hashes), dtype=bool)
         buckets = np.full(len(hashes), -1, dtype=np.int32)
-        for known, known_buckets in ((self._hashes, self._buckets), (self._new_hashes, self._new_buckets)):
+        for known, known_buckets in self._runs:
             if not len(known):
                 continue
             at = np.minimum(np.searchsorted(known, hashes), len(known) - 1)
@@ -213,7 +211,7 @@ class PartitionAssigner:
             new_buckets[start : start + take] = bucket
             self.counts[bucket] += take
             start += take
-        self._remember(arrival, new_buckets)
+        self._add_run(arrival, new_buckets)
         order = np.argsort(arrival)
         sorted_new, sorted_buckets = arrival[order], new_buckets[order]
         missing = ~found
@@ -237,19 +235,15 @@ class PartitionAssigner:
         self.counts[bucket] = 0
         return bucket
 
-    def _remember(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
-        """Add newly assigned hashes to the sorted run; merge it into the main arrays when large."""
-        merged_hashes = np.concatenate((self._new_hashes, hashes))
-        merged_buckets = np.concatenate((self._new_buckets, buckets))
-        order = np.argsort(merged_hashes, kind="stable")
-        self._new_hashes, self._new_buckets = merged_hashes[order], merged_buckets[order]
-        if len(self._new_hashes) > max(65536, len(self._hashes) // 4):
-            all_hashes = np.concatenate((self._hashes, self._new_hashes))
-            all_buckets = np.concatenate((self._buckets, self._new_buckets))
-            order = np.argsort(all_hashes, kind="stable")
-            self._hashes, self._buckets = all_hashes[order], all_buckets[order]
-            self._new_hashes = np.empty(0, np.int32)
-            self._new_buckets = np.empty(0, np.int32)
+    def _add_run(self, hashes: np.ndarray, buckets: np.ndarray) -> None:
+        """Remember (hash, bucket) pairs as a sorted run; merge runs so each is under half the previous."""
+        order = np.argsort(hashes, kind="stable")
+        self._runs.append((hashes[order], buckets[order]))
+        while len(self._runs) > 1 and 2 * len(self._runs[-1][0]) >= len(self._runs[-2][0]):
+            (last_h, last_b), (prev_h, prev_b) = self._runs.pop(), self._runs.pop()
+            merged_h, merged_b = np.concatenate((prev_h, last_h)), np.concatenate((prev_b, last_b))
+            order = np.argsort(merged_h, kind="stable")
+            self._runs.append((merged_h[order], merged_b[order]))
 
 
 def updated_bucket_index(
