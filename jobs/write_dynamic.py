@@ -15,6 +15,13 @@ Only file metadata reaches the driver, which commits data files and index change
 (partition, bucket). Paimon allows one writer per dynamic-bucket partition; if another commit
 changed the HASH index of a partition we wrote since the snapshot we assigned from, our commit is
 refused (exit 3) instead of committing a key to two buckets.
+
+Crash ordering: data and HASH index files get new names and are written before the commit; the
+snapshot (create-if-absent) is what makes them, and the replacement of the old HASH entries,
+visible. A crash before it leaves only unreferenced files (orphans for remove-orphan-files, removed
+by the job itself when the commit definitely failed) and the table as it was: a rerun assigns from
+the same index again. The HASH files the new snapshot replaced stay for the older snapshots that
+still name them; expire-snapshots deletes them with those snapshots.
 """
 
 from __future__ import annotations
