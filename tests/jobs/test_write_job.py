@@ -257,6 +257,54 @@ def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_writ
     assert not (tmp_path / "wh").exists()
 
 
+def test_dynamic_bucket_write_onto_a_pypaimon_table_keeps_each_key_in_its_bucket(spark_session, tmp_path):
+    """pypaimon writes dynamic-bucket tables with its own HASH index; our write on top keeps every
+    existing key in the bucket pypaimon gave it (pypaimon then reads each key once), and the new keys
+    open buckets past the target row number."""
+    import pypaimon
+
+    from paimon_format.bucket import hash_array
+    from paimon_format.hash_index import hash_index_entries, read_hash_index
+    from paimon_format.types import BIGINT
+
+    warehouse = str(tmp_path / "wh")
+    catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("db", True)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.string())])
+    options = {"dynamic-bucket.target-row-num": "3"}
+    catalog.create_table(
+        "db.t", pypaimon.Schema.from_pyarrow_schema(schema, ["dt"], ["id", "dt"], options), False
+    )
+    table = catalog.get_table("db.t")
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(pa.table({"id": [1, 2, 3], "dt": ["a", "a", "b"], "v": ["p", "p", "p"]}, schema=schema))
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+    ours = [(2, "a", "ours"), (3, "b", "ours"), (4, "a", "new"), (5, "a", "new"), (6, "a", "new")]
+    write_dataframe(rows_df(spark_session, ours), warehouse, "db.t")
+    rows = {(r["id"], r["dt"]): r["v"] for r in pypaimon_rows(warehouse, "db.t")}
+    assert len(pypaimon_rows(warehouse, "db.t")) == 6
+    assert rows == {
+        (1, "a"): "p",
+        (2, "a"): "ours",
+        (3, "b"): "ours",
+        (4, "a"): "new",
+        (5, "a"): "new",
+        (6, "a"): "new",
+    }
+    target = Table.open(warehouse, "db.t")
+    index = hash_index_entries(target, target.snapshot_manager.latest())
+    partition_a = next(p for p in index if target.partition_values(p) == ["a"])
+    # 5 keys, at most 3 a bucket (how many buckets depends on the assigners: Spark's parallelism)
+    assert sum(e.row_count for e in index[partition_a]) == 5
+    assert max(e.row_count for e in index[partition_a]) <= 3 and len(index[partition_a]) >= 2
+    bucket_0 = next(e for e in index[partition_a] if e.bucket == 0)  # pypaimon's: keys 1 and 2 stay
+    hashes = hash_array([pa.array([1, 2], pa.int64())], [BIGINT()])
+    assert set(hashes.tolist()) <= set(read_hash_index(target, bucket_0).tolist())
+
+
 def test_a_corrupt_hash_index_file_is_exit_2_naming_it_and_nothing_is_committed(
     spark_session, tmp_path, capsys
 ):
