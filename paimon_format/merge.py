@@ -331,9 +331,7 @@ class _Levels:
         self.on_window = on_window
 
     def of_window(self, live: list[_RunCursor]) -> np.ndarray:
-        return np.concatenate(
-            [np.full(c.rows, self.run_levels[c.index], dtype=np.int32) for c in live]
-        )
+        return np.concatenate([np.full(c.rows, self.run_levels[c.index], dtype=np.int32) for c in live])
 
 
 def newest_upper_level_only(

@@ -253,7 +253,7 @@ def _avro_batches(
     handle: Any, columns: list[str] | None, batch_rows: int, file_types: dict[str, tuple[DataType, int]]
 ) -> Iterator[pa.RecordBatch]:
     reader = fastavro.reader(handle)
-    names = [f["name"] for f in reader.writer_schema["fields"]]
+    names = _avro_field_names(reader.writer_schema)
     wanted = [c for c in names if (columns is None or c in columns) and c in file_types]
     arrow_types = {name: file_arrow_type(*file_types[name]) for name in wanted}
 
@@ -292,7 +292,15 @@ def _file_column_names(file_format: str, handle: Any) -> list[str]:
         return pq.read_schema(handle).names
     if file_format == "orc":
         return orc.ORCFile(handle).schema.names
-    return [f["name"] for f in fastavro.reader(handle).writer_schema["fields"]]
+    return _avro_field_names(fastavro.reader(handle).writer_schema)
+
+
+def _avro_field_names(schema: Any) -> list[str]:
+    """The columns of an Avro data file; Paimon's Java writer declares its rows as the union
+    ["null", record], ours as the record."""
+    if isinstance(schema, list):
+        schema = next(branch for branch in schema if isinstance(branch, dict) and branch.get("fields"))
+    return [f["name"] for f in schema["fields"]]
 
 
 def _decode_error(error: Exception, path: str, what: str) -> PaimonFormatError:
