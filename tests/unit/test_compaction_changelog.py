@@ -287,3 +287,16 @@ def test_random_runs_follow_the_rules(engine: str, producer: str) -> None:
                 expected_output[k] = written
         assert changelog == sorted(expected_changelog, key=_order)
         assert output == expected_output
+
+
+def test_a_key_whose_merge_yields_nothing_gets_no_changelog() -> None:
+    """first-row with ignore-delete: a key with only retractions merges into nothing; the keys around
+    it keep their own changelog (the merge result is matched to its key, not to its position)."""
+    schema = schema_of("first-row", "lookup", **{"ignore-delete": "true"})
+    runs = [
+        (0, [(1, "+I", row(1, 1)), (2, "-D", row(2)), (3, "+I", row(3, 3))]),
+        (0, [(4, "-D", row(2)), (5, "+I", row(4, 4))]),
+    ]
+    changelog, output = compact(schema, runs)
+    assert changelog == [("+I", 1, row(1, 1)), ("+I", 3, row(3, 3)), ("+I", 5, row(4, 4))]
+    assert output == {1: (1, row(1, 1)), 3: (3, row(3, 3)), 4: (5, row(4, 4))}
