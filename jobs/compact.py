@@ -53,7 +53,7 @@ from jobs.compact_plan import (
     limit_buckets,
     live_files_frame,
 )
-from jobs.config import TableJobConfig
+from jobs.config import TableJobConfig, check_partition_specs, check_predicate_syntax
 from jobs.errors import BadInputError, CommitRaceLost
 from jobs.partitions import RECORD_PARTITION_LIMIT, partition_label
 from jobs.registry import JobContext
@@ -76,7 +76,7 @@ from paimon_format.manifest import (
     rolling_write_manifests,
 )
 from paimon_format.options import CoreOptions, parse_duration_ms, parse_memory_size
-from paimon_format.partition_predicate import PartitionTest, PredicateError, parse_predicate
+from paimon_format.partition_predicate import PartitionTest
 from paimon_format.scan import index_entries, read_list
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
@@ -114,25 +114,12 @@ class CompactConfig(TableJobConfig):
     @field_validator("where")
     @classmethod
     def _predicate_syntax(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_predicate(value)
-            except PredicateError as error:
-                raise ValueError(f"malformed predicate {value!r}: {error}") from None
-        return value
+        return check_predicate_syntax(value)
 
     @field_validator("partitions")
     @classmethod
     def _specs(cls, value: list[dict[str, Scalar]] | None) -> list[dict[str, Scalar]] | None:
-        if value is not None:
-            if not value:
-                raise ValueError("give at least one partition spec, or leave partitions out for all")
-            for index, spec in enumerate(value):
-                if not spec:
-                    raise ValueError(
-                        f"spec {index} is empty; leave partitions out to compact every partition"
-                    )
-        return value
+        return check_partition_specs(value, "leave partitions out to compact every partition")
 
     @field_validator("order_by")
     @classmethod
