@@ -11,7 +11,8 @@ changelog manifest list, as Paimon's compaction does.
 The run, and why in this order (crash ordering):
 1. Plan on the executors from the latest snapshot's manifests (`jobs.compact_plan`); the driver
    gets one summary row per bin. Nothing is written.
-2. One task per bin writes the new data files. A crash here leaves only unreferenced files
+2. One task per bin writes the new data files (and changelog files, on lookup / full-compaction
+   changelog tables). A crash here leaves only unreferenced files
    (`compact:after-files-written` is the last point before anything else), which
    remove-orphan-files deletes once they are older than its `older_than`.
 3. Executors write the delta manifests: a DELETE for every input (its ADD's exact metadata), an
@@ -107,7 +108,7 @@ class CompactConfig(TableJobConfig):
     target_file_size: str | None = Field(default=None, description="overrides the table's target-file-size")
     skip_unsupported: bool = Field(
         default=False,
-        description="a table this job cannot compact (changelog producer, deletion vectors, ...) is "
+        description="a table this job cannot compact (postpone bucket, row tracking, ...) is "
         "skipped with its reason in the record instead of exit 2 (for maintain over many tables)",
     )
 

@@ -251,7 +251,16 @@ def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, 
         spark_session.createDataFrame([(1, "d", "a2"), (3, "d", "c")], columns), warehouse, "db.cl"
     )
     table = Table.open(warehouse, "db.cl")
+    before = listed_files(table)
+
+    def fails() -> None:
+        raise RuntimeError("a failure before the commit")
+
+    with pytest.raises(RuntimeError):  # the run removes its data, changelog and manifest files
+        compact(spark_session, table, before_commit=fails)
+    assert listed_files(table) == before
     compact(spark_session, table)
+    assert any("/changelog-" in path for path in listed_files(table) - before)
     snapshots = [table.snapshot_manager.snapshot(i) for i in (2, 4)]
     assert [s.commit_kind for s in snapshots] == ["COMPACT", "COMPACT"]
     changes = []
