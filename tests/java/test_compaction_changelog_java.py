@@ -104,3 +104,35 @@ def test_compact_changelog_matches_javas_on_small_tables(
     java_paimon.write(path, late, options=WRITE_ONLY)
     changelog = _compare_compactions(spark_session, java_paimon, tmp_path, warehouse, table)
     assert {kind for kind, _row in changelog} >= {"+I", "-U", "+U"}
+
+
+def test_compact_changelog_matches_javas_after_our_write(spark_session, java_paimon, tmp_path):
+    """full-compaction, with the level-0 rows written by our write job's APPEND (not Java's)."""
+    warehouse = str(tmp_path / "wh")
+    table = JavaTable("t", [], ["k"])
+    path = table.path(warehouse)
+    java_paimon.create_table(
+        path, ENGINE_FIELDS, [], ["k"], {"bucket": "2", "changelog-producer": "full-compaction"}
+    )
+    java_paimon.write(path, [{"k": k, "a": k, "b": f"b{k}"} for k in range(6)])
+    java_paimon.compact(path, full=True)
+    source = str(tmp_path / "source")
+    frame = spark_session.createDataFrame(
+        [(1, 10, "ours"), (3, 3, "b3"), (7, 7, "new")], "k int, a long, b string"
+    )
+    frame.coalesce(1).write.parquet(source)
+    code, record = run_job(
+        tmp_path / "write",
+        "write",
+        {"warehouse": warehouse, "table": table.identifier, "source": {"path": source}},
+    )
+    assert code == 0, record.get("error")
+    changelog = _compare_compactions(spark_session, java_paimon, tmp_path, warehouse, table)
+    # 1 changed, 3 rewritten with equal values (no row-deduplicate: still -U/+U), 7 new
+    assert sorted((kind, row["k"]) for kind, row in changelog) == [
+        ("+I", 7),
+        ("+U", 1),
+        ("+U", 3),
+        ("-U", 1),
+        ("-U", 3),
+    ]
