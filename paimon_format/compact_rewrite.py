@@ -33,6 +33,7 @@ from paimon_format.compaction_changelog import CHANGELOG_FILE_SOURCE, ChangelogS
 from paimon_format.deletion_vectors import DeletionFile, read_deletion_vectors
 from paimon_format.file_layout import file_arrow_schema, key_fields
 from paimon_format.manifest import DataFileMeta
+from paimon_format.merge_engines import uses_lookup_merge
 from paimon_format.options import CoreOptions
 from paimon_format.table import Table
 from paimon_format.writer import BucketWriter, conform
@@ -200,7 +201,18 @@ def _merged_key_values(
         batch_rows=spec.batch_rows,
         run_levels=[run[0].level for run in file_runs],
         on_window=sink,
+        merge_single_retractions=lookup_compaction(options) and any(f.level == 0 for f in files),
     )
+
+
+def lookup_compaction(options: CoreOptions) -> bool:
+    """Does Paimon compact this table with its lookup rewriter, whose merge wrapper sends every key
+    through the merge function when the compaction holds level-0 files? It does when its writer
+    looks keys up (lookup producer, deletion vectors, first-row, force-lookup), unless the changelog
+    producer is full-compaction (whose wrapper passes a lone row through)."""
+    if options.changelog_producer == "full-compaction":
+        return False
+    return options.merge_engine == "first-row" or uses_lookup_merge(options)
 
 
 # -- ordering append rows ------------------------------------------------------------------------

@@ -16,6 +16,7 @@ Memory is therefore bounded by ~`batch_rows` rows (plus one input batch) per run
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -289,6 +290,7 @@ def merge_sorted_runs(
     batch_rows: int = 8192,
     run_levels: Sequence[int] | None = None,
     on_window: WindowObserver | None = None,
+    merge_single_retractions: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Merge sorted runs of one bucket into one key-sorted stream with one row per key.
 
@@ -306,11 +308,18 @@ def merge_sorted_runs(
     merges through its `LookupMergeFunction` (`uses_lookup_merge`), a key's older rows above level 0
     are left out of its merge but the newest (it already holds them, e.g. an aggregate that
     includes them: merging both would count them twice); and `on_window` sees every window.
+    `merge_single_retractions`: a key's lone -U/-D goes through the partial-update / aggregation
+    merge function instead of passing unchanged, as in Paimon's lookup compaction.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     options = options or CoreOptions(schema.options)
     engine = merge_engine_for(schema, options)
+    if merge_single_retractions:
+        from paimon_format.row_merge import RowMergeEngine  # imports this module's neighbours
+
+        if isinstance(engine, RowMergeEngine):
+            engine = dataclasses.replace(engine, merge_single_retractions=True)
     layout = file_arrow_schema(schema, options)
     if run_levels is not None and len(run_levels) != len(runs):
         raise ValueError(f"{len(run_levels)} run levels given for {len(runs)} runs")

@@ -45,7 +45,7 @@ def row(k: int, a: Any = None, b: Any = None) -> dict[str, Any]:
     return {"k": k, "a": a, "b": b}
 
 
-def compact(schema, leveled_runs, batch_rows: int = 8192):
+def compact(schema, leveled_runs, batch_rows: int = 8192, merge_single_retractions: bool = False):
     """Merge `(level, [(seq, kind, row)])` runs (oldest first) as a whole-bucket compaction does:
     (changelog as sorted (kind, seq, row) triples, merged output as {k: (seq, row)})."""
     options = CoreOptions(schema.options)
@@ -61,6 +61,7 @@ def compact(schema, leveled_runs, batch_rows: int = 8192):
         batch_rows=batch_rows,
         run_levels=[level for level, _rows in leveled_runs],
         on_window=sink,
+        merge_single_retractions=merge_single_retractions,
     )
     names = schema.field_names()
     output = {
@@ -300,3 +301,16 @@ def test_a_key_whose_merge_yields_nothing_gets_no_changelog() -> None:
     changelog, output = compact(schema, runs)
     assert changelog == [("+I", 1, row(1, 1)), ("+I", 3, row(3, 3)), ("+I", 5, row(4, 4))]
     assert output == {1: (1, row(1, 1)), 3: (3, row(3, 3)), 4: (5, row(4, 4))}
+
+
+def test_lookup_aggregation_merges_a_lone_retraction_through_the_function() -> None:
+    """Paimon's lookup compaction sends every key through the merge function: a lone -D under sum
+    becomes an insert of the negated value (and its +I changelog); without level-0 files, or with the
+    full-compaction producer, a lone row passes unchanged (a retraction is then dropped)."""
+    schema = schema_of("aggregation", "lookup")
+    runs = [(TOP, [(1, "+I", row(1, 5, "a"))]), (0, [(2, "-D", row(2, 4, "x"))])]
+    changelog, output = compact(schema, runs, merge_single_retractions=True)
+    assert output == {1: (1, row(1, 5, "a")), 2: (2, row(2, -4, None))}
+    assert changelog == [("+I", 2, row(2, -4, None))]
+    changelog, output = compact(schema, runs)
+    assert output == {1: (1, row(1, 5, "a"))} and changelog == []
