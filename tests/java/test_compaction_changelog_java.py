@@ -76,10 +76,18 @@ def test_compact_changelog_matches_javas_on_java_lookup_tables(
     "producer, engine",
     [
         ("lookup", {"merge-engine": "aggregation", "fields.a.aggregate-function": "sum"}),
+        ("lookup", {"merge-engine": "partial-update"}),
+        ("lookup", {"changelog-producer.row-deduplicate": "true"}),
         ("full-compaction", {}),
-        ("full-compaction", {"merge-engine": "partial-update"}),
+        ("full-compaction", {"merge-engine": "partial-update", "changelog-producer.row-deduplicate": "true"}),
     ],
-    ids=["lookup-aggregation", "full-compaction-deduplicate", "full-compaction-partial-update"],
+    ids=[
+        "lookup-aggregation",
+        "lookup-partial-update",
+        "lookup-deduplicate-row-deduplicate",
+        "full-compaction-deduplicate",
+        "full-compaction-partial-update-row-deduplicate",
+    ],
 )
 def test_compact_changelog_matches_javas_on_small_tables(
     spark_session, java_paimon, tmp_path, producer, engine
@@ -101,11 +109,16 @@ def test_compact_changelog_matches_javas_on_small_tables(
     late = [{"k": 3, "a": 7, "b": None}, {"k": 1000, "a": 11, "b": "n"}]
     if engine.get("merge-engine") != "partial-update":
         late.append({"k": 0, "a": 3, "_kind": "-D"})
+    if engine.get("merge-engine") != "aggregation":  # the value key 6 holds: row-deduplicate drops it
+        late.append({"k": 6, "a": 1, "b": "c6"})
     if engine.get("merge-engine") == "aggregation":  # a lone retraction: Java writes what sum makes of it
         late.append({"k": 2000, "a": 5, "b": "x", "_kind": "-D"})
     java_paimon.write(path, late, options=WRITE_ONLY)
     changelog = _compare_compactions(spark_session, java_paimon, tmp_path, warehouse, table)
     assert {kind for kind, _row in changelog} >= {"+I", "-U", "+U"}
+    unchanged = ("+U", {"k": 6, "a": 1, "b": "c6"})
+    if producer == "lookup" and engine.get("merge-engine") != "aggregation":  # against the newest upper row
+        assert (unchanged in changelog) != ("changelog-producer.row-deduplicate" in engine)
 
 
 def test_compact_changelog_matches_javas_after_our_write(spark_session, java_paimon, tmp_path):
