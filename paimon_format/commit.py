@@ -158,6 +158,9 @@ class PrewrittenDelta:
 
     manifests: list[ManifestFileMeta]
     record_count_delta: int
+    # changelog manifests written alongside (a compaction's changelog files), and their rows
+    changelog_manifests: list[ManifestFileMeta] = field(default_factory=list)
+    changelog_record_count: int = 0
 
 
 # Gives the pre-written delta manifests of an attempt; may raise to stop (e.g. the base moved too far).
@@ -421,11 +424,17 @@ class SnapshotCommit:
         )
         delta_list = self._new_list_name()
         delta_size = self._write_list(delta_list, delta_metas, options, written)
-        changelog_list = changelog_size = None
-        if changelog:
-            changelog_metas = self._write_manifests(ctx, list(changelog), options, written)
+        changelog_list = changelog_size = changelog_rows = None
+        prewritten_changelog = prewritten.changelog_manifests if prewritten else []
+        if changelog or prewritten_changelog:
+            changelog_metas = list(prewritten_changelog)
+            if changelog:
+                changelog_metas += self._write_manifests(ctx, list(changelog), options, written)
             changelog_list = self._new_list_name()
             changelog_size = self._write_list(changelog_list, changelog_metas, options, written)
+            changelog_rows = sum(e.file.row_count for e in changelog)
+            if prewritten_changelog:
+                changelog_rows += prewritten.changelog_record_count
 
         delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
         if prewritten is not None:
@@ -447,7 +456,7 @@ class SnapshotCommit:
             time_millis=int(time.time() * 1000),
             total_record_count=previous_total + delta_rows,
             delta_record_count=delta_rows,
-            changelog_record_count=sum(e.file.row_count for e in changelog) if changelog else None,
+            changelog_record_count=changelog_rows,
             watermark=latest.watermark if latest else None,
             statistics=latest.statistics if latest and latest.schema_id == ctx.schema.id else None,
             next_row_id=latest.next_row_id if latest else None,

@@ -129,13 +129,28 @@ CASES = [
     ("types_parquet", None),
     ("types_orc", None),
     ("types_avro", None),
-    ("pk_lookup_dv", "changelog-producer lookup with deletion-vectors.enabled"),
-    ("pk_first_row", "changelog-producer lookup with merge-engine first-row"),
+    ("pk_lookup_dv", None),
+    ("pk_first_row", None),
 ]  # pk_dynamic (dynamic bucket): tests/java/test_write_dynamic_bucket.py
-REFUSED_ROWS = {
-    "pk_lookup_dv": ([(1, 1, "x", 1.0)], "k int, p int, s string, d double"),
-    "pk_first_row": ([(1, 1, "x", 1)], ENGINE_COLUMNS),
+REFUSED_ROWS: dict[str, tuple[list, str]] = {  # (rows, columns) of a case with a refusal
 }
+# changelog-producer lookup: our rows at level 0 are compacted at once (batch reads skip level 0), and
+# that compaction writes the changelog: +I for a new key, -U/+U against the row the table held
+LOOKUP_DV_ROWS = [{"k": 1, "p": 1, "s": "ours", "d": 0.5}, {"k": 20, "p": 0, "s": "new", "d": 2.0}]
+LOOKUP_DV_COLUMNS = "k int, p int, s string, d double"
+
+
+def _lookup_changelog(before: list[Row], ours: list[Row], key: tuple[str, ...], first_row: bool) -> list:
+    """The changelog Paimon's lookup compaction of our rows produces (each key written once)."""
+    old = _by_key(before, key)
+    changes = []
+    for row in ours:
+        previous = old.get(tuple(row[k] for k in key))
+        if previous is None:
+            changes.append(("+I", row))
+        elif not first_row:
+            changes += [("-U", previous), ("+U", row)]
+    return sorted(changes, key=lambda p: [p[0], *sort_key(p[1])])
 
 
 def _source(tmp_path, frame: Any) -> dict[str, Any]:
@@ -160,6 +175,15 @@ def test_write_job_appends_to_java_table(
         ours, columns = _pk_changelog_case()
         frame = spark_session.createDataFrame([tuple(r.values()) for r in ours], columns)
         expected = _dedup(before, ours, ("id", "dt", "region"))
+    elif name == "pk_lookup_dv":
+        ours = LOOKUP_DV_ROWS
+        frame = spark_session.createDataFrame([tuple(r.values()) for r in ours], LOOKUP_DV_COLUMNS)
+        expected = _dedup(before, ours, ("k", "p"))
+    elif name == "pk_first_row":
+        ours = ENGINE_ROWS
+        frame = spark_session.createDataFrame([tuple(r.values()) for r in ours], ENGINE_COLUMNS)
+        kept = _by_key(before, ("k",))
+        expected = sorted(before + [r for r in ours if (r["k"],) not in kept], key=sort_key)
     elif name.startswith("types_"):
         ours = _types_rows(range(50, 52))
         frame = _types_frame(spark_session, ours)
@@ -178,13 +202,18 @@ def test_write_job_appends_to_java_table(
         assert files_under(path) == files_before, "a refused write left files behind"
         return
     assert code == 0, record.get("error")
-    assert record["snapshot_ids"]["committed"] == latest_before + 1
+    compacted = name in ("pk_lookup_dv", "pk_first_row")  # an APPEND, then the COMPACT of its buckets
+    assert record["snapshot_ids"]["committed"] == latest_before + 1 + compacted
     assert java_paimon.read(path) == expected
     assert_reads_kept(java_paimon, table, java_warehouse)
     if name == "pk_changelog":
         # changelog-producer input: a streaming consumer sees every row we wrote, as it came
         changelog = java_paimon.read_changelog(path, after=latest_before)
         assert changelog == sorted((("+I", row) for row in ours), key=lambda p: [p[0], *sort_key(p[1])])
+    if compacted:
+        key = ("k", "p") if name == "pk_lookup_dv" else ("k",)
+        changelog = java_paimon.read_changelog(path, after=latest_before)
+        assert changelog == _lookup_changelog(before, ours, key, first_row=name == "pk_first_row")
 
 
 def _commit_kind(path: str, snapshot_id: int) -> str:
