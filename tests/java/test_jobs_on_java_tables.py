@@ -193,3 +193,38 @@ def test_expire_partitions_on_a_java_date_partitioned_table(
     assert code == 0, record.get("error")
     assert java_paimon.read(pk.path(java_warehouse)) == []  # 2024 partitions are all long expired
     assert_reads_kept(java_paimon, pk, java_warehouse)
+
+
+@pytest.mark.parametrize("name", ["pk_dynamic", "pk_lookup_dv"])
+def test_drop_partition_leaves_the_index_java_leaves(
+    spark_session, java_paimon, java_templates, java_warehouse, tmp_path, name
+):
+    """On identical copies, our drop-partition and Java's leave the same live data files and the same
+    index files (a dropped partition's HASH index / deletion vectors go with it)."""
+    from tests.java.tables import copy_warehouse
+
+    table = java_templates[1][name]
+    dropped = {"p": "a"} if name == "pk_dynamic" else {"p": "1"}
+    java_copy = copy_warehouse(java_templates[0], str(tmp_path / "java-wh"))
+    java_paimon.drop_partitions(table.path(java_copy), [dropped])
+    code, record = run_job(
+        tmp_path / "ours",
+        "drop-partition",
+        {"warehouse": java_warehouse, "table": table.identifier, "partitions": [dropped], "strict": True},
+    )
+    assert code == 0, record.get("error")
+    ours, javas = _latest_files(table.path(java_warehouse)), _latest_files(table.path(java_copy))
+    assert ours == javas
+    assert ours[1], "the table keeps index files of the partitions it still has"
+    assert java_paimon.read(table.path(java_warehouse)) == java_paimon.read(table.path(java_copy))
+
+
+def _latest_files(path: str) -> tuple[set[str], set[tuple]]:
+    """(live data files, index files by partition, bucket and type) of the latest snapshot."""
+    from paimon_format.scan import index_entries, live_entries
+
+    table = _table(path)
+    snapshot = table.snapshot_manager.latest()
+    data = {entry.file.file_name for entry in live_entries(table, snapshot)}
+    index = {(e.partition, e.bucket, e.index_type, e.file_name) for e in index_entries(table, snapshot)}
+    return data, index
