@@ -3,16 +3,21 @@
 Append tables get their small files bin-packed (Paimon's append compaction rules), primary-key
 tables get every bucket fully compacted: all sorted runs merged by key with the table's merge
 engine into files at the top level. See `paimon_format.compact_rules` for the picking rules and
-`paimon_format.compact_rewrite` for what one bin's task writes.
+`paimon_format.compact_rewrite` for what one bin's task writes. On primary-key tables with
+`changelog-producer` lookup or full-compaction each task also writes the changelog of its rewrite
+(`paimon_format.compaction_changelog`, Paimon's rules), which the COMPACT snapshot commits in its
+changelog manifest list, as Paimon's compaction does.
 
 The run, and why in this order (crash ordering):
 1. Plan on the executors from the latest snapshot's manifests (`jobs.compact_plan`); the driver
    gets one summary row per bin. Nothing is written.
-2. One task per bin writes the new data files. A crash here leaves only unreferenced files
+2. One task per bin writes the new data files (and changelog files, on lookup / full-compaction
+   changelog tables). A crash here leaves only unreferenced files
    (`compact:after-files-written` is the last point before anything else), which
    remove-orphan-files deletes once they are older than its `older_than`.
 3. Executors write the delta manifests: a DELETE for every input (its ADD's exact metadata), an
-   ADD for every output. Still unreferenced.
+   ADD for every output; and the changelog manifests (an ADD per changelog file). Still
+   unreferenced.
 4. The driver commits one COMPACT snapshot naming those manifests (create-if-absent). Before
    each attempt it reads the deltas of the snapshots that landed since the plan: a concurrent
    APPEND is kept; a snapshot that removed one of our inputs (another compaction, an overwrite,
@@ -49,7 +54,7 @@ from jobs.compact_plan import (
     limit_buckets,
     live_files_frame,
 )
-from jobs.config import TableJobConfig
+from jobs.config import TableJobConfig, check_partition_specs, check_predicate_syntax
 from jobs.errors import BadInputError, CommitRaceLost
 from jobs.partitions import RECORD_PARTITION_LIMIT, partition_label
 from jobs.registry import JobContext
@@ -58,6 +63,7 @@ from jobs.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, PrewrittenDelta, SnapshotCommit
 from paimon_format.compact_rewrite import RewriteSpec, rewrite_bin
 from paimon_format.compact_rules import CompactionSettingError, CompactionSettings
+from paimon_format.compaction_changelog import PRODUCERS_AT_COMPACTION, changelog_rule
 from paimon_format.crash_points import crash_point
 from paimon_format.deletion_vectors import DELETION_VECTORS_INDEX, snapshot_deletion_files
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
@@ -71,7 +77,7 @@ from paimon_format.manifest import (
     rolling_write_manifests,
 )
 from paimon_format.options import CoreOptions, parse_duration_ms, parse_memory_size
-from paimon_format.partition_predicate import PartitionTest, PredicateError, parse_predicate
+from paimon_format.partition_predicate import PartitionTest
 from paimon_format.scan import index_entries, read_list
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
@@ -102,32 +108,19 @@ class CompactConfig(TableJobConfig):
     target_file_size: str | None = Field(default=None, description="overrides the table's target-file-size")
     skip_unsupported: bool = Field(
         default=False,
-        description="a table this job cannot compact (changelog producer, deletion vectors, ...) is "
+        description="a table this job cannot compact (postpone bucket, row tracking, ...) is "
         "skipped with its reason in the record instead of exit 2 (for maintain over many tables)",
     )
 
     @field_validator("where")
     @classmethod
     def _predicate_syntax(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_predicate(value)
-            except PredicateError as error:
-                raise ValueError(f"malformed predicate {value!r}: {error}") from None
-        return value
+        return check_predicate_syntax(value)
 
     @field_validator("partitions")
     @classmethod
     def _specs(cls, value: list[dict[str, Scalar]] | None) -> list[dict[str, Scalar]] | None:
-        if value is not None:
-            if not value:
-                raise ValueError("give at least one partition spec, or leave partitions out for all")
-            for index, spec in enumerate(value):
-                if not spec:
-                    raise ValueError(
-                        f"spec {index} is empty; leave partitions out to compact every partition"
-                    )
-        return value
+        return check_partition_specs(value, "leave partitions out to compact every partition")
 
     @field_validator("order_by")
     @classmethod
@@ -213,12 +206,11 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
         raise UnsupportedTable(
             f"{table.path}: postpone-bucket tables (bucket = -2) cannot be compacted by this job"
         )
-    if schema.primary_keys and producer in ("full-compaction", "lookup"):
-        raise UnsupportedTable(
-            f"{table.path}: changelog-producer {producer}: Paimon produces changelog files while it "
-            "compacts this table; this job does not, so compacting would lose the changelog. "
-            "Compact it with Paimon's own compaction"
-        )
+    if schema.primary_keys and producer in PRODUCERS_AT_COMPACTION:
+        try:  # the changelog of the rewrite is produced as Paimon's compaction does
+            changelog_rule(schema, options, 0)
+        except ValueError as error:
+            raise BadInputError(f"{table.path}: {error}") from None
     if options.row_tracking_enabled or options.data_evolution_enabled:
         raise UnsupportedTable(
             f"{table.path}: row tracking / data evolution tables cannot be compacted by this job"
@@ -275,6 +267,8 @@ class BinResult:
     rows_out: int
     bytes_out: int
     sample: str | None
+    changelog_files: int = 0
+    changelog_rows: int = 0
 
 
 def compact(
@@ -449,10 +443,10 @@ def _rewrite_and_commit(
     def rewrite(items: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
         for key, (partition, bucket, total_buckets, payload) in items:
             inputs, deletion_files = pickle.loads(payload)
-            outputs = rewrite_bin(table, partition, bucket, inputs, spec, deletion_files)
+            output = rewrite_bin(table, partition, bucket, inputs, spec, deletion_files)
             rewritten_bins.add(1)
             rewritten_rows.add(sum(meta.row_count for meta in inputs))
-            yield key, (partition, bucket, total_buckets, inputs, outputs)
+            yield key, (partition, bucket, total_buckets, inputs, output.files, output.changelog_files)
 
     tasks = min(len(summaries), 10_000)
     from pyspark import StorageLevel
@@ -464,16 +458,18 @@ def _rewrite_and_commit(
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     written_manifests: list[ManifestFileMeta] = []
+    changelog_manifests: list[ManifestFileMeta] = []
     committed = False
     try:
         with _progress(log, rewritten_bins, rewritten_rows, len(summaries)):
             done = [_bin_result(table, key, value) for key, value in results.map(_summarise).collect()]
         crash_point("compact:after-files-written")
         _record_results(record, done, log)
-        written_manifests = _write_delta_manifests(
-            spark, table, results, sum(r.files_in + r.files_out for r in done)
+        written_manifests, changelog_manifests = _write_delta_manifests(
+            spark, table, results, sum(r.files_in + r.files_out + r.changelog_files for r in done)
         )
         delta_rows = sum(r.rows_out - r.rows_in for r in done)
+        changelog_rows = sum(r.changelog_rows for r in done)
         if before_commit is not None:
             before_commit()
 
@@ -489,7 +485,9 @@ def _rewrite_and_commit(
             check_rivals,
             kind=COMPACT,
             check_conflicts=False,
-            prewritten_delta=lambda _ctx: PrewrittenDelta(written_manifests, delta_rows),
+            prewritten_delta=lambda _ctx: PrewrittenDelta(
+                written_manifests, delta_rows, changelog_manifests, changelog_rows
+            ),
             drop_index_entries=rewritten_vectors,
             properties={"paimon-jobs.operation": "compact"},
         )
@@ -507,7 +505,7 @@ def _rewrite_and_commit(
         # a failure (not a kill: KeyboardInterrupt/SystemExit pass, as a crash would) before the
         # commit landed: what this run wrote is referenced by nothing, so remove it now
         if not committed:
-            _remove_written(table, results, written_manifests, log)
+            _remove_written(table, results, written_manifests + changelog_manifests, log)
         raise
     finally:
         results.unpersist()
@@ -533,9 +531,9 @@ def _progress(log: Any, bins: Any, rows: Any, total: int, interval_s: float = 10
 
 
 def _summarise(item: tuple[int, Any]) -> tuple[int, Any]:
-    key, (partition, bucket, _total, inputs, outputs) = item
+    key, (partition, bucket, _total, inputs, outputs, changelog) = item
     first = outputs[0].file_name if outputs else None
-    return key, (partition, bucket, _counts(inputs), _counts(outputs), first)
+    return key, (partition, bucket, _counts(inputs), _counts(outputs), _counts(changelog), first)
 
 
 def _counts(metas: Sequence[Any]) -> tuple[int, int, int]:
@@ -543,10 +541,23 @@ def _counts(metas: Sequence[Any]) -> tuple[int, int, int]:
 
 
 def _bin_result(table: Table, key: int, value: Any) -> BinResult:
-    partition, bucket, (files_in, rows_in, bytes_in), (files_out, rows_out, bytes_out), first = value
+    partition, bucket, counts_in, counts_out, changelog, first = value
+    files_in, rows_in, bytes_in = counts_in
+    files_out, rows_out, bytes_out = counts_out
     sample = f"{table.bucket_relpath(partition, bucket)}/{first}" if first else None
     return BinResult(
-        key, partition, bucket, files_in, rows_in, bytes_in, files_out, rows_out, bytes_out, sample
+        key,
+        partition,
+        bucket,
+        files_in,
+        rows_in,
+        bytes_in,
+        files_out,
+        rows_out,
+        bytes_out,
+        sample,
+        changelog_files=changelog[0],
+        changelog_rows=changelog[1],
     )
 
 
@@ -558,6 +569,9 @@ def _record_results(record: RunRecord, done: list[BinResult], log: Any) -> None:
     record.add_bytes("files_written", sum(r.bytes_out for r in done))
     record.count("rows_written", sum(r.rows_out for r in done))
     record.sample("files_written", [r.sample for r in done if r.sample])
+    if any(r.changelog_files for r in done):
+        record.count("changelog_files", sum(r.changelog_files for r in done))
+        record.count("changelog_rows", sum(r.changelog_rows for r in done))
     log.info(
         "%d bins rewritten: %d files (%d rows) -> %d files (%d rows)",
         len(done),
@@ -568,8 +582,11 @@ def _record_results(record: RunRecord, done: list[BinResult], log: Any) -> None:
     )
 
 
-def _write_delta_manifests(spark: Any, table: Table, results: Any, entries: int) -> list[ManifestFileMeta]:
-    """DELETE of every input and ADD of every output, written into manifests on the executors."""
+def _write_delta_manifests(
+    spark: Any, table: Table, results: Any, entries: int
+) -> tuple[list[ManifestFileMeta], list[ManifestFileMeta]]:
+    """DELETE of every input and ADD of every output, written into manifests on the executors;
+    and an ADD of every changelog file into changelog manifests. (delta, changelog) manifests."""
     options = CoreOptions(table.schema.options)
     target = options.manifest_target_file_size
     compression = options.manifest_compression
@@ -579,27 +596,34 @@ def _write_delta_manifests(spark: Any, table: Table, results: Any, entries: int)
 
     def write(items: Iterator[tuple[int, Any]]) -> Iterator[bytes]:
         changes: list[ManifestEntry] = []
-        for _key, (partition, bucket, total_buckets, inputs, outputs) in items:
+        changelog: list[ManifestEntry] = []
+        for _key, (partition, bucket, total_buckets, inputs, outputs, changelog_files) in items:
             changes.extend(ManifestEntry(DELETE, partition, bucket, total_buckets, meta) for meta in inputs)
             changes.extend(ManifestEntry(ADD, partition, bucket, total_buckets, meta) for meta in outputs)
-        if not changes:
-            return
+            changelog.extend(ManifestEntry(ADD, partition, bucket, total_buckets, m) for m in changelog_files)
         prefix = str(uuid.uuid4())
         counter = iter(range(1 << 30))
-        for meta in rolling_write_manifests(
-            table.file_io,
-            manifest_dir,
-            lambda: f"manifest-{prefix}-{next(counter)}",
-            changes,
-            target,
-            compression,
-            partition_types,
-            schema_id,
-        ):
-            yield pickle.dumps(meta)
+        for kind, entries in (("delta", changes), ("changelog", changelog)):
+            if not entries:
+                continue
+            for meta in rolling_write_manifests(
+                table.file_io,
+                manifest_dir,
+                lambda: f"manifest-{prefix}-{next(counter)}",
+                entries,
+                target,
+                compression,
+                partition_types,
+                schema_id,
+            ):
+                yield pickle.dumps((kind, meta))
 
     writers = max(1, min(math.ceil(entries / ENTRIES_PER_WRITER), results.getNumPartitions()))
-    return [pickle.loads(blob) for blob in results.coalesce(writers).mapPartitions(write).collect()]
+    written = [pickle.loads(blob) for blob in results.coalesce(writers).mapPartitions(write).collect()]
+    return (
+        [meta for kind, meta in written if kind == "delta"],
+        [meta for kind, meta in written if kind == "changelog"],
+    )
 
 
 def _refuse_if_inputs_removed(table: Table, planned: int, latest: Snapshot | None, results: Any) -> None:
@@ -624,12 +648,12 @@ def _refuse_if_inputs_removed(table: Table, planned: int, latest: Snapshot | Non
     gone = frozenset(removed)
 
     def hits(item: tuple[int, Any]) -> bool:
-        _key, (partition, bucket, _total, inputs, _outputs) = item
+        _key, (partition, bucket, _total, inputs, _outputs, _changelog) = item
         return any((partition, bucket, meta.file_name) in gone for meta in inputs)
 
     clash = results.filter(hits).take(1)
     if clash:
-        _key, (partition, bucket, _total, inputs, _outputs) = clash[0]
+        _key, (partition, bucket, _total, inputs, _outputs, _changelog) = clash[0]
         name = next(meta.file_name for meta in inputs if (partition, bucket, meta.file_name) in gone)
         raise CommitRaceLost(
             f"{table.path}: a commit after snapshot {planned} removed {name} (bucket {bucket}), which this "
@@ -669,10 +693,10 @@ def _remove_written(table: Table, results: Any, manifests: list[ManifestFileMeta
 
     def delete(items: Iterator[tuple[int, Any]]) -> Iterator[int]:
         paths = []
-        for _key, (partition, bucket, _total, _inputs, outputs) in items:
+        for _key, (partition, bucket, _total, _inputs, outputs, changelog) in items:
             paths.extend(
                 table.full_path(p)
-                for meta in outputs
+                for meta in [*outputs, *changelog]
                 for p in table.data_file_relpaths(partition, bucket, meta)
             )
         if paths:

@@ -88,6 +88,29 @@ class TableJobConfig(StrictModel):
         return value.rstrip("/") or "/"
 
 
+def check_predicate_syntax(value: str | None) -> str | None:
+    """A `where:` predicate on partition columns: malformed ones fail validation, before Spark starts."""
+    if value is not None:
+        from paimon_format.partition_predicate import PredicateError, parse_predicate
+
+        try:
+            parse_predicate(value)
+        except PredicateError as error:
+            raise ValueError(f"malformed predicate {value!r}: {error}") from None
+    return value
+
+
+def check_partition_specs(value: list[dict[str, Any]] | None, empty_spec: str) -> list[dict[str, Any]] | None:
+    """A `partitions:` list of specs: not empty, and no spec empty (`empty_spec` says why not)."""
+    if value is not None:
+        if not value:
+            raise ValueError("give at least one partition spec")
+        for index, spec in enumerate(value):
+            if not spec:
+                raise ValueError(f"spec {index} is empty: {empty_spec}")
+    return value
+
+
 def interpolate(value: Any, source: str, path: str = "") -> Any:
     """Replace ${VAR} and ${VAR:-default} in every string of a loaded YAML document.
 

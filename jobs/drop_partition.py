@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.config import TableJobConfig
+from jobs.config import TableJobConfig, check_partition_specs, check_predicate_syntax
 from jobs.errors import BadInputError
 from jobs.partition_scan import remove_manifests, scan_partitions
 from jobs.partitions import (
@@ -41,7 +41,6 @@ from paimon_format.partition_predicate import (
     PartitionColumns,
     PartitionTest,
     PredicateError,
-    parse_predicate,
     predicate_test,
     selects,
     spec_test,
@@ -63,23 +62,12 @@ class DropPartitionConfig(TableJobConfig):
     @field_validator("where")
     @classmethod
     def _predicate_syntax(cls, value: str | None) -> str | None:
-        if value is not None:
-            try:
-                parse_predicate(value)
-            except PredicateError as error:
-                raise ValueError(f"malformed predicate {value!r}: {error}") from None
-        return value
+        return check_predicate_syntax(value)
 
     @field_validator("partitions")
     @classmethod
     def _specs(cls, value: list[dict[str, Scalar]] | None) -> list[dict[str, Scalar]] | None:
-        if value is not None:
-            if not value:
-                raise ValueError("give at least one partition spec")
-            for index, spec in enumerate(value):
-                if not spec:
-                    raise ValueError(f"spec {index} is empty: it would select every partition")
-        return value
+        return check_partition_specs(value, "it would select every partition")
 
     @model_validator(mode="after")
     def _one_selector(self) -> DropPartitionConfig:

@@ -21,8 +21,9 @@ from jobs.config import StrictModel, TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
+from jobs.write_dynamic import check_base_index, check_bucket_mode, index_relpath, is_dynamic_bucket
 from jobs.write_level0 import compact_written_buckets, compacts_level0
-from paimon_format.commit import CommitMessage, SnapshotCommit
+from paimon_format.commit import CommitMessage, IndexUpdate, SnapshotCommit
 from paimon_format.errors import PaimonFormatError
 from paimon_format.manifest import ADD, read_manifest
 from paimon_format.options import CoreOptions
@@ -373,7 +374,7 @@ def write_dataframe(
             )
         except (ValueError, PaimonFormatError) as error:
             raise BadInputError(f"cannot create table {table}: {error}") from None
-        _refuse_dynamic_buckets(schema, table)
+        check_bucket_mode(schema, table)
         compact_level0 = compacts_level0(schema, table)
         record.details["created_table"] = True
         if not dry_run:
@@ -385,7 +386,7 @@ def write_dataframe(
         _check_create_matches(
             schema, table, partition_keys, primary_keys, options, strict_create, record, log
         )
-        _refuse_dynamic_buckets(schema, table)
+        check_bucket_mode(schema, table)
         compact_level0 = compacts_level0(schema, table)
         if compact_level0:
             from jobs.compact import check_supported
@@ -410,6 +411,8 @@ def write_dataframe(
     first_sequence = next_sequence_number(spark, target) if existing is not None else 0
     if compact_level0:
         record.details["compacts_written_buckets"] = True
+    if is_dynamic_bucket(schema) and previous is not None:
+        record.count("hash_index_files_before", check_base_index(target, previous))
     if dry_run:
         record.count("input_rows", _count_rows(spark, files) if direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
@@ -421,10 +424,19 @@ def write_dataframe(
         f", {num_buckets} buckets" if num_buckets > 0 else "",
     )
     created = bool(record.details.get("created_table"))
+    index = None
     try:
         if direct:
             written = _write_files_directly(spark, files, target, schema, first_sequence)
             record.details["path"] = "direct (executors read the Parquet source with pyarrow)"
+        elif is_dynamic_bucket(schema):
+            from jobs.write_dynamic import write_dynamic
+
+            written, index = write_dynamic(
+                df, target, schema, first_sequence, previous, mode, overwrite_filter
+            )
+            record.details["dynamic_bucket"] = True
+            record.count("hash_index_files_written", len(index.add) if index else 0)
         else:
             written = _write_through_spark(df, target, schema, num_buckets, first_sequence)
         log.info(
@@ -443,6 +455,7 @@ def write_dataframe(
             previous,
             record,
             log,
+            index,
         )
     except BaseException:
         if created:
@@ -546,8 +559,11 @@ def _commit_written(
     previous: int | None,
     record: RunRecord,
     log: Any,
+    index: IndexUpdate | None = None,
 ) -> RunRecord:
-    """One commit of everything the executors wrote; their files are removed if it definitely fails."""
+    """One commit of everything the executors wrote; their files are removed if it definitely fails.
+
+    `index`: the HASH index files a dynamic-bucket write made, committed in the same snapshot."""
     messages: dict[tuple[bytes, int], CommitMessage] = {}
     changelog_files = 0
     for row in written:
@@ -576,13 +592,18 @@ def _commit_written(
     committer = SnapshotCommit(target)
     try:
         if mode == "append":
-            snapshot = committer.append(list(messages.values()))
+            snapshot = committer.append(list(messages.values()), index=index)
         else:
             touched = {key[0] for key in messages}
             partition_filter = overwrite_filter if overwrite_scope != "touched" else (lambda p: p in touched)
-            snapshot = committer.overwrite(list(messages.values()), partition_filter=partition_filter)
+            snapshot = committer.overwrite(
+                list(messages.values()), partition_filter=partition_filter, index=index
+            )
     except BaseException:
-        _remove_unless_landed(target, committer, previous, [row["path"] for row in written], log)
+        index_paths = [index_relpath(target, entry) for entry in index.add] if index else []
+        _remove_unless_landed(
+            target, committer, previous, [row["path"] for row in written] + index_paths, log
+        )
         raise
     record.snapshot_ids["committed"] = None
     if snapshot is not None:
@@ -697,15 +718,6 @@ def _remove_empty_dirs(fs: Any, root: str) -> None:
             os.rmdir(directory)
         except OSError:
             pass  # not empty
-
-
-def _refuse_dynamic_buckets(schema: TableSchema, table: str) -> None:
-    num_buckets = int(schema.options.get("bucket", "-1"))
-    if schema.primary_keys and num_buckets <= 0:
-        raise BadInputError(
-            f"table {table}: primary-key tables with bucket={num_buckets} (dynamic or postpone buckets) "
-            "are not supported by the write job yet; use a fixed bucket count, e.g. options: {bucket: '4'}"
-        )
 
 
 def _overwrite_filter(

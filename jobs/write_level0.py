@@ -3,8 +3,8 @@
 Paimon's batch scans leave level-0 files out on such tables (`batchScanSkipLevel0`), so rows a
 writer leaves at level 0 are invisible until a compaction. Paimon's own writer therefore compacts
 level 0 up when it commits (an APPEND snapshot, then a COMPACT one); the write job does the same
-with the compact job's rewrite, for the buckets it wrote, or refuses the table before writing when
-that compaction would have to produce changelog (changelog-producer lookup / full-compaction).
+with the compact job's rewrite, for the buckets it wrote. With `changelog-producer` lookup or
+full-compaction that compaction also produces the changelog of the rows written, as Paimon's does.
 """
 
 from __future__ import annotations
@@ -24,29 +24,28 @@ def compacts_level0(schema: TableSchema, table: str) -> bool:
 
     Batch reads of primary-key tables with deletion vectors or the first-row engine skip level 0
     (Paimon's `batchScanSkipLevel0`), so Paimon's writer compacts level 0 up when it commits (an
-    APPEND snapshot, then a COMPACT one); this job does the same with the compact job's rewrite.
-    With `changelog-producer` lookup or full-compaction that compaction must also produce the
-    changelog, which ours does not: such tables are refused (exit 2) before anything is written.
+    APPEND snapshot, then a COMPACT one); this job does the same with the compact job's rewrite,
+    which with `changelog-producer` lookup or full-compaction also writes the changelog.
+    A table that compaction cannot merge is refused (exit 2) before anything is written.
     """
     if not schema.primary_keys:
         return False
     try:
         options = CoreOptions(schema.options)
         skips = options.deletion_vectors_enabled or options.merge_engine == "first-row"
-        producer = options.changelog_producer
+        options.changelog_producer  # noqa: B018 - a bad value is refused here, before writing
     except ValueError as error:
         raise BadInputError(f"table {table}: {error}") from None
     if not skips:
         return False
     reason = "deletion-vectors.enabled" if options.deletion_vectors_enabled else "merge-engine first-row"
-    if producer in ("lookup", "full-compaction"):
-        raise BadInputError(
-            f"table {table}: changelog-producer {producer} with {reason}: batch reads skip level-0 files, "
-            "so every write must be compacted at once, and that compaction must produce the changelog, "
-            "which this job's compaction does not; write this table with Paimon's own writer "
-            "(Flink or Spark with the Paimon connector)"
-        )
+    from paimon_format.compaction_changelog import changelog_rule
     from paimon_format.merge import check_merge_supported
+
+    try:
+        changelog_rule(schema, options, 0)
+    except ValueError as error:
+        raise BadInputError(f"table {table}: {error}") from None
 
     try:
         check_merge_supported(schema, options)

@@ -104,6 +104,20 @@ def _every_partition(_partition: bytes) -> bool:
 
 
 @dataclass
+class IndexUpdate:
+    """Index entries a data commit changes in the same snapshot (a dynamic-bucket write's HASH files).
+
+    `drop` leaves entries of the latest snapshot out, `add` joins the new index manifest, and
+    `check_base` runs on every attempt with the snapshot it commits on top of: it raises
+    `CommitConflictError` when another writer changed what the new entries were computed from.
+    """
+
+    add: Sequence[IndexManifestEntry] = ()
+    drop: IndexEntryFilter | None = None
+    check_base: Callable[[AttemptContext], None] | None = None
+
+
+@dataclass
 class AttemptContext:
     """What one commit attempt knows about the table it commits on top of."""
 
@@ -144,6 +158,9 @@ class PrewrittenDelta:
 
     manifests: list[ManifestFileMeta]
     record_count_delta: int
+    # changelog manifests written alongside (a compaction's changelog files), and their rows
+    changelog_manifests: list[ManifestFileMeta] = field(default_factory=list)
+    changelog_record_count: int = 0
 
 
 # Gives the pre-written delta manifests of an attempt; may raise to stop (e.g. the base moved too far).
@@ -190,18 +207,32 @@ class SnapshotCommit:
         messages: Sequence[CommitMessage],
         identifier: int = BATCH_COMMIT_IDENTIFIER,
         properties: dict[str, str] | None = None,
+        *,
+        index: IndexUpdate | None = None,
     ) -> Snapshot | None:
-        """Commit new files (an APPEND); deletions in the messages turn it into a checked commit."""
+        """Commit new files (an APPEND); deletions in the messages turn it into a checked commit.
+
+        `index` replaces index entries in the same snapshot (a dynamic-bucket write's HASH files).
+        """
         delta = [entry for message in messages for entry in message.entries()]
         changelog = [entry for message in messages for entry in message.changelog_entries()]
         has_deletes = any(entry.kind == DELETE for entry in delta)
+        index = index or IndexUpdate()
+
+        def build(ctx: AttemptContext) -> list[ManifestEntry]:
+            if index.check_base is not None:
+                index.check_base(ctx)
+            return delta
+
         return self.commit(
-            lambda _ctx: delta,
+            build,
             kind=OVERWRITE if has_deletes else APPEND,
             identifier=identifier,
             changelog=changelog,
             check_conflicts=has_deletes,
             properties=properties,
+            drop_index_entries=index.drop,
+            add_index_entries=index.add,
         )
 
     def overwrite(
@@ -210,6 +241,8 @@ class SnapshotCommit:
         partition_filter: PartitionFilter | None = None,
         identifier: int = BATCH_COMMIT_IDENTIFIER,
         properties: dict[str, str] | None = None,
+        *,
+        index: IndexUpdate | None = None,
     ) -> Snapshot | None:
         """Replace every live file accepted by `partition_filter` (None: the whole table) with the new files.
 
@@ -219,8 +252,11 @@ class SnapshotCommit:
         """
         new_entries = [entry for message in messages for entry in message.entries()]
         changelog = [entry for message in messages for entry in message.changelog_entries()]
+        index = index or IndexUpdate()
 
         def build(ctx: AttemptContext) -> list[ManifestEntry]:
+            if index.check_base is not None:
+                index.check_base(ctx)
             deletes = [entry.as_delete() for entry in ctx.live_entries(partition_filter)]
             return deletes + new_entries
 
@@ -231,6 +267,8 @@ class SnapshotCommit:
             changelog=changelog,
             properties=properties,
             drop_index_of=partition_filter or _every_partition,
+            drop_index_entries=index.drop,
+            add_index_entries=index.add,
         )
 
     def commit(
@@ -386,11 +424,17 @@ class SnapshotCommit:
         )
         delta_list = self._new_list_name()
         delta_size = self._write_list(delta_list, delta_metas, options, written)
-        changelog_list = changelog_size = None
-        if changelog:
-            changelog_metas = self._write_manifests(ctx, list(changelog), options, written)
+        changelog_list = changelog_size = changelog_rows = None
+        prewritten_changelog = prewritten.changelog_manifests if prewritten else []
+        if changelog or prewritten_changelog:
+            changelog_metas = list(prewritten_changelog)
+            if changelog:
+                changelog_metas += self._write_manifests(ctx, list(changelog), options, written)
             changelog_list = self._new_list_name()
             changelog_size = self._write_list(changelog_list, changelog_metas, options, written)
+            changelog_rows = sum(e.file.row_count for e in changelog)
+            if prewritten_changelog:
+                changelog_rows += prewritten.changelog_record_count
 
         delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
         if prewritten is not None:
@@ -412,7 +456,7 @@ class SnapshotCommit:
             time_millis=int(time.time() * 1000),
             total_record_count=previous_total + delta_rows,
             delta_record_count=delta_rows,
-            changelog_record_count=sum(e.file.row_count for e in changelog) if changelog else None,
+            changelog_record_count=changelog_rows,
             watermark=latest.watermark if latest else None,
             statistics=latest.statistics if latest and latest.schema_id == ctx.schema.id else None,
             next_row_id=latest.next_row_id if latest else None,

@@ -13,7 +13,9 @@ the bits of the columns' ranks (`zorder`), to cluster the data for file pruning.
 Primary-key bins: the bucket's sorted runs are merged by key with the table's merge engine
 (`paimon_format.merge`), retractions dropped since the output goes to the top level, and the
 merged rows are written with their original sequence numbers and value kinds at level
-`num-levels - 1`, rolled at the target size.
+`num-levels - 1`, rolled at the target size. On tables whose changelog Paimon produces while it
+compacts (`changelog-producer` lookup / full-compaction) the same merge also yields the changelog
+of the rewrite (`paimon_format.compaction_changelog`), written into changelog files alongside.
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from paimon_format.compaction_changelog import CHANGELOG_FILE_SOURCE, ChangelogSink, changelog_rule
 from paimon_format.deletion_vectors import DeletionFile, read_deletion_vectors
 from paimon_format.file_layout import file_arrow_schema, key_fields
 from paimon_format.manifest import DataFileMeta
+from paimon_format.merge_engines import uses_lookup_merge
 from paimon_format.options import CoreOptions
 from paimon_format.table import Table
 from paimon_format.writer import BucketWriter, conform
@@ -48,6 +52,15 @@ class RewriteSpec:
     batch_rows: int = 8192
 
 
+@dataclass
+class BinOutput:
+    """What one bin's rewrite wrote: the new data files, and the changelog files of the rewrite
+    (empty unless the table's changelog producer works at compaction)."""
+
+    files: list[DataFileMeta]
+    changelog_files: list[DataFileMeta]
+
+
 def rewrite_bin(
     table: Table,
     partition: bytes,
@@ -55,13 +68,14 @@ def rewrite_bin(
     files: Sequence[DataFileMeta],
     spec: RewriteSpec,
     deletion_files: Mapping[str, DeletionFile] | None = None,
-) -> list[DataFileMeta]:
+) -> BinOutput:
     """Write the bin's rows into new files and return their metadata; nothing is committed here.
 
     `deletion_files` (data file name -> its deletion vector) are applied: deleted rows are not
     written again, so the new files need no deletion vectors.
 
-    On any failure the files written so far are deleted before the error propagates.
+    On any failure the files written so far (data and changelog) are deleted before the error
+    propagates.
     """
     schema = table.schema
     options = CoreOptions(schema.options)
@@ -80,24 +94,49 @@ def rewrite_bin(
         file_source=COMPACT_FILE_SOURCE,
         target_file_size=spec.target_file_size,
     )
+    rule = changelog_rule(schema, options, spec.top_level) if primary_key else None
+    sink = None
+    if rule is not None:
+        sink = ChangelogSink(
+            rule,
+            schema,
+            options,
+            BucketWriter(
+                table.file_io,
+                table.path,
+                schema,
+                table.partition_values(partition),
+                bucket,
+                0,
+                options,
+                level=spec.top_level,
+                file_source=CHANGELOG_FILE_SOURCE,
+                target_file_size=spec.target_file_size,
+                file_prefix=options.changelog_file_prefix,
+            ),
+        )
     try:
         if primary_key:
             layout = file_arrow_schema(schema, options)
-            for batch in _merged_key_values(table, partition, bucket, ordered, options, spec, deleted):
+            merged = _merged_key_values(table, partition, bucket, ordered, options, spec, deleted, sink)
+            for batch in merged:
                 rows = pa.Table.from_batches([batch])
                 writer.write_key_values(rows.select(layout.names).cast(layout))
         elif spec.order_by:
             batches = list(_append_batches(table, partition, bucket, ordered, spec, deleted))
             rows = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
             if rows is None:
-                return writer.close()
+                return BinOutput(writer.close(), [])
             writer.write(conform(sort_rows(rows, spec.order_by, spec.order_strategy), schema))
         else:
             for batch in _append_batches(table, partition, bucket, ordered, spec, deleted):
                 writer.write(conform(pa.Table.from_batches([batch]), schema))
-        return writer.close()
+        outputs = writer.close()
+        return BinOutput(outputs, sink.close() if sink is not None else [])
     except BaseException:
         writer.abort()
+        if sink is not None:
+            sink.abort()
         raise
 
 
@@ -130,7 +169,10 @@ def _merged_key_values(
     options: CoreOptions,
     spec: RewriteSpec,
     deleted: Mapping[str, Any],
+    sink: ChangelogSink | None = None,
 ) -> Iterator[pa.RecordBatch]:
+    """The bucket's rows merged by key, retractions dropped; the run levels go to the merge (a
+    lookup table's merge keeps one row above level 0 per key) and each window to `sink`."""
     from paimon_format.merge import merge_sorted_runs
     from paimon_format.read import read_data_file
     from paimon_format.splits import sorted_runs
@@ -150,8 +192,27 @@ def _merged_key_values(
         )
 
     key_types = [field.type for field in key_fields(table.schema)]
-    runs = [run_batches(run) for run in sorted_runs(list(files), key_types)]
-    yield from merge_sorted_runs(runs, table.schema, options, drop_deletes=True, batch_rows=spec.batch_rows)
+    file_runs = sorted_runs(list(files), key_types)
+    yield from merge_sorted_runs(
+        [run_batches(run) for run in file_runs],
+        table.schema,
+        options,
+        drop_deletes=True,
+        batch_rows=spec.batch_rows,
+        run_levels=[run[0].level for run in file_runs],
+        on_window=sink,
+        merge_single_retractions=lookup_compaction(options) and any(f.level == 0 for f in files),
+    )
+
+
+def lookup_compaction(options: CoreOptions) -> bool:
+    """Does Paimon compact this table with its lookup rewriter, whose merge wrapper sends every key
+    through the merge function when the compaction holds level-0 files? It does when its writer
+    looks keys up (lookup producer, deletion vectors, first-row, force-lookup), unless the changelog
+    producer is full-compaction (whose wrapper passes a lone row through)."""
+    if options.changelog_producer == "full-compaction":
+        return False
+    return options.merge_engine == "first-row" or uses_lookup_merge(options)
 
 
 # -- ordering append rows ------------------------------------------------------------------------

@@ -16,7 +16,8 @@ Memory is therefore bounded by ~`batch_rows` rows (plus one input batch) per run
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -28,6 +29,7 @@ from paimon_format.merge_engines import (
     MergeEngine,
     check_merge_supported,
     merge_engine_for,
+    uses_lookup_merge,
 )
 from paimon_format.options import CoreOptions
 from paimon_format.schema import TableSchema
@@ -39,7 +41,19 @@ from paimon_format.writer import (
     key_fields,
 )
 
-__all__ = ["check_merge_supported", "key_column_names", "merge_rows", "merge_sorted_runs", "sort_keys"]
+__all__ = [
+    "WindowObserver",
+    "check_merge_supported",
+    "key_column_names",
+    "merge_rows",
+    "merge_sorted_runs",
+    "sort_keys",
+]
+
+WindowObserver = Callable[[pa.Table, np.ndarray, np.ndarray, np.ndarray, pa.Table], None]
+"""Called once per merged window with (window, level of each window row, the window's merge order
+(every row of the final keys), where each key's group starts in that order, and the engine's
+result: one row per key, retractions kept). Compaction derives its changelog from it."""
 
 _IS_ADD = "__merge_is_add"
 _ROW = "__merge_row"
@@ -80,7 +94,7 @@ class _RunCursor:
     def __init__(
         self, index: int, batches: Iterable[pa.RecordBatch], layout: pa.Schema, key_names: list[str]
     ) -> None:
-        self._index = index
+        self.index = index
         self._source = iter(batches)
         self._layout = layout
         self._key_names = key_names
@@ -112,7 +126,7 @@ class _RunCursor:
         checked = keys if self._previous_key is None else pa.concat_batches([self._previous_key, keys])
         if not _strictly_increasing(checked):
             raise InvalidTableStateError(
-                f"merge input run {self._index} (0 = oldest) is not sorted by key with each key once: "
+                f"merge input run {self.index} (0 = oldest) is not sorted by key with each key once: "
                 "a data file of a primary-key table must be"
             )
         self._previous_key = keys.slice(keys.num_rows - 1, 1)
@@ -274,6 +288,9 @@ def merge_sorted_runs(
     *,
     drop_deletes: bool,
     batch_rows: int = 8192,
+    run_levels: Sequence[int] | None = None,
+    on_window: WindowObserver | None = None,
+    merge_single_retractions: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Merge sorted runs of one bucket into one key-sorted stream with one row per key.
 
@@ -286,13 +303,61 @@ def merge_sorted_runs(
     Raises `UnsupportedOperationError` for an engine/option combination this module cannot merge
     (call `check_merge_supported` before any work to fail early), `MergeFunctionError` for input
     Paimon's merge function rejects (e.g. a delete under first-row without ignore-delete).
+
+    `run_levels` (the level of each run's files) turns on what needs levels: on tables where Paimon
+    merges through its `LookupMergeFunction` (`uses_lookup_merge`), a key's older rows above level 0
+    are left out of its merge but the newest (it already holds them, e.g. an aggregate that
+    includes them: merging both would count them twice); and `on_window` sees every window.
+    `merge_single_retractions`: a key's lone -U/-D goes through the partial-update / aggregation
+    merge function instead of passing unchanged, as in Paimon's lookup compaction.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
     options = options or CoreOptions(schema.options)
     engine = merge_engine_for(schema, options)
+    if merge_single_retractions:
+        from paimon_format.row_merge import RowMergeEngine  # imports this module's neighbours
+
+        if isinstance(engine, RowMergeEngine):
+            engine = dataclasses.replace(engine, merge_single_retractions=True)
     layout = file_arrow_schema(schema, options)
-    return _merge(runs, schema, options, engine, layout, drop_deletes, batch_rows)
+    if run_levels is not None and len(run_levels) != len(runs):
+        raise ValueError(f"{len(run_levels)} run levels given for {len(runs)} runs")
+    if on_window is not None and run_levels is None:
+        raise ValueError("on_window needs run_levels")
+    levels = _Levels(run_levels, uses_lookup_merge(options), on_window) if run_levels is not None else None
+    return _merge(runs, schema, options, engine, layout, drop_deletes, batch_rows, levels)
+
+
+class _Levels:
+    """The levels of the runs, and what a merge does with them (see `merge_sorted_runs`)."""
+
+    def __init__(
+        self, run_levels: Sequence[int], lookup_merge: bool, on_window: WindowObserver | None
+    ) -> None:
+        self.run_levels = list(run_levels)
+        self.lookup_merge = lookup_merge
+        self.on_window = on_window
+
+    def of_window(self, live: list[_RunCursor]) -> np.ndarray:
+        return np.concatenate([np.full(c.rows, self.run_levels[c.index], dtype=np.int32) for c in live])
+
+
+def newest_upper_level_only(
+    order: np.ndarray, starts: np.ndarray, levels: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The merge order without each key's rows above level 0 except the newest one (Paimon's
+    `LookupMergeFunction`: that row already holds the older ones), and the new group starts."""
+    n = len(order)
+    if n == 0:
+        return order, starts
+    upper = levels[order] > 0
+    positions = np.arange(n)
+    newest = np.maximum.reduceat(np.where(upper, positions, -1), starts)
+    sizes = np.append(starts[1:], n) - starts
+    keep = ~upper | (positions == np.repeat(newest, sizes))
+    kept = np.add.reduceat(keep.astype(np.int64), starts)
+    return order[keep], (np.cumsum(kept) - kept).astype(np.int64)
 
 
 def _merge(
@@ -303,6 +368,7 @@ def _merge(
     layout: pa.Schema,
     drop_deletes: bool,
     batch_rows: int,
+    levels: _Levels | None = None,
 ) -> Iterator[pa.RecordBatch]:
     key_names = key_column_names(schema, options)
     cursors = [_RunCursor(i, run, layout, key_names) for i, run in enumerate(runs)]
@@ -321,7 +387,16 @@ def _merge(
             order = order[:end]
             starts = starts[starts < end]
         counts = _rows_per_run(live, order)
-        merged = engine.merge(window, order, starts)
+        if levels is None:
+            merged = engine.merge(window, order, starts)
+        else:
+            row_levels = levels.of_window(live)
+            if levels.lookup_merge:
+                merged = engine.merge(window, *newest_upper_level_only(order, starts, row_levels))
+            else:
+                merged = engine.merge(window, order, starts)
+            if levels.on_window is not None:
+                levels.on_window(window, row_levels, order, starts, merged)
         if drop_deletes:
             merged = _drop_retractions(merged)
         yield from output.add(merged)

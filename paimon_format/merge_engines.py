@@ -120,6 +120,24 @@ class FirstRow:
         return window.take(order[first[first < ends]])
 
 
+def uses_lookup_merge(options: CoreOptions) -> bool:
+    """Does Paimon merge this table's rows through its `LookupMergeFunction`?
+
+    It does where its writer looks keys up in the upper levels (`changelog-producer: lookup`,
+    deletion vectors, `force-lookup`), except under first-row, whose merge is left unwrapped.
+    That function merges, per key, the level-0 rows with only the newest row above level 0: a
+    lookup compaction writes a key's merged value (including what it looked up below) above the
+    older rows, which stay, so merging them all again would count the older ones twice.
+    """
+    if options.merge_engine == "first-row":
+        return False
+    return (
+        options.changelog_producer == "lookup"
+        or options.deletion_vectors_enabled
+        or option_flag(options, "force-lookup")
+    )
+
+
 def merge_engine_for(schema: TableSchema, options: CoreOptions) -> MergeEngine:
     """The merge engine of the table's options (validated by `check_merge_supported`)."""
     check_merge_supported(schema, options)

@@ -216,17 +216,39 @@ def _row_count_batches(rows: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         yield pa.record_batch([pa.nulls(min(batch_rows, rows - start))], names=["__rows"])
 
 
-def _orc_batches(handle: Any, columns: list[str] | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def _orc_batches(
+    handle: Any, columns: list[str] | None, batch_rows: int, file_types: dict[str, tuple[DataType, int]]
+) -> Iterator[pa.RecordBatch]:
     orc_file = orc.ORCFile(handle)
     names = orc_file.schema.names
     wanted = [c for c in names if columns is None or c in columns]
     if not wanted:
         yield from _row_count_batches(orc_file.nrows, batch_rows)
         return
+    trimmed = _java_orc_char_columns(orc_file, wanted, file_types)
     for stripe in range(orc_file.nstripes):
         data = orc_file.read_stripe(stripe, columns=wanted)
+        for name in trimmed:
+            index = data.schema.get_field_index(name)
+            data = data.set_column(index, name, pc.utf8_rtrim(data.column(index), characters=" "))
         for start in range(0, data.num_rows, batch_rows):
             yield data.slice(start, batch_rows)
+
+
+def _java_orc_char_columns(
+    orc_file: orc.ORCFile, wanted: list[str], file_types: dict[str, tuple[DataType, int]]
+) -> list[str]:
+    """CHAR columns of an ORC file Paimon's Java writer wrote, whose values Java reads right-trimmed.
+
+    Java's writer declares CHAR(n) columns as ORC `char(n)` and ORC pads the values; Java's ORC
+    reader right-trims a `char` column's values, so Java reads 'ab', not 'ab '. pyarrow shows the
+    stored, padded bytes and not the ORC type, so the writer tells: ORC's Java library is what writes
+    `char`; our writer and pypaimon's (ORC's C++ library, through pyarrow) write `string` columns,
+    whose padded values every reader returns as stored.
+    """
+    if orc_file.writer != "ORC_JAVA":
+        return []
+    return [name for name in wanted if name in file_types and file_types[name][0].root == "CHAR"]
 
 
 def _avro_value(value: Any, data_type: DataType) -> Any:
@@ -253,7 +275,7 @@ def _avro_batches(
     handle: Any, columns: list[str] | None, batch_rows: int, file_types: dict[str, tuple[DataType, int]]
 ) -> Iterator[pa.RecordBatch]:
     reader = fastavro.reader(handle)
-    names = [f["name"] for f in reader.writer_schema["fields"]]
+    names = _avro_field_names(reader.writer_schema)
     wanted = [c for c in names if (columns is None or c in columns) and c in file_types]
     arrow_types = {name: file_arrow_type(*file_types[name]) for name in wanted}
 
@@ -292,7 +314,21 @@ def _file_column_names(file_format: str, handle: Any) -> list[str]:
         return pq.read_schema(handle).names
     if file_format == "orc":
         return orc.ORCFile(handle).schema.names
-    return [f["name"] for f in fastavro.reader(handle).writer_schema["fields"]]
+    return _avro_field_names(fastavro.reader(handle).writer_schema)
+
+
+def _avro_field_names(writer_schema: Any) -> list[str]:
+    """The columns of an Avro data file's row record.
+
+    Paimon's Java writer declares the row as a nullable record (the union ["null", record]); ours
+    and pypaimon's write the record itself. Either way the rows are the record's fields.
+    """
+    if isinstance(writer_schema, list):
+        records = [branch for branch in writer_schema if isinstance(branch, dict) and "fields" in branch]
+        if len(records) != 1:
+            raise ValueError(f"the file's schema is a union without exactly one record: {writer_schema}")
+        writer_schema = records[0]
+    return [field["name"] for field in writer_schema["fields"]]
 
 
 def _decode_error(error: Exception, path: str, what: str) -> PaimonFormatError:
@@ -358,7 +394,7 @@ def _read(
         if file_format == "parquet":
             batches = _parquet_batches(handle, needed, batch_rows)
         elif file_format == "orc":
-            batches = _orc_batches(handle, needed, batch_rows)
+            batches = _orc_batches(handle, needed, batch_rows, _file_types(file_schema))
         else:
             batches = _avro_batches(handle, needed, batch_rows, _file_types(file_schema))
         position = 0

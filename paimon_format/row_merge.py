@@ -369,10 +369,14 @@ class Aggregation:
 class RowMergeEngine:
     """Merges the keys that occur more than once in a window: column-wise (`columnar_merge`) where
     that gives Paimon's result, the rest row by row through the merge function. Keys met once pass
-    through unchanged."""
+    through unchanged, except with `merge_single_retractions`: Paimon's lookup compaction
+    (`LookupChangelogMergeFunctionWrapper`) merges every key through the merge function, so a lone
+    -U/-D becomes what the function makes of it (aggregation: an insert of the retracted values; a
+    lone add comes out with its values unchanged, so adds still pass through)."""
 
     function: PartialUpdate | Aggregation
     value_names: list[str]
+    merge_single_retractions: bool = False
 
     def merge(self, window: pa.Table, order: np.ndarray, starts: np.ndarray) -> pa.Table:
         n = len(order)
@@ -380,6 +384,9 @@ class RowMergeEngine:
             return window.slice(0, 0)
         sizes = np.append(starts[1:], n) - starts
         single = sizes == 1
+        if self.merge_single_retractions and single.any():
+            first_kinds = window.column(VALUE_KIND).to_numpy()[order[starts]]
+            single &= ~np.isin(first_kinds, _RETRACT)
         if single.all():
             return window.take(order)
         rows = window.take(order[np.repeat(~single, sizes)])

@@ -106,11 +106,14 @@ def _read_merged(
         if len(section) == 1 and not section[0].delete_row_count:
             yield from _read_raw(table, split, section, output, vectors, batch_rows)
             continue
-        runs = [
-            _run_batches(table, split, run, read_schema, vectors, batch_rows)
-            for run in sorted_runs(section, key_types)
-        ]
-        for batch in merge_sorted_runs(runs, read_schema, options, drop_deletes=True, batch_rows=batch_rows):
+        file_runs = sorted_runs(section, key_types)
+        runs = [_run_batches(table, split, run, read_schema, vectors, batch_rows) for run in file_runs]
+        # the run levels: a lookup table's merge keeps one row above level 0 per key, as Paimon's reads
+        levels = [run[0].level for run in file_runs]
+        merged = merge_sorted_runs(
+            runs, read_schema, options, drop_deletes=True, batch_rows=batch_rows, run_levels=levels
+        )
+        for batch in merged:
             yield pa.RecordBatch.from_arrays([batch.column(f.name) for f in layout], schema=layout)
 
 

@@ -263,11 +263,14 @@ def split_by_partition_and_bucket(
 
     `num_buckets` defaults to the table's `bucket` option; `buckets` may carry precomputed bucket
     numbers (the write job computes them before its shuffle). Input that is already grouped --
-    the write job sorts by partition -- is sliced without copying.
+    the write job sorts by partition -- is sliced without copying. Dynamic-bucket primary-key
+    tables (bucket -1) take only precomputed buckets (assigned from the table's hash index,
+    `hash_index.PartitionAssigner`).
     """
     if num_buckets is None:
         num_buckets = CoreOptions(schema.options).bucket
-    check_bucket_mode(schema, num_buckets)
+    if not (buckets is not None and num_buckets == -1 and schema.primary_keys):
+        check_bucket_mode(schema, num_buckets)
     if data.num_rows == 0:
         return
     if buckets is None:

@@ -275,28 +275,3 @@ def test_java_writes_and_compacts_on_top_of_our_files(
     shutil.copytree(table_path(java_written[0], name), reference)
     java_paimon.write(reference, UPSERTS[name])
     assert java_paimon.read(reference) == rows
-
-
-def test_lookup_changelog_table_is_refused_untouched(java_paimon, tmp_path):
-    """A Java table with changelog-producer lookup: Java writes changelog files while it compacts, we
-    do not, so compact refuses with exit 2 naming the reason and changes no file (issue 15)."""
-    warehouse = str(tmp_path / "wh")
-    path = table_path(warehouse, "pk_lookup")
-    java_paimon.create_table(
-        path, ENGINE_FIELDS, [], ["k"], {"bucket": "1", "changelog-producer": "lookup", "write-only": "true"}
-    )
-    java_paimon.write(path, [{"k": 1, "a": 1, "b": "x", "c": 1}])
-    java_paimon.write(path, [{"k": 1, "a": 2, "b": "y", "c": 2}])
-    files = {
-        os.path.join(d, n): os.path.getmtime(os.path.join(d, n)) for d, _, ns in os.walk(path) for n in ns
-    }
-    code, record = run_job(
-        tmp_path / "run",
-        "compact",
-        {"warehouse": warehouse, "table": f"{DATABASE}.pk_lookup", "strategy": "full"},
-    )
-    assert code == 2 and "changelog-producer lookup" in record["error"]
-    assert {
-        os.path.join(d, n): os.path.getmtime(os.path.join(d, n)) for d, _, ns in os.walk(path) for n in ns
-    } == files
-    assert java_paimon.read(path) == [{"k": 1, "a": 2, "b": "y", "c": 2}]

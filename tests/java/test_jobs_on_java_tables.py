@@ -20,7 +20,7 @@ from tests.java.helpers import (
     lists_java_orphan_cleaning_loses,
     run_job,
 )
-from tests.java.oracle import JavaError
+from tests.java.oracle import JavaError, sort_key
 from tests.java.tables import DAY1, REGIONS
 
 pytestmark = pytest.mark.java
@@ -59,15 +59,23 @@ def test_tag_on_an_expired_snapshot_whose_changelog_java_deleted(
         java_paimon.read(path, tag="t2")
 
 
+# Java's first-row writer compacts every commit up (a lookup table) until each bucket of this small table
+# is one top-level file: our compact finds nothing to do there
+ALREADY_COMPACT = {"pk_first_row"}
+
+
 def test_maintain_on_the_java_warehouse(spark_session, java_paimon, java_templates, java_warehouse, tmp_path):
-    """expire-snapshots, compact-manifests and remove-orphan-files on every Java table, through maintain.
-    The jobs' own differential tests (test_differential.py) compare each one with Java's on every table."""
+    """expire-snapshots, compact (full), compact-manifests and remove-orphan-files on every Java table,
+    through maintain: Java then reads every remaining snapshot, tag and branch as before, and the
+    compacted latest with the rows it read before the compaction. The jobs' own differential tests
+    (test_differential.py) compare expiry and orphan cleaning with Java's on every table."""
     config = {
         "warehouse": java_warehouse,
         "tables": ["db.*"],
         "lock": {"enabled": False},
         "defaults": {
             "expire_snapshots": {"retain_min": 2, "retain_max": 2, "older_than": "0s"},
+            "compact": {"strategy": "full", "skip_unsupported": True},
             "compact_manifests": {"mode": "full"},
             "remove_orphan_files": {"older_than": "0s", "force": True},
         },
@@ -77,10 +85,58 @@ def test_maintain_on_the_java_warehouse(spark_session, java_paimon, java_templat
     for name, table in java_templates[1].items():
         assert_reads_kept(java_paimon, table, java_warehouse)
         path = table.path(java_warehouse)
-        # expire-snapshots kept 2, then compact-manifests committed one more on top of them
         latest = max(int(ref[1]) for ref in table.reads if ref[0] == "snapshot")
+        section = record["details"]["tables"][table.identifier]
+        operations = {op["operation"]: op for op in section["operations"]}
+        compaction = operations["compact"]
+        assert "skipped" not in compaction["details"], (name, compaction["details"])
+        if name in ALREADY_COMPACT:
+            assert compaction["snapshot_ids"].get("committed") is None, name
+            assert compaction["counts"]["bins"] == 0, name
+            compacted = []
+        else:
+            assert compaction["snapshot_ids"].get("committed") == latest + 1, (name, compaction)
+            compacted = [latest + 1]
+        # expire-snapshots kept 2, then compact and compact-manifests committed on top of them
+        kept = [latest - 1, latest, *compacted, latest + 1 + len(compacted)]
         snapshots = {p for p in files_under(path) if p.startswith("snapshot/snapshot-")}
-        assert snapshots == {f"snapshot/snapshot-{i}" for i in (latest - 1, latest, latest + 1)}, name
+        assert snapshots == {f"snapshot/snapshot-{i}" for i in kept}, name
+        rows = table.reads[("snapshot", str(latest))]
+        for snapshot_id in kept[2:]:
+            assert java_paimon.read(path, snapshot_id=snapshot_id) == rows, (name, snapshot_id)
+        if compacted:  # every live data file now sits at one level: the top one for primary keys
+            top = _top_level(path) if table.primary_keys else 0
+            assert _levels_of_latest(path) == {top}, name
+
+    # Java goes on writing and compacting over our compaction's files
+    pk = java_templates[1]["pk_changelog"]
+    path = pk.path(java_warehouse)
+    before = java_paimon.read(path)
+    update = dict(before[0], v="java-after-ours")
+    java_paimon.write(path, [update])
+    java_paimon.compact(path, full=True)
+    expected = sorted([update if r == before[0] else r for r in before], key=sort_key)
+    assert java_paimon.read(path) == expected
+
+
+def _table(path: str):
+    from paimon_format.fileio import FileIO
+    from paimon_format.table import Table
+
+    return Table(FileIO.for_path(path), path)
+
+
+def _levels_of_latest(path: str) -> set[int]:
+    from paimon_format.scan import live_entries
+
+    table = _table(path)
+    return {entry.file.level for entry in live_entries(table, table.snapshot_manager.latest())}
+
+
+def _top_level(path: str) -> int:
+    from paimon_format.compact_rules import CompactionSettings
+
+    return CompactionSettings.of(_table(path).schema.options, has_primary_key=True).top_level
 
 
 def test_drop_partition_with_escaped_values_on_java_tables(
@@ -137,3 +193,38 @@ def test_expire_partitions_on_a_java_date_partitioned_table(
     assert code == 0, record.get("error")
     assert java_paimon.read(pk.path(java_warehouse)) == []  # 2024 partitions are all long expired
     assert_reads_kept(java_paimon, pk, java_warehouse)
+
+
+@pytest.mark.parametrize("name", ["pk_dynamic", "pk_lookup_dv"])
+def test_drop_partition_leaves_the_index_java_leaves(
+    spark_session, java_paimon, java_templates, java_warehouse, tmp_path, name
+):
+    """On identical copies, our drop-partition and Java's leave the same live data files and the same
+    index files (a dropped partition's HASH index / deletion vectors go with it)."""
+    from tests.java.tables import copy_warehouse
+
+    table = java_templates[1][name]
+    dropped = {"p": "a"} if name == "pk_dynamic" else {"p": "1"}
+    java_copy = copy_warehouse(java_templates[0], str(tmp_path / "java-wh"))
+    java_paimon.drop_partitions(table.path(java_copy), [dropped])
+    code, record = run_job(
+        tmp_path / "ours",
+        "drop-partition",
+        {"warehouse": java_warehouse, "table": table.identifier, "partitions": [dropped], "strict": True},
+    )
+    assert code == 0, record.get("error")
+    ours, javas = _latest_files(table.path(java_warehouse)), _latest_files(table.path(java_copy))
+    assert ours == javas
+    assert ours[1], "the table keeps index files of the partitions it still has"
+    assert java_paimon.read(table.path(java_warehouse)) == java_paimon.read(table.path(java_copy))
+
+
+def _latest_files(path: str) -> tuple[set[str], set[tuple]]:
+    """(live data files, index files by partition, bucket and type) of the latest snapshot."""
+    from paimon_format.scan import index_entries, live_entries
+
+    table = _table(path)
+    snapshot = table.snapshot_manager.latest()
+    data = {entry.file.file_name for entry in live_entries(table, snapshot)}
+    index = {(e.partition, e.bucket, e.index_type, e.file_name) for e in index_entries(table, snapshot)}
+    return data, index

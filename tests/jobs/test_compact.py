@@ -227,21 +227,73 @@ def test_bad_config_exits_2_with_the_reason(spark_session, append_table, tmp_pat
     assert fingerprint(table.path) == before
 
 
-def test_changelog_producing_primary_key_tables_are_refused(spark_session, tmp_path, capsys):
+def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, capsys):
+    """changelog-producer lookup: the COMPACT snapshot names changelog files (prefix `changelog-`, at the
+    top level, file source APPEND) with the rewrite's changes: keys with level-0 rows, each diffed
+    against its row above level 0 (none: +I; else -U old, +U new); a key only above level 0: nothing."""
+    from paimon_format.manifest import read_manifest
+    from paimon_format.read import read_data_file
+    from paimon_format.scan import read_list
+
     warehouse = str(tmp_path / "wh")
+    options = {"bucket": "1", "changelog-producer": "lookup"}
+    columns = "id long, dt string, v string"
     write_dataframe(
-        spark_session.createDataFrame([(1, "d", "v")], "id long, dt string, v string"),
+        spark_session.createDataFrame([(1, "d", "a"), (2, "d", "b")], columns),
         warehouse,
         "db.cl",
         primary_keys=["id"],
-        options={"bucket": "1", "changelog-producer": "lookup"},
+        options=options,
     )
+    table = Table.open(warehouse, "db.cl")
+    compact(spark_session, table)  # everything at level 0: +I for both keys
+    write_dataframe(
+        spark_session.createDataFrame([(1, "d", "a2"), (3, "d", "c")], columns), warehouse, "db.cl"
+    )
+    table = Table.open(warehouse, "db.cl")
+    before = listed_files(table)
+
+    def fails() -> None:
+        raise RuntimeError("a failure before the commit")
+
+    with pytest.raises(RuntimeError):  # the run removes its data, changelog and manifest files
+        compact(spark_session, table, before_commit=fails)
+    assert listed_files(table) == before
+    compact(spark_session, table)
+    assert any("/changelog-" in path for path in listed_files(table) - before)
+    snapshots = [table.snapshot_manager.snapshot(i) for i in (2, 4)]
+    assert [s.commit_kind for s in snapshots] == ["COMPACT", "COMPACT"]
+    changes = []
+    for snapshot in snapshots:
+        rows = []
+        for meta in read_list(table, snapshot.changelog_manifest_list):
+            for entry in read_manifest(table.file_io, table.manifest_path(meta.file_name)):
+                assert entry.file.file_name.startswith("changelog-") and entry.file.level == 5
+                assert entry.file.file_source == 0
+                for chunk in read_data_file(
+                    table, entry.partition, entry.bucket, entry.file, system_columns=True
+                ):
+                    rows += [(r["_VALUE_KIND"], r["id"], r["v"]) for r in chunk.to_pylist()]
+        assert snapshot.changelog_record_count == len(rows)
+        changes.append(sorted(rows))
+    assert changes == [[(0, 1, "a"), (0, 2, "b")], [(0, 3, "c"), (1, 1, "a"), (2, 1, "a2")]]
+    assert sorted(r["v"] for r in pypaimon_rows(warehouse, "db.cl")) == ["a2", "b", "c"]
+
     config = tmp_path / "compact.yaml"
-    config.write_text(f"warehouse: {warehouse}\ntable: db.cl\n")
+    config.write_text(f"warehouse: {warehouse}\ntable: db.bad\n")
+    write_dataframe(
+        spark_session.createDataFrame([(1, "d", "a")], columns),
+        warehouse,
+        "db.bad",
+        primary_keys=["id"],
+        options={
+            **options,
+            "changelog-producer.row-deduplicate": "true",
+            "changelog-producer.row-deduplicate-ignore-fields": "nope",
+        },
+    )
     assert main(["compact", "--config", str(config)]) == 2
-    err = capsys.readouterr().err
-    assert "changelog-producer lookup" in err and "lose the changelog" in err
-    assert Table.open(warehouse, "db.cl").snapshot_manager.latest_id() == 1
+    assert "row-deduplicate-ignore-fields: no column 'nope'" in capsys.readouterr().err
 
 
 # -- primary-key tables pypaimon wrote, one per merge engine --------------------------------------

@@ -231,14 +231,136 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
     assert {p.name for p in (tmp_path / "wh").rglob("data-*")} == before
 
 
-def test_dynamic_bucket_primary_key_tables_are_refused_before_anything_is_written(spark_session, tmp_path):
+@pytest.mark.parametrize(
+    "partition_keys, primary_keys, options, message",
+    [
+        (["dt"], ["id", "dt"], {"bucket": "-2"}, "bucket=-2"),
+        (["dt"], ["id"], {}, "cross-partition upsert"),  # bucket -1 without every partition key
+        (["dt"], ["id", "dt"], {"dynamic-bucket.target-row-num": "0"}, "at least 1"),
+    ],
+    ids=["postpone", "cross_partition", "target_row_num"],
+)
+def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_written(
+    spark_session, tmp_path, partition_keys, primary_keys, options, message
+):
     from jobs.errors import BadInputError
 
-    with pytest.raises(BadInputError, match="bucket=-1"):
+    with pytest.raises(BadInputError, match=message):
         write_dataframe(
-            rows_df(spark_session, [(1, "a", "x")]), str(tmp_path / "wh"), "db.pk", primary_keys=["id"]
+            rows_df(spark_session, [(1, "a", "x")]),
+            str(tmp_path / "wh"),
+            "db.pk",
+            partition_keys=partition_keys,
+            primary_keys=primary_keys,
+            options=options,
         )
     assert not (tmp_path / "wh").exists()
+
+
+def test_dynamic_bucket_write_onto_a_pypaimon_table_keeps_each_key_in_its_bucket(spark_session, tmp_path):
+    """pypaimon writes dynamic-bucket tables with its own HASH index; our write on top keeps every
+    existing key in the bucket pypaimon gave it (pypaimon then reads each key once), and the new keys
+    open buckets past the target row number."""
+    import pypaimon
+
+    from paimon_format.bucket import hash_array
+    from paimon_format.hash_index import hash_index_entries, read_hash_index
+    from paimon_format.types import BIGINT
+
+    warehouse = str(tmp_path / "wh")
+    catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
+    catalog.create_database("db", True)
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("dt", pa.string()), ("v", pa.string())])
+    options = {"dynamic-bucket.target-row-num": "3"}
+    catalog.create_table(
+        "db.t", pypaimon.Schema.from_pyarrow_schema(schema, ["dt"], ["id", "dt"], options), False
+    )
+    table = catalog.get_table("db.t")
+    builder = table.new_batch_write_builder()
+    write, commit = builder.new_write(), builder.new_commit()
+    write.write_arrow(pa.table({"id": [1, 2, 3], "dt": ["a", "a", "b"], "v": ["p", "p", "p"]}, schema=schema))
+    commit.commit(write.prepare_commit())
+    write.close()
+    commit.close()
+    ours = [(2, "a", "ours"), (3, "b", "ours"), (4, "a", "new"), (5, "a", "new"), (6, "a", "new")]
+    write_dataframe(rows_df(spark_session, ours), warehouse, "db.t")
+    rows = {(r["id"], r["dt"]): r["v"] for r in pypaimon_rows(warehouse, "db.t")}
+    assert len(pypaimon_rows(warehouse, "db.t")) == 6
+    assert rows == {
+        (1, "a"): "p",
+        (2, "a"): "ours",
+        (3, "b"): "ours",
+        (4, "a"): "new",
+        (5, "a"): "new",
+        (6, "a"): "new",
+    }
+    target = Table.open(warehouse, "db.t")
+    index = hash_index_entries(target, target.snapshot_manager.latest())
+    partition_a = next(p for p in index if target.partition_values(p) == ["a"])
+    # 5 keys, at most 3 a bucket (how many buckets depends on the assigners: Spark's parallelism)
+    assert sum(e.row_count for e in index[partition_a]) == 5
+    assert max(e.row_count for e in index[partition_a]) <= 3 and len(index[partition_a]) >= 2
+    bucket_0 = next(e for e in index[partition_a] if e.bucket == 0)  # pypaimon's: keys 1 and 2 stay
+    hashes = hash_array([pa.array([1, 2], pa.int64())], [BIGINT()])
+    assert set(hashes.tolist()) <= set(read_hash_index(target, bucket_0).tolist())
+
+
+def test_a_corrupt_hash_index_file_is_exit_2_naming_it_and_nothing_is_committed(
+    spark_session, tmp_path, capsys
+):
+    warehouse = str(tmp_path / "wh")
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x"), (2, "b", "y")]),
+        warehouse,
+        "db.t",
+        partition_keys=["dt"],
+        primary_keys=["id", "dt"],
+    )
+    index_files = sorted((tmp_path / "wh" / "db.db" / "t" / "index").iterdir())
+    assert len(index_files) == 2  # one HASH file per (partition, bucket)
+    index_files[0].write_bytes(b"\x00\x00\x01")  # not a whole int32
+    before = {p.name for p in (tmp_path / "wh").rglob("*")}
+    source = tmp_path / "in"
+    pq.write_table(pa.table({"id": [3, 4], "dt": ["a", "b"], "v": ["z", "z"]}), source)
+    config = write_yaml(tmp_path, f"warehouse: {warehouse}\ntable: db.t\nsource: {{path: {source}}}\n")
+    assert main(["write", "--config", config]) == 2
+    assert index_files[0].name in capsys.readouterr().err
+    assert latest_id(warehouse, "db.t") == 1
+    assert {p.name for p in (tmp_path / "wh").rglob("*")} == before
+
+
+def test_a_dynamic_bucket_commit_refuses_when_another_writer_changed_the_hash_index(tmp_path):
+    """Buckets were assigned from snapshot 1's index; another writer's new HASH file for the same
+    partition lands first: committing ours could put one key in two buckets, so it is a conflict."""
+    import numpy as np
+
+    from jobs.write_dynamic import index_update
+    from paimon_format.commit import IndexUpdate, SnapshotCommit
+    from paimon_format.errors import CommitConflictError
+    from paimon_format.hash_index import hash_index_entries, write_hash_index
+    from tests.factories import data_file, make_table, message, partition_of
+
+    table = make_table(str(tmp_path / "db.db" / "t"), primary_keys=("id", "dt"), options={"bucket": "-1"})
+    a, b = partition_of(table, "a"), partition_of(table, "b")
+
+    def commit_hash(partition: bytes, name: str, hashes: list[int]) -> None:
+        entry = write_hash_index(table, partition, 0, np.array(hashes))
+        update = IndexUpdate(add=[entry], drop=lambda e: (bytes(e.partition), e.bucket) == (partition, 0))
+        values = table.partition_values(partition)
+        SnapshotCommit(table).append([message(table, values, data_file(name))], index=update)
+
+    commit_hash(a, "data-1.parquet", [1])
+    ours = write_hash_index(table, a, 0, np.array([1, 2]))
+    update = index_update(table, 1, [ours], {a}, None)
+    commit_hash(b, "data-2.parquet", [5])  # another partition: no conflict
+    SnapshotCommit(table).append([message(table, ["a"], data_file("data-3.parquet"))], index=update)
+    latest = table.snapshot_manager.latest()
+    assert [e.file_name for e in hash_index_entries(table, latest)[a]] == [ours.file_name]
+
+    stale = index_update(table, latest.id, [write_hash_index(table, a, 0, np.array([1, 2, 3]))], {a}, None)
+    commit_hash(a, "data-4.parquet", [1, 2, 4])  # the same partition's index changed meanwhile
+    with pytest.raises(CommitConflictError, match="hash index of partition dt=a"):
+        SnapshotCommit(table).append([message(table, ["a"], data_file("data-5.parquet"))], index=stale)
 
 
 def test_hive_style_source_directories_go_through_spark(spark_session, tmp_path):
