@@ -21,7 +21,13 @@ from jobs.config import StrictModel, TableJobConfig
 from jobs.errors import BadInputError
 from jobs.registry import JobContext
 from jobs.report import RunRecord
-from jobs.write_dynamic import check_base_index, check_bucket_mode, index_relpath, is_dynamic_bucket
+from jobs.write_dynamic import (
+    WRITTEN_FILE_SCHEMA,
+    check_base_index,
+    check_bucket_mode,
+    index_relpath,
+    is_dynamic_bucket,
+)
 from jobs.write_level0 import compact_written_buckets, compacts_level0
 from paimon_format.commit import CommitMessage, IndexUpdate, SnapshotCommit
 from paimon_format.errors import PaimonFormatError
@@ -289,20 +295,7 @@ def _writer_task(table: Table, schema: TableSchema, first_sequence: int):
                         "changelog": changelog,
                     }
                 )
-        yield pa.RecordBatch.from_pylist(
-            rows,
-            schema=pa.schema(
-                [
-                    ("partition", pa.binary()),
-                    ("bucket", pa.int32()),
-                    ("meta", pa.binary()),
-                    ("rows", pa.int64()),
-                    ("size", pa.int64()),
-                    ("path", pa.string()),
-                    ("changelog", pa.bool_()),
-                ]
-            ),
-        )
+        yield pa.RecordBatch.from_pylist(rows, schema=WRITTEN_FILE_SCHEMA)
 
     return write
 

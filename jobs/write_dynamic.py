@@ -59,7 +59,8 @@ from paimon_format.writer import (
 HASH_COLUMN = "__paimon_key_hash"
 ASSIGNER_COLUMN = "__paimon_assigner"
 ROW_COLUMN = "__paimon_row"
-DYNAMIC_RESULT_SCHEMA = pa.schema(
+# One row per file a write task wrote (the write job's result rows, fixed or dynamic buckets)
+WRITTEN_FILE_SCHEMA = pa.schema(
     [
         ("partition", pa.binary()),
         ("bucket", pa.int32()),
@@ -68,9 +69,10 @@ DYNAMIC_RESULT_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("path", pa.string()),
         ("changelog", pa.bool_()),
-        ("index", pa.binary()),  # a pickled new HASH IndexManifestEntry (then meta is empty)
     ]
 )
+# ... plus, for dynamic buckets, a pickled new HASH IndexManifestEntry (then meta is empty)
+DYNAMIC_RESULT_SCHEMA = WRITTEN_FILE_SCHEMA.append(pa.field("index", pa.binary()))
 _RESULT_DDL = (  # the same columns for Spark
     "partition binary, bucket int, meta binary, rows long, size long, path string, changelog boolean, "
     "index binary"

@@ -181,21 +181,25 @@ def test_crash_after_files_written_then_rerun_then_orphans_cleared(spark_session
 
 
 def test_primary_key_table_of_20_upserts_ends_with_one_top_level_file_per_bucket(spark_session, tmp_path):
+    from paimon_format.commit import CommitMessage
+    from paimon_format.writer import write_table_files
+    from tests.factories import make_table
+
     warehouse = str(tmp_path / "wh")
-    schema = "id long, dt string, v string"
-    for step in range(20):
-        rows = [(k, "d", f"v{step}-{k}") for k in range(step, 40, 3)]
+    table = make_table(
+        f"{warehouse}/db.db/pk", partition_keys=(), primary_keys=("id",), options={"bucket": "2"}
+    )
+    for step in range(20):  # the format layer's writer, as the write job's tasks use it: no Spark job each
+        ids = list(range(step, 40, 3))
         if step % 7 == 3:
-            rows = rows[:2]
-        write_dataframe(
-            spark_session.createDataFrame(rows, schema),
-            warehouse,
-            "db.pk",
-            primary_keys=["id"],
-            options={"bucket": "2"},
+            ids = ids[:2]
+        data = pa.table(
+            {"id": pa.array(ids, pa.int64()), "dt": ["d"] * len(ids), "v": [f"v{step}-{k}" for k in ids]}
         )
+        written = write_table_files(table.file_io, table.path, table.schema, data, step * 100)
+        SnapshotCommit(table).append([CommitMessage(p, b, 2, files) for p, b, files in written])
     expected = by_id(pypaimon_rows(warehouse, "db.pk"))
-    table = Table.open(warehouse, "db.pk")
+    assert len(live_files(table)) > 20  # every upsert left files at level 0
     record = compact(spark_session, table)
     after = live_files(table)
     assert sorted(e.bucket for e in after) == [0, 1]
