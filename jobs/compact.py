@@ -74,8 +74,8 @@ from paimon_format.manifest import (
     ManifestEntry,
     ManifestFileMeta,
     read_manifest,
-    rolling_write_manifests,
 )
+from paimon_format.manifest_files import rolling_write_manifests
 from paimon_format.options import CoreOptions, parse_duration_ms, parse_memory_size
 from paimon_format.partition_predicate import PartitionTest
 from paimon_format.scan import index_entries, read_list

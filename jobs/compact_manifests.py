@@ -30,12 +30,17 @@ from jobs.spark import driver_list_frame
 from jobs.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
-from paimon_format.manifest import ManifestFileMeta, read_manifest, rolling_write_manifests
+from paimon_format.manifest import ManifestFileMeta
+from paimon_format.manifest_files import rolling_write_raw_manifests
+from paimon_format.manifest_raw import RawEntry, read_raw_manifest
 from paimon_format.options import CoreOptions, parse_memory_size
 from paimon_format.scan import EntryMerger, data_manifests
 from paimon_format.table import Table
 
-ENTRY_COLUMNS = "grp int, partition binary, ord long, payload binary"
+ENTRY_COLUMNS = (
+    "grp int, partition binary, ord long, kind int, bucket int, level int, file_name string, "
+    "identity_rest binary, schema_id long, row_count long, first_row_id long, datum binary"
+)
 RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary, survivors long, error string"
 
 
@@ -247,24 +252,14 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
     target = options.manifest_target_file_size
     compression = options.manifest_compression
     manifest_dir = table.file_io.join(table.path, "manifest")
-    entry_schema = pa.schema(
-        [("grp", pa.int32()), ("partition", pa.binary()), ("ord", pa.int64()), ("payload", pa.binary())]
-    )
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for group, index, name in zip(
-                *(batch.column(c).to_pylist() for c in ("grp", "idx", "name")), strict=True
+            for group, index, name, size in zip(
+                *(batch.column(c).to_pylist() for c in ("grp", "idx", "name", "size")), strict=True
             ):
-                entries = read_manifest(table.file_io, table.manifest_path(name))
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([group] * len(entries), pa.int32()),
-                        pa.array([e.partition for e in entries], pa.binary()),
-                        pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
-                        pa.array([pickle.dumps(e) for e in entries], pa.binary()),
-                    ],
-                    schema=entry_schema,
+                yield raw_entries_batch(
+                    read_raw_manifest(table.file_io, table.manifest_path(name), size), group, index
                 )
 
     def merge_and_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -275,7 +270,7 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
         groups = rows.column("grp").to_pylist()
         partitions = rows.column("partition").to_pylist()
         orders = rows.column("ord").to_pylist()
-        payloads = rows.column("payload").to_pylist()
+        entries = raw_entries_of(rows)
         prefix = str(uuid.uuid4())
         counter = iter(range(1 << 30))
         out: list[dict[str, Any]] = []
@@ -293,7 +288,7 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
                     run_end += 1
                 merger = EntryMerger(f"{table.path} manifests")
                 try:
-                    merger.add_all(pickle.loads(p) for p in payloads[end:run_end])
+                    merger.add_all(entries[end:run_end])
                     merged = merger.live() if full else merger.merged()
                 except PaimonFormatError as error:
                     out.append(
@@ -310,7 +305,7 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
                 survivors.extend(merged)
                 end = run_end
             if write and survivors:
-                metas = rolling_write_manifests(
+                metas = rolling_write_raw_manifests(
                     table.file_io,
                     manifest_dir,
                     lambda: f"manifest-{prefix}-{next(counter)}",
@@ -351,6 +346,7 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
             "grp": pa.array([g for g, _i, _name in work], pa.int32()),
             "idx": pa.array([i for _g, i, _name in work], pa.int64()),
             "name": pa.array([name for _g, _i, name in work], pa.string()),
+            "size": pa.array([plan.manifests[i].file_size for _g, i, _name in work], pa.int64()),
         },
         "manifest names",
     )
@@ -382,6 +378,89 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
         g: [meta for _key, meta in sorted(items, key=lambda item: item[0])] for g, items in by_group.items()
     }
     return MergeOutcome(metas, sum(row["survivors"] for row in results))
+
+
+_ENTRY_SCHEMA = pa.schema(
+    [
+        ("grp", pa.int32()),
+        ("partition", pa.binary()),
+        ("ord", pa.int64()),
+        ("kind", pa.int32()),
+        ("bucket", pa.int32()),
+        ("level", pa.int32()),
+        ("file_name", pa.string()),
+        ("identity_rest", pa.binary()),
+        ("schema_id", pa.int64()),
+        ("row_count", pa.int64()),
+        ("first_row_id", pa.int64()),
+        ("datum", pa.binary()),
+    ]
+)
+_NO_IDENTITY_REST = (None, None, None)
+
+
+def raw_entries_batch(entries: list[RawEntry], group: int, index: int) -> pa.RecordBatch:
+    """One manifest's raw entries as shuffle rows: `ord` keeps file order (manifest index, position);
+    the rarely set parts of the identity (extra files, embedded index, external path) travel pickled."""
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([group] * len(entries), pa.int32()),
+            pa.array([e.partition for e in entries], pa.binary()),
+            pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
+            pa.array([e.kind for e in entries], pa.int32()),
+            pa.array([e.bucket for e in entries], pa.int32()),
+            pa.array([e.level for e in entries], pa.int32()),
+            pa.array([e.file_name for e in entries], pa.string()),
+            pa.array(
+                [
+                    None if e.identity_rest == _NO_IDENTITY_REST else pickle.dumps(e.identity_rest)
+                    for e in entries
+                ],
+                pa.binary(),
+            ),
+            pa.array([e.schema_id for e in entries], pa.int64()),
+            pa.array([e.row_count for e in entries], pa.int64()),
+            pa.array([e.first_row_id for e in entries], pa.int64()),
+            pa.array([e.datum for e in entries], pa.binary()),
+        ],
+        schema=_ENTRY_SCHEMA,
+    )
+
+
+def raw_entries_of(rows: pa.Table) -> list[RawEntry]:
+    """The RawEntry objects of shuffle rows made by `raw_entries_batch`, in row order."""
+    columns = [
+        rows.column(name).to_pylist()
+        for name in (
+            "kind",
+            "partition",
+            "bucket",
+            "level",
+            "file_name",
+            "identity_rest",
+            "schema_id",
+            "row_count",
+            "first_row_id",
+            "datum",
+        )
+    ]
+    return [
+        RawEntry(
+            kind,
+            partition,
+            bucket,
+            level,
+            file_name,
+            _NO_IDENTITY_REST if rest is None else pickle.loads(rest),
+            schema_id,
+            row_count,
+            first_row_id,
+            datum,
+        )
+        for kind, partition, bucket, level, file_name, rest, schema_id, row_count, first_row_id, datum in zip(
+            *columns, strict=True
+        )
+    ]
 
 
 def _assemble(plan: Plan, new_metas: dict[int, list[ManifestFileMeta]]) -> list[ManifestFileMeta]:

@@ -53,8 +53,8 @@ from paimon_format.manifest import (
     entry_from_record,
     gc_paused,
     iter_manifest_records,
-    rolling_write_manifests,
 )
+from paimon_format.manifest_files import rolling_write_manifests
 from paimon_format.options import CoreOptions
 from paimon_format.partition_spec import PartitionStats
 from paimon_format.scan import EntryMerger, data_manifests

@@ -35,10 +35,10 @@ from paimon_format.manifest import (
     ManifestEntry,
     ManifestFileMeta,
     read_manifest,
-    rolling_write_manifests,
     write_index_manifest,
     write_manifest_list,
 )
+from paimon_format.manifest_files import rolling_write_manifests
 from paimon_format.manifest_merge import merge_manifests
 from paimon_format.options import CoreOptions
 from paimon_format.scan import EntryMerger, data_manifests, index_entries

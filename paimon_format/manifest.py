@@ -21,15 +21,14 @@ import contextlib
 import datetime as dt
 import gc
 import io
-import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import fastavro
 import fastavro.write
 
-from paimon_format.binary_row import EMPTY_ROW, deserialize_row, serialize_row
+from paimon_format.binary_row import EMPTY_ROW
 from paimon_format.errors import CorruptFileError, missing_codec_library
 from paimon_format.fileio import FileIO
 from paimon_format.manifest_schemas import (
@@ -38,7 +37,6 @@ from paimon_format.manifest_schemas import (
     MANIFEST_FILE_META_EXTENDED_SCHEMA,
     MANIFEST_FILE_META_SCHEMA,
 )
-from paimon_format.types import DataType
 
 ADD = 0
 DELETE = 1
@@ -128,6 +126,9 @@ class ManifestEntry:
             f.embedded_index,
             f.external_path,
         )
+
+    def describe(self) -> str:
+        return f"file {self.file.file_name} (bucket {self.bucket}, level {self.file.level})"
 
     @property
     def is_add(self) -> bool:
@@ -479,7 +480,7 @@ def _encode(schema: Any, records: Iterable[dict[str, Any]], compression: str) ->
     return buffer.getvalue()
 
 
-def _version_error(path: str, index: int, version: Any, expected: int) -> CorruptFileError:
+def version_error(path: str, index: int, version: Any, expected: int) -> CorruptFileError:
     if version == 1 and expected == MANIFEST_VERSION:
         return CorruptFileError(
             path,
@@ -507,22 +508,25 @@ def _decode(
                 raise CorruptFileError(path, f"record {index} is null")
             version = record.get("_VERSION")
             if version != expected_version:
-                raise _version_error(path, index, version, expected_version)
+                raise version_error(path, index, version, expected_version)
             yield build(record)
     except CorruptFileError:
         raise
-    except KeyError as error:
-        raise CorruptFileError(
-            path, f"record {index}: required field {error} is missing from the {what}"
-        ) from None
     except Exception as error:  # fastavro raises assorted types on broken input (EOF, ValueError, zstd, ...)
-        missing = missing_codec_library(error, f"reading {path}")
-        if missing is not None:  # an environment problem, not a corrupt file
-            raise missing from None
-        where = "header" if index < 0 else f"after record {index}"
-        raise CorruptFileError(
-            path, f"not a readable Avro {what} ({where}: {type(error).__name__}: {error})"
-        ) from None
+        raise decode_error(error, path, index, what) from None
+
+
+def decode_error(error: Exception, path: str, index: int, what: str) -> Exception:
+    """What a failure while decoding record `index` of `path` (a `what`: "manifest", ...) becomes:
+    a CorruptFileError naming the file, or, for a codec whose library is missing, a
+    MissingDependencyError saying what to install (an environment problem, not a corrupt file)."""
+    if isinstance(error, KeyError):
+        return CorruptFileError(path, f"record {index}: required field {error} is missing from the {what}")
+    missing = missing_codec_library(error, f"reading {path}")
+    if missing is not None:
+        return missing
+    where = "header" if index < 0 else f"after record {index}"
+    return CorruptFileError(path, f"not a readable Avro {what} ({where}: {type(error).__name__}: {error})")
 
 
 def _check_size(data: bytes, path: str, expected_size: int | None) -> None:
@@ -655,161 +659,3 @@ def write_index_manifest(
     data = encode_index_manifest(entries, compression)
     file_io.write_bytes(path, data)
     return len(data)
-
-
-# -- manifest file metadata -------------------------------------------------------------------------
-
-
-def _order_key(value: Any) -> Any:
-    """Sort key matching Java's comparison of partition values where Python's differs.
-
-    Floats: Java's Double.compare puts NaN above everything and -0.0 below 0.0. Timestamps with
-    nanoseconds (binary_row.PreciseDatetime) compare on the nanos too.
-    """
-    if isinstance(value, float):
-        return (1, 0.0, 0.0) if math.isnan(value) else (0, value, math.copysign(1.0, value))
-    if isinstance(value, dt.datetime):
-        return (value, getattr(value, "nanosecond", 0) or 0)
-    return value
-
-
-def partition_stats(partitions: Iterable[bytes], partition_types: Sequence[DataType]) -> SimpleStats:
-    """Min, max and null count per partition column over the given partition rows (one per entry)."""
-    if not partition_types:
-        return SimpleStats(EMPTY_ROW, EMPTY_ROW, [])
-    counts: dict[bytes, int] = {}
-    for partition in partitions:  # entries share few distinct partitions: decode each once
-        counts[partition] = counts.get(partition, 0) + 1
-    arity = len(partition_types)
-    minimum: list[Any] = [None] * arity
-    maximum: list[Any] = [None] * arity
-    min_keys: list[Any] = [None] * arity
-    max_keys: list[Any] = [None] * arity
-    nulls = [0] * arity
-    for partition, count in counts.items():
-        for i, value in enumerate(deserialize_row(partition, partition_types)):
-            if value is None:
-                nulls[i] += count
-                continue
-            key = _order_key(value)
-            if minimum[i] is None or key < min_keys[i]:
-                minimum[i], min_keys[i] = value, key
-            if maximum[i] is None or key > max_keys[i]:
-                maximum[i], max_keys[i] = value, key
-    return SimpleStats(
-        serialize_row(minimum, partition_types),
-        serialize_row(maximum, partition_types),
-        nulls,  # type: ignore[arg-type]
-    )
-
-
-def manifest_file_meta(
-    file_name: str,
-    file_size: int,
-    entries: Sequence[ManifestEntry],
-    schema_id_if_empty: int,
-    partition_types: Sequence[DataType],
-) -> ManifestFileMeta:
-    """The manifest-list record (§4.3) of a manifest holding exactly `entries`.
-
-    Readers prune manifests with these ranges, so they cover every entry, ADD and DELETE alike.
-    Row ids are set only when every entry's file has `_FIRST_ROW_ID` (row tracking), as Java does.
-    """
-    added = 0
-    min_bucket = max_bucket = min_level = max_level = None
-    schema_id: int | None = None
-    min_row_id: int | None = None
-    max_row_id: int | None = None
-    all_row_ids = True
-    for e in entries:
-        f = e.file
-        if e.kind == ADD:
-            added += 1
-        bucket, level = e.bucket, f.level
-        if min_bucket is None:
-            min_bucket = max_bucket = bucket
-            min_level = max_level = level
-            schema_id = f.schema_id
-        else:
-            min_bucket = min(min_bucket, bucket)
-            max_bucket = max(max_bucket, bucket)  # type: ignore[type-var]
-            min_level = min(min_level, level)  # type: ignore[type-var]
-            max_level = max(max_level, level)  # type: ignore[type-var]
-            schema_id = max(schema_id, f.schema_id)  # type: ignore[type-var]
-        if all_row_ids:
-            first = f.first_row_id
-            if first is None:
-                all_row_ids = False
-            else:
-                last = first + f.row_count - 1
-                min_row_id = first if min_row_id is None else min(min_row_id, first)
-                max_row_id = last if max_row_id is None else max(max_row_id, last)
-    if not entries or not all_row_ids:
-        min_row_id = max_row_id = None
-    return ManifestFileMeta(
-        file_name=file_name,
-        file_size=file_size,
-        num_added_files=added,
-        num_deleted_files=len(entries) - added,
-        partition_stats=partition_stats((e.partition for e in entries), partition_types),
-        schema_id=schema_id_if_empty if schema_id is None else schema_id,
-        min_bucket=min_bucket,
-        max_bucket=max_bucket,
-        min_level=min_level,
-        max_level=max_level,
-        min_row_id=min_row_id,
-        max_row_id=max_row_id,
-    )
-
-
-def rolling_write_manifests(
-    file_io: FileIO,
-    manifest_dir: str,
-    name_factory: Callable[[], str],
-    entries: Sequence[ManifestEntry],
-    target_size: int,
-    compression: str,
-    partition_types: Sequence[DataType],
-    schema_id: int,
-) -> list[ManifestFileMeta]:
-    """Write entries, in order, into manifests rolled once a file reaches `target_size` bytes.
-
-    The size is measured on the Avro blocks already flushed (the writer flushes a block every
-    sync interval, kept well below the target), so a file ends within one block above the target;
-    each meta records the exact size of the bytes written. If a write fails, the manifests written
-    so far are deleted (best effort) so a failed commit leaves no orphans behind.
-    """
-    if target_size <= 0:
-        raise ValueError(f"manifest target size must be positive, got {target_size}")
-    codec, level = _codec_and_level(compression)
-    sync_interval = max(4096, min(_SYNC_INTERVAL, target_size // 8))
-    metas: list[ManifestFileMeta] = []
-    written: list[str] = []
-    start = 0
-    total = len(entries)
-    try:
-        while start < total:
-            buffer = io.BytesIO()
-            writer = fastavro.write.Writer(
-                buffer, _PARSED_MANIFEST, codec=codec, sync_interval=sync_interval, compression_level=level
-            )
-            end = start
-            while end < total:
-                writer.write(_entry_to_avro(entries[end]))
-                end += 1
-                if buffer.tell() >= target_size:
-                    break
-            writer.flush()
-            data = buffer.getvalue()
-            name = name_factory()
-            path = file_io.join(manifest_dir, name)
-            written.append(path)
-            file_io.write_bytes(path, data)
-            metas.append(manifest_file_meta(name, len(data), entries[start:end], schema_id, partition_types))
-            start = end
-    except BaseException:
-        for path in written:
-            with contextlib.suppress(Exception):
-                file_io.delete(path)
-        raise
-    return metas

@@ -137,6 +137,9 @@ def changelog_needs_entry(entry: ManifestEntry, appended_only: bool) -> bool:
 class EntryMerger:
     """Applies entries in order: a DELETE cancels the ADD with the same identifier.
 
+    Entries are ManifestEntry models or `manifest_raw.RawEntry` (anything with `kind`,
+    `identifier()` and `describe()`).
+
     Paimon's rule: each file is added once and deleted once. An ADD whose identifier is already
     known (live or pending delete) is an error. A DELETE with no known ADD is kept, because its ADD
     may live in an earlier manifest that this merge does not see (partial merges during manifest
@@ -152,8 +155,7 @@ class EntryMerger:
         if entry.kind == ADD:
             if identifier in self._entries:
                 raise InvalidTableStateError(
-                    f"{self._source}: trying to add file {entry.file.file_name} "
-                    f"(bucket {entry.bucket}, level {entry.file.level}) which is already added"
+                    f"{self._source}: trying to add {entry.describe()} which is already added"
                 )
             self._entries[identifier] = entry
         elif entry.kind == DELETE:
@@ -179,8 +181,7 @@ class EntryMerger:
         if dangling:
             first = dangling[0]
             raise InvalidTableStateError(
-                f"{self._source}: trying to delete file {first.file.file_name} (bucket {first.bucket}, "
-                f"level {first.file.level}) which is not previously added"
+                f"{self._source}: trying to delete {first.describe()} which is not previously added"
                 + (f", and {len(dangling) - 1} more" if len(dangling) > 1 else "")
             )
         return list(self._entries.values())

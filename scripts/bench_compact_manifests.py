@@ -29,13 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.compact_manifests import compact_manifests  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
-from paimon_format.manifest import (
-    ADD,
-    ManifestEntry,
-    read_manifest,
-    rolling_write_manifests,
-    write_manifest_list,
-)  # noqa: E402
+from paimon_format.manifest import ADD, ManifestEntry, read_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest_files import rolling_write_manifests  # noqa: E402
 from paimon_format.scan import EntryMerger, data_manifests  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402

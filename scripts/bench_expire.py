@@ -46,10 +46,10 @@ from paimon_format.manifest import (  # noqa: E402
     DELETE,
     ManifestEntry,
     ManifestFileMeta,
-    manifest_file_meta,
     write_manifest,
     write_manifest_list,
 )
+from paimon_format.manifest_files import manifest_file_meta  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
 from tests.factories import data_file, make_table, partition_of  # noqa: E402

@@ -43,7 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files  # noqa: E402
 from jobs.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
-from paimon_format.manifest import ADD, ManifestEntry, manifest_file_meta, write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest import ADD, ManifestEntry, write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest_files import manifest_file_meta  # noqa: E402
 from paimon_format.orphans import DELETABLE, FileNaming, judge_file  # noqa: E402
 from paimon_format.scan import referenced_files  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402

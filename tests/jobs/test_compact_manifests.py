@@ -10,7 +10,8 @@ from jobs.__main__ import main
 from jobs.compact_manifests import compact_manifests, plan_compaction
 from paimon_format.binary_row import deserialize_row
 from paimon_format.commit import SnapshotCommit
-from paimon_format.manifest import ManifestFileMeta, SimpleStats, manifest_file_meta, read_manifest
+from paimon_format.manifest import ManifestFileMeta, SimpleStats, read_manifest
+from paimon_format.manifest_files import manifest_file_meta
 from paimon_format.scan import data_manifests, live_entries
 from paimon_format.table import Table
 from tests.factories import data_file, make_table, message

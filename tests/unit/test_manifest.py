@@ -42,15 +42,14 @@ from paimon_format.manifest import (
     encode_manifest,
     encode_manifest_list,
     iter_manifest_entries,
-    manifest_file_meta,
     read_index_manifest,
     read_manifest,
     read_manifest_list,
-    rolling_write_manifests,
     write_index_manifest,
     write_manifest,
     write_manifest_list,
 )
+from paimon_format.manifest_files import manifest_file_meta, rolling_write_manifests
 from paimon_format.manifest_schemas import MANIFEST_FILE_META_SCHEMA
 from paimon_format.types import parse_type
 

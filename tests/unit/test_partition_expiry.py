@@ -7,7 +7,8 @@ import datetime as dt
 import pytest
 
 from paimon_format.commit import PrewrittenDelta, SnapshotCommit
-from paimon_format.manifest import DELETE, rolling_write_manifests
+from paimon_format.manifest import DELETE
+from paimon_format.manifest_files import rolling_write_manifests
 from paimon_format.partition_expiry import (
     ExpiryConfigError,
     ExpiryRule,
