@@ -38,8 +38,9 @@ from paimon_format.manifest import (
     write_index_manifest,
     write_manifest_list,
 )
-from paimon_format.manifest_files import rolling_write_manifests
+from paimon_format.manifest_files import rolling_write_manifests, rolling_write_raw_manifests
 from paimon_format.manifest_merge import merge_manifests
+from paimon_format.manifest_raw import RawEntry, read_raw_manifest
 from paimon_format.options import CoreOptions
 from paimon_format.scan import EntryMerger, data_manifests, index_entries
 from paimon_format.schema import TableSchema
@@ -505,8 +506,11 @@ class SnapshotCommit:
             return []
         result = merge_manifests(
             previous,
-            read=lambda meta: read_manifest(self.table.file_io, self.table.manifest_path(meta.file_name)),
-            write=lambda entries: self._write_manifests(ctx, entries, options, written),
+            # entries move between files unchanged: their Avro bytes are copied, not rebuilt
+            read=lambda meta: read_raw_manifest(
+                self.table.file_io, self.table.manifest_path(meta.file_name), meta.file_size
+            ),
+            write=lambda entries: self._write_manifests(ctx, entries, options, written, raw=True),
             partition_types=ctx.schema.partition_types(),
             target_size=options.manifest_target_file_size,
             merge_min_count=options.manifest_merge_min_count,
@@ -540,11 +544,17 @@ class SnapshotCommit:
     # -- writing files -------------------------------------------------------------------------
 
     def _write_manifests(
-        self, ctx: AttemptContext, entries: list[ManifestEntry], options: CoreOptions, written: _Written
+        self,
+        ctx: AttemptContext,
+        entries: list[ManifestEntry] | list[RawEntry],
+        options: CoreOptions,
+        written: _Written,
+        raw: bool = False,
     ) -> list[ManifestFileMeta]:
         if not entries:
             return []
-        metas = rolling_write_manifests(
+        write = rolling_write_raw_manifests if raw else rolling_write_manifests
+        metas = write(
             self.table.file_io,
             self.table.file_io.join(self.table.path, "manifest"),
             self._new_manifest_name,

@@ -20,11 +20,15 @@ from typing import Any
 
 from paimon_format.binary_row import deserialize_row
 from paimon_format.manifest import DELETE, ManifestEntry, ManifestFileMeta
+from paimon_format.manifest_raw import RawEntry
 from paimon_format.scan import EntryMerger
 from paimon_format.types import DataType
 
-ReadManifest = Callable[[ManifestFileMeta], list[ManifestEntry]]
-WriteManifests = Callable[[list[ManifestEntry]], list[ManifestFileMeta]]
+# Entries are ManifestEntry models or `manifest_raw.RawEntry` (the commit's merge: bytes copied as they
+# are); the rules need only `kind`, `partition` and what EntryMerger uses.
+Entry = ManifestEntry | RawEntry
+ReadManifest = Callable[[ManifestFileMeta], list[Any]]
+WriteManifests = Callable[[list[Any]], list[ManifestFileMeta]]
 
 
 @dataclass
@@ -122,8 +126,8 @@ def try_full_compaction(
     if delta_size < threshold:
         return None
 
-    delta_deletes: list[ManifestEntry] = []
-    delta_entries: dict[int, list[ManifestEntry]] = {}
+    delta_deletes: list[Entry] = []
+    delta_entries: dict[int, list[Entry]] = {}
     for index, (meta, base) in enumerate(zip(metas, is_base, strict=True)):
         if not base:
             entries = read(meta)
