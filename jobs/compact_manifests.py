@@ -37,11 +37,27 @@ from paimon_format.options import CoreOptions, parse_memory_size
 from paimon_format.scan import EntryMerger, data_manifests
 from paimon_format.table import Table
 
-ENTRY_COLUMNS = (
-    "grp int, partition binary, ord long, kind int, bucket int, level int, file_name string, "
-    "identity_rest binary, schema_id long, row_count long, first_row_id long, datum binary"
-)
 RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary, survivors long, error string"
+
+# A RawEntry's attributes as shuffle columns (the rarely set rest of its identity travels pickled)
+_RAW_COLUMNS = {
+    "kind": pa.int32(),
+    "partition": pa.binary(),
+    "bucket": pa.int32(),
+    "level": pa.int32(),
+    "file_name": pa.string(),
+    "identity_rest": pa.binary(),
+    "schema_id": pa.int64(),
+    "row_count": pa.int64(),
+    "first_row_id": pa.int64(),
+    "file_size": pa.int64(),
+    "created": pa.int64(),
+    "datum": pa.binary(),
+}
+assert list(_RAW_COLUMNS) == list(RawEntry.__slots__)
+_ENTRY_SCHEMA = pa.schema([("grp", pa.int32()), ("ord", pa.int64()), *_RAW_COLUMNS.items()])
+_DDL = {pa.int32(): "int", pa.int64(): "long", pa.binary(): "binary", pa.string(): "string"}
+ENTRY_COLUMNS = ", ".join(f"{field.name} {_DDL[field.type]}" for field in _ENTRY_SCHEMA)
 
 
 class CompactManifestsConfig(TableJobConfig, LocalRunOptions):
@@ -380,87 +396,29 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
     return MergeOutcome(metas, sum(row["survivors"] for row in results))
 
 
-_ENTRY_SCHEMA = pa.schema(
-    [
-        ("grp", pa.int32()),
-        ("partition", pa.binary()),
-        ("ord", pa.int64()),
-        ("kind", pa.int32()),
-        ("bucket", pa.int32()),
-        ("level", pa.int32()),
-        ("file_name", pa.string()),
-        ("identity_rest", pa.binary()),
-        ("schema_id", pa.int64()),
-        ("row_count", pa.int64()),
-        ("first_row_id", pa.int64()),
-        ("datum", pa.binary()),
-    ]
-)
 _NO_IDENTITY_REST = (None, None, None)
 
 
 def raw_entries_batch(entries: list[RawEntry], group: int, index: int) -> pa.RecordBatch:
-    """One manifest's raw entries as shuffle rows: `ord` keeps file order (manifest index, position);
-    the rarely set parts of the identity (extra files, embedded index, external path) travel pickled."""
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array([group] * len(entries), pa.int32()),
-            pa.array([e.partition for e in entries], pa.binary()),
-            pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
-            pa.array([e.kind for e in entries], pa.int32()),
-            pa.array([e.bucket for e in entries], pa.int32()),
-            pa.array([e.level for e in entries], pa.int32()),
-            pa.array([e.file_name for e in entries], pa.string()),
-            pa.array(
-                [
-                    None if e.identity_rest == _NO_IDENTITY_REST else pickle.dumps(e.identity_rest)
-                    for e in entries
-                ],
-                pa.binary(),
-            ),
-            pa.array([e.schema_id for e in entries], pa.int64()),
-            pa.array([e.row_count for e in entries], pa.int64()),
-            pa.array([e.first_row_id for e in entries], pa.int64()),
-            pa.array([e.datum for e in entries], pa.binary()),
-        ],
-        schema=_ENTRY_SCHEMA,
-    )
+    """One manifest's raw entries as shuffle rows; `ord` keeps file order (manifest index, position)."""
+    columns = [
+        pa.array([group] * len(entries), pa.int32()),
+        pa.array([(index << 32) | position for position in range(len(entries))], pa.int64()),
+    ]
+    for name, arrow_type in _RAW_COLUMNS.items():
+        values = [getattr(e, name) for e in entries]
+        if name == "identity_rest":
+            values = [None if rest == _NO_IDENTITY_REST else pickle.dumps(rest) for rest in values]
+        columns.append(pa.array(values, arrow_type))
+    return pa.RecordBatch.from_arrays(columns, schema=_ENTRY_SCHEMA)
 
 
 def raw_entries_of(rows: pa.Table) -> list[RawEntry]:
     """The RawEntry objects of shuffle rows made by `raw_entries_batch`, in row order."""
-    columns = [
-        rows.column(name).to_pylist()
-        for name in (
-            "kind",
-            "partition",
-            "bucket",
-            "level",
-            "file_name",
-            "identity_rest",
-            "schema_id",
-            "row_count",
-            "first_row_id",
-            "datum",
-        )
-    ]
-    return [
-        RawEntry(
-            kind,
-            partition,
-            bucket,
-            level,
-            file_name,
-            _NO_IDENTITY_REST if rest is None else pickle.loads(rest),
-            schema_id,
-            row_count,
-            first_row_id,
-            datum,
-        )
-        for kind, partition, bucket, level, file_name, rest, schema_id, row_count, first_row_id, datum in zip(
-            *columns, strict=True
-        )
-    ]
+    columns = [rows.column(name).to_pylist() for name in _RAW_COLUMNS]
+    rest = list(_RAW_COLUMNS).index("identity_rest")
+    columns[rest] = [_NO_IDENTITY_REST if value is None else pickle.loads(value) for value in columns[rest]]
+    return [RawEntry(*values) for values in zip(*columns, strict=True)]
 
 
 def _assemble(plan: Plan, new_metas: dict[int, list[ManifestFileMeta]]) -> list[ManifestFileMeta]:

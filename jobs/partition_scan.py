@@ -7,13 +7,15 @@ sending one row per file through Spark aggregations, cost twice compact-manifest
 1. Scan (one task per slice of manifest names): each manifest is read once and decoded with
    fastavro into plain records; no ManifestEntry is built here. A partition's bytes decide, once per
    partition and task, whether it is *wanted* (it may be dropped: it matches drop-partition's
-   selection, or is expired by its values). A wanted partition's records are shipped as one pickled
-   list per (manifest, partition); an unwanted one only as net counts (ADDs minus DELETEs of files,
-   bytes, rows), which is exact for consistent metadata and all the report needs of it.
+   selection, or is expired by its values). A wanted partition's entries are shipped as one pickled
+   list of `RawEntry` (identity, counts and the entry's Avro bytes) per (manifest, partition); an
+   unwanted one only as net counts (ADDs minus DELETEs of files, bytes, rows), which is exact for
+   consistent metadata and all the report needs of it.
 2. Merge (a hash shuffle by partition, rows in manifest order): per wanted partition, ADD/DELETE
    pairs cancel in `EntryMerger`, which refuses inconsistent metadata (a file added twice, a DELETE
    without its ADD); one summary row per live partition goes to the driver, and, when asked, the
-   DELETE entries of the live files are written into manifests by the same task.
+   DELETE entries of the live files are written into manifests by the same task: each is its ADD's
+   bytes with the kind changed (`RawEntry.as_delete`), nothing is encoded again.
 
 Two ways to use it:
 - `write=True` (drop-partition): every wanted partition with live files is dropped, so the scan
@@ -46,15 +48,12 @@ from jobs.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
 from paimon_format.errors import CorruptFileError, InvalidTableStateError, PaimonFormatError
 from paimon_format.manifest import (
     ADD,
-    DELETE,
-    ManifestEntry,
     ManifestFileMeta,
     check_file_size,
-    entry_from_record,
     gc_paused,
-    iter_manifest_records,
 )
-from paimon_format.manifest_files import rolling_write_manifests
+from paimon_format.manifest_files import rolling_write_raw_manifests
+from paimon_format.manifest_raw import RawEntry, iter_raw_records, raw_entry
 from paimon_format.options import CoreOptions
 from paimon_format.partition_spec import PartitionStats
 from paimon_format.scan import EntryMerger, data_manifests
@@ -146,15 +145,15 @@ def _scan_manifest(
     path = table.manifest_path(name)
     data = table.file_io.read_bytes(path)
     check_file_size(data, path, size)
-    chunks: dict[bytes, list[dict[str, Any]]] = {}
+    chunks: dict[bytes, list[RawEntry]] = {}
     counts: dict[bytes, list[int]] = {}
     try:
         with gc_paused():
-            for record in iter_manifest_records(data, path):
+            for record, datum in iter_raw_records(data, path):
                 partition = record["_PARTITION"]
                 chunk = chunks.get(partition)
                 if chunk is not None:
-                    chunk.append(record)
+                    chunk.append(raw_entry(record, datum))
                     continue
                 net = counts.get(partition)
                 if net is None:
@@ -162,13 +161,10 @@ def _scan_manifest(
                     if want is None:
                         want = decided[partition] = bool(wanted(partition))
                     if want:
-                        chunks[partition] = [record]
+                        chunks[partition] = [raw_entry(record, datum)]
                         continue
                     net = counts[partition] = [0, 0, 0]
-                kind = record["_KIND"]
-                sign = 1 if kind == ADD else -1 if kind == DELETE else 0
-                if not sign:
-                    raise CorruptFileError(path, f"entry of unknown _KIND {kind!r}")
+                sign = 1 if record["_KIND"] == ADD else -1  # iter_raw_records refuses other kinds
                 file = record["_FILE"]
                 net[0] += sign
                 net[1] += sign * file["_FILE_SIZE"]
@@ -249,7 +245,7 @@ def merge_partitions_task(
     that meets inconsistent metadata writes nothing and answers one error row.
     """
     summaries: list[dict[str, Any]] = []
-    deletes: list[ManifestEntry] = []
+    deletes: list[RawEntry] = []
     try:
         for partition, payloads, net in _partition_runs(batches):
             if chosen is not None and partition not in chosen:
@@ -265,22 +261,18 @@ def merge_partitions_task(
                 continue
             merger = EntryMerger(source)
             for payload in payloads:
-                for record in pickle.loads(payload):
-                    merger.add(entry_from_record(record))
+                merger.add_all(pickle.loads(payload))
             live = merger.live()
             if not live:
                 continue
             if chosen is None:
-                files = [entry.file for entry in live]
                 summaries.append(
                     _summary(
                         partition,
-                        len(files),
-                        sum(f.file_size for f in files),
-                        sum(f.row_count for f in files),
-                        max(
-                            (creation_millis(f.creation_time) for f in files if f.creation_time), default=None
-                        ),
+                        len(live),
+                        sum(e.file_size for e in live),
+                        sum(e.row_count for e in live),
+                        max((e.created for e in live if e.created is not None), default=None),
                     )
                 )
             if target is not None:
@@ -298,12 +290,10 @@ def _summary(partition: bytes, files: int, size: int, rows: int, created: int | 
     return {"partition": partition, "files": files, "bytes": size, "rows": rows, "created": created}
 
 
-def _write_deletes(
-    table: Table, target: ManifestTarget, deletes: list[ManifestEntry]
-) -> list[dict[str, Any]]:
+def _write_deletes(table: Table, target: ManifestTarget, deletes: list[RawEntry]) -> list[dict[str, Any]]:
     prefix = str(uuid.uuid4())
     counter = iter(range(1 << 30))
-    metas = rolling_write_manifests(
+    metas = rolling_write_raw_manifests(
         table.file_io,
         target.manifest_dir,
         lambda: f"manifest-{prefix}-{next(counter)}",
@@ -322,8 +312,8 @@ def _write_deletes(
             {
                 "meta": pickle.dumps(meta),
                 "files": len(chunk),
-                "bytes": sum(e.file.file_size for e in chunk),
-                "rows": sum(e.file.row_count for e in chunk),
+                "bytes": sum(e.file_size for e in chunk),
+                "rows": sum(e.row_count for e in chunk),
             }
         )
     return rows

@@ -256,6 +256,13 @@ def _naive(value: Any) -> dt.datetime:
     raise TypeError(f"_CREATION_TIME of type {type(value).__name__}")
 
 
+def creation_millis(value: Any) -> int | None:
+    """A decoded `_CREATION_TIME` as the epoch millis stored (Java's wall clock taken as UTC)."""
+    if value is None or isinstance(value, int):
+        return value
+    return _millis(value)
+
+
 def _stats_to_avro(stats: SimpleStats) -> dict[str, Any]:
     # `_NULL_COUNTS` is always a list: Java's SimpleStats.fromRow calls size() on it.
     return {

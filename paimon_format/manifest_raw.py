@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import fastavro
@@ -42,12 +42,15 @@ from paimon_format.manifest import (
     _entry_from_avro,
     _entry_to_avro,
     check_file_size,
+    creation_millis,
     decode_error,
     gc_paused,
     version_error,
 )
 from paimon_format.manifest_schemas import MANIFEST_ENTRY_SCHEMA
 
+_VERSION_AND_ADD = bytes([MANIFEST_VERSION << 1, ADD << 1])
+_VERSION_AND_DELETE = bytes([MANIFEST_VERSION << 1, DELETE << 1])
 _PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 
 
@@ -64,6 +67,8 @@ class RawEntry:
         "schema_id",
         "row_count",
         "first_row_id",
+        "file_size",
+        "created",
         "datum",
     )
 
@@ -78,6 +83,8 @@ class RawEntry:
         schema_id: int,
         row_count: int,
         first_row_id: int | None,
+        file_size: int,
+        created: int | None,
         datum: bytes,
     ) -> None:
         self.kind = kind
@@ -89,6 +96,8 @@ class RawEntry:
         self.schema_id = schema_id
         self.row_count = row_count
         self.first_row_id = first_row_id
+        self.file_size = file_size
+        self.created = created  # `_CREATION_TIME` as the epoch millis stored (None: unset)
         self.datum = datum
 
     def identifier(self) -> tuple:
@@ -97,6 +106,18 @@ class RawEntry:
 
     def describe(self) -> str:
         return f"file {self.file_name} (bucket {self.bucket}, level {self.level})"
+
+    def as_delete(self) -> RawEntry:
+        """The DELETE that cancels this ADD: the same datum but for `_KIND`.
+
+        In our layout a datum starts with `_VERSION` (2, the zigzag varint 0x04) and `_KIND` (ADD 0,
+        DELETE 1: the varints 0x00 and 0x02), one byte each; anything else is refused.
+        """
+        if self.kind != ADD or self.datum[:2] != _VERSION_AND_ADD:
+            raise ValueError(f"{self.describe()}: only an ADD entry can be turned into its DELETE")
+        values = [getattr(self, name) for name in self.__slots__]
+        values[0], values[-1] = DELETE, _VERSION_AND_DELETE + self.datum[2:]
+        return RawEntry(*values)
 
     def __reduce__(self) -> tuple:
         return (RawEntry, tuple(getattr(self, name) for name in self.__slots__))
@@ -113,6 +134,26 @@ def read_raw_manifest(file_io: FileIO, path: str, expected_size: int | None = No
 def iter_raw_entries(data: bytes, path: str = "?") -> Iterator[RawEntry]:
     """A manifest's entries as RawEntry, in file order; a broken file raises CorruptFileError naming
     `path` when the iteration reaches the damage (as `iter_manifest_entries` does)."""
+    return _iter_checked(data, path, raw_entry)
+
+
+def iter_raw_records(data: bytes, path: str = "?") -> Iterator[tuple[dict[str, Any], bytes | None]]:
+    """(record, datum) per entry: the checked record as fastavro decodes it, with its bytes in our
+    layout, or None where the layout is not one we copy (`raw_entry` then encodes it).
+
+    For scans that need the bytes of only some entries (a partition drop): building a RawEntry
+    costs little, but encoding a foreign layout's entry costs as much as decoding it.
+    """
+    return _iter_checked(data, path, _pair)
+
+
+def _pair(record: dict[str, Any], datum: bytes | None) -> tuple[dict[str, Any], bytes | None]:
+    return record, datum
+
+
+def _iter_checked(
+    data: bytes, path: str, build: Callable[[dict[str, Any], bytes | None], Any]
+) -> Iterator[Any]:
     index = -1
     try:
         reader = fastavro.block_reader(io.BytesIO(data))
@@ -129,7 +170,15 @@ def iter_raw_entries(data: bytes, path: str = "?") -> Iterator[RawEntry]:
                     copied = False  # this fastavro does not read records from the buffer: use the models
                 datum = raw[position:end] + padding if copied else None  # type: ignore[operator]
                 position = end
-                yield _raw_entry(record, datum, path, index)
+                if record is None:
+                    raise CorruptFileError(path, f"record {index} is null")
+                version = record.get("_VERSION")
+                if version != MANIFEST_VERSION:
+                    raise version_error(path, index, version, MANIFEST_VERSION)
+                kind = record["_KIND"]
+                if kind != ADD and kind != DELETE:
+                    raise ValueError(f"unknown _KIND {kind}")
+                yield build(record, datum)
             if copied and position != len(raw):
                 raise CorruptFileError(
                     path, f"a block ends {len(raw) - position} bytes after its last record"
@@ -140,23 +189,17 @@ def iter_raw_entries(data: bytes, path: str = "?") -> Iterator[RawEntry]:
         raise decode_error(error, path, index, "manifest") from None
 
 
-def _raw_entry(record: dict[str, Any] | None, datum: bytes | None, path: str, index: int) -> RawEntry:
-    if record is None:
-        raise CorruptFileError(path, f"record {index} is null")
-    version = record.get("_VERSION")
-    if version != MANIFEST_VERSION:
-        raise version_error(path, index, version, MANIFEST_VERSION)
-    kind = record["_KIND"]
-    if kind != ADD and kind != DELETE:
-        raise ValueError(f"unknown _KIND {kind}")
-    if datum is None:  # another layout: through the models, so the bytes are in ours
+def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
+    """The RawEntry of a checked record (from `iter_raw_records`); `datum` None: encoded in our
+    layout through the models (raises KeyError for a missing required field)."""
+    if datum is None:
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _PARSED_MANIFEST, _entry_to_avro(_entry_from_avro(record)))
         datum = buffer.getvalue()
     file = record["_FILE"]
     get = file.get
     return RawEntry(
-        kind,
+        record["_KIND"],
         record["_PARTITION"],
         record["_BUCKET"],
         file["_LEVEL"],
@@ -165,6 +208,8 @@ def _raw_entry(record: dict[str, Any] | None, datum: bytes | None, path: str, in
         file["_SCHEMA_ID"],
         file["_ROW_COUNT"],
         get("_FIRST_ROW_ID"),
+        file["_FILE_SIZE"],
+        creation_millis(get("_CREATION_TIME")),
         datum,
     )
 

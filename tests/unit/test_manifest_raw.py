@@ -23,6 +23,7 @@ from paimon_format.manifest import (
     _entry_to_avro,
     decode_manifest,
     encode_manifest,
+    entry_from_record,
 )
 from paimon_format.manifest_files import manifest_file_meta, rolling_write_raw_manifests
 from paimon_format.manifest_raw import _padding_for, iter_raw_entries, read_raw_manifest
@@ -230,3 +231,14 @@ def test_rolling_raw_write_rolls_at_the_target_and_keeps_order(tmp_path):
     for meta in metas[:-1]:
         assert meta.file_size >= 8_000
         assert meta.file_size == (tmp_path / meta.file_name).stat().st_size
+
+
+def test_the_delete_of_a_raw_add_is_the_models_delete():
+    entries = [e for e in _entries(12) if e.kind == ADD]
+    raw = list(iter_raw_entries(encode_manifest(entries), "m"))
+    deletes = [r.as_delete() for r in raw]
+    assert [d.identifier() for d in deletes] == [r.identifier() for r in raw]
+    decoded = [fastavro.schemaless_reader(io.BytesIO(d.datum), MANIFEST_ENTRY_SCHEMA) for d in deletes]
+    assert [entry_from_record(record) for record in decoded] == [e.as_delete() for e in entries]
+    with pytest.raises(ValueError, match="only an ADD"):
+        deletes[0].as_delete()
