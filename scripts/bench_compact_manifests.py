@@ -30,7 +30,8 @@ from jobs.compact_manifests import compact_manifests  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
 from paimon_format.manifest import ADD, ManifestEntry, read_manifest, write_manifest_list  # noqa: E402
-from paimon_format.manifest_files import rolling_write_manifests  # noqa: E402
+from paimon_format.manifest_files import rolling_write_manifests, rolling_write_raw_manifests  # noqa: E402
+from paimon_format.manifest_raw import read_raw_manifest  # noqa: E402
 from paimon_format.scan import EntryMerger, data_manifests  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
@@ -92,12 +93,14 @@ def build(root: str, manifests: int, entries: int) -> Table:
 
 
 def single_process(table: Table) -> int:
+    """The same work in one process with the job's own building blocks: raw entries (bytes copied),
+    cancelled in one EntryMerger, sorted by partition, rolled into manifests."""
     merger = EntryMerger()
     for meta in data_manifests(table, table.snapshot_manager.latest()):
-        merger.add_all(read_manifest(table.file_io, table.manifest_path(meta.file_name)))
+        merger.add_all(read_raw_manifest(table.file_io, table.manifest_path(meta.file_name), meta.file_size))
     live = sorted(merger.live(), key=lambda e: e.partition)
     names = (f"manifest-single-{uuid.uuid4()}-{i}" for i in range(1 << 20))
-    rolling_write_manifests(
+    rolling_write_raw_manifests(
         table.file_io,
         table.file_io.join(table.path, "manifest"),
         lambda: next(names),
