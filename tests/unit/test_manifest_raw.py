@@ -180,24 +180,23 @@ def test_a_fastavro_reading_blocks_otherwise_falls_back_to_the_models(monkeypatc
     )
 
 
+def _one_record_manifest(**changes: Any) -> bytes:
+    record = _entry_to_avro(_entries(1)[0]) | changes
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA), [record])
+    return buffer.getvalue()
+
+
 def test_broken_manifests_fail_naming_the_file(tmp_path):
     data = _avro(MANIFEST_ENTRY_SCHEMA, _entries(30))
     with pytest.raises(CorruptFileError, match="m-cut"):
         list(iter_raw_entries(data[: len(data) - 40], "m-cut"))
     with pytest.raises(CorruptFileError, match="m-garbage"):
         list(iter_raw_entries(b"not avro at all", "m-garbage"))
-    wrong_version = _entry_to_avro(_entries(1)[0])
-    wrong_version["_VERSION"] = 3
-    buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA), [wrong_version])
     with pytest.raises(CorruptFileError, match="m-v3.*_VERSION 2, got 3"):
-        list(iter_raw_entries(buffer.getvalue(), "m-v3"))
-    bad_kind = _entry_to_avro(_entries(1)[0])
-    bad_kind["_KIND"] = 7
-    buffer = io.BytesIO()
-    fastavro.writer(buffer, fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA), [bad_kind])
+        list(iter_raw_entries(_one_record_manifest(_VERSION=3), "m-v3"))
     with pytest.raises(CorruptFileError, match="m-kind.*_KIND 7"):
-        list(iter_raw_entries(buffer.getvalue(), "m-kind"))
+        list(iter_raw_entries(_one_record_manifest(_KIND=7), "m-kind"))
 
     path = tmp_path / "manifest-x"
     path.write_bytes(data)
