@@ -1,11 +1,18 @@
-"""compact-manifests: rewrite a table's manifests into fewer, partition-sorted ones (seed 003).
+"""compact-manifests: rewrite a table's manifests into fewer ones (seed 003).
 
-Plan on the driver from the manifest list only (names and sizes). Executors read the entries of the
-manifests being rewritten into a DataFrame; ADD/DELETE pairs cancel by grouping on the file
-identifier; the survivors are range-sorted by partition and written as new manifests of
-`manifest.target-file-size` on the executors. The driver then commits one COMPACT snapshot whose base
-list holds the new manifests (followed by any manifests a concurrent writer added meanwhile) and
-whose delta list is empty. The driver holds manifest names and metadata, never the entries.
+Plan on the driver from the manifest list only (names and sizes): which groups of manifests merge.
+Then, per `order`:
+- `none` (default, what Paimon's own merge does): each group is merged by Avro blocks in the driver
+  process (`paimon_format.manifest_concat`): a manifest no DELETE of the group can touch is copied
+  block by block without decoding an entry, the others are read entry by entry and only cancelled
+  ADD/DELETE pairs are dropped; entries keep their order. Memory: one manifest, one new manifest
+  and the group's DELETE identifiers, at any table size; no Spark job runs.
+- `partition`: executors read the entries into a DataFrame; ADD/DELETE pairs cancel by grouping on
+  the file identifier; the survivors are range-sorted by partition and written as new manifests of
+  `manifest.target-file-size` on the executors (small tables in the driver, `local`).
+The driver then commits one COMPACT snapshot whose base list holds the new manifests (followed by any
+manifests a concurrent writer added meanwhile) and whose delta list is empty. The driver never
+holds a table's entries.
 
 Spark-submit entry: `spark-submit jobs/compact_manifests.py --config conf/compact-manifests.yaml`.
 """
@@ -23,7 +30,7 @@ from pydantic import Field
 
 from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
-from jobs.local_exec import LocalRunOptions, run_where_it_fits
+from jobs.local_exec import ENGINE_DRIVER, LocalRunOptions, run_where_it_fits
 from jobs.registry import JobContext
 from jobs.report import RunRecord
 from jobs.spark import driver_list_frame
@@ -31,6 +38,7 @@ from jobs.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
 from paimon_format.manifest import ManifestFileMeta
+from paimon_format.manifest_concat import merge_by_blocks, read_deletes
 from paimon_format.manifest_files import rolling_write_raw_manifests
 from paimon_format.manifest_raw import RawEntry, read_raw_manifest
 from paimon_format.options import CoreOptions, parse_memory_size
@@ -63,6 +71,13 @@ ENTRY_COLUMNS = ", ".join(f"{field.name} {_DDL[field.type]}" for field in _ENTRY
 class CompactManifestsConfig(TableJobConfig, LocalRunOptions):
     mode: Literal["full", "auto"] = Field(
         default="auto", description="full: rewrite all; auto: Paimon's rules"
+    )
+    order: Literal["none", "partition"] = Field(
+        default="none",
+        description="none: entries keep their order, untouched manifests are copied by Avro blocks in "
+        "the driver (Paimon's own merge keeps the order too); partition: entries sorted by partition "
+        "across the new manifests (narrower partition stats for readers' pruning), every entry "
+        "shuffled on Spark (`local` applies)",
     )
     target_file_size: str | None = Field(default=None, description="overrides manifest.target-file-size")
     full_compaction_threshold_size: str | None = Field(
@@ -118,6 +133,10 @@ def plan_compaction(
 
 def run(context: JobContext, config: CompactManifestsConfig) -> None:
     table = open_existing_table(config)
+    if config.order == "none":  # by blocks in the driver: no Spark job at any size
+        context.record.details["executed_in"] = ENGINE_DRIVER
+        _compact(context, None, table, config)
+        return
     run_where_it_fits(context, table, config, lambda spark: _compact(context, spark, table, config))
 
 
@@ -126,6 +145,7 @@ def _compact(context: JobContext, spark: Any, table: Table, config: CompactManif
         spark,
         table,
         mode=config.mode,
+        order=config.order,
         option_overrides={
             key: value
             for key, value in {
@@ -147,13 +167,18 @@ def compact_manifests(
     spark: Any,
     table: Table,
     mode: str = "auto",
+    order: str = "none",
     option_overrides: dict[str, str] | None = None,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: Any = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
-    """Compact the manifests of the table's latest snapshot; `before_commit` is a test hook."""
+    """Compact the manifests of the table's latest snapshot; `before_commit` is a test hook.
+
+    `order` "none": merged by Avro blocks in this process (`spark` unused, may be None);
+    "partition": entries sorted by partition through a Spark (or LocalSession) shuffle.
+    """
     import logging
 
     log = log or logging.getLogger("jobs.compact_manifests")
@@ -188,7 +213,10 @@ def compact_manifests(
         record.count("manifests_after", len(manifests))
         return record
 
-    outcome = _merge_and_write(spark, table, plan, options, write=not dry_run)
+    if order == "partition":
+        outcome = _merge_and_write(spark, table, plan, options, write=not dry_run)
+    else:
+        outcome = _merge_by_blocks(table, plan, options, write=not dry_run)
     kept_entries = sum(manifests[i].num_added_files + manifests[i].num_deleted_files for i in _kept(plan))
     if dry_run:
         record.count("entries_after", outcome.survivors + kept_entries)
@@ -228,6 +256,45 @@ def compact_manifests(
         record.committed(snapshot.id)
     log.info("snapshot %s: %d manifests -> %d", record.snapshot_ids["committed"], len(manifests), len(base))
     return record
+
+
+def _merge_by_blocks(table: Table, plan: Plan, options: CoreOptions, write: bool) -> MergeOutcome:
+    """Each planned group merged by Avro blocks (`manifest_concat`): untouched manifests copied, the
+    rest entry by entry; a full compaction refuses a DELETE without its ADD. A failure removes every
+    manifest this run wrote."""
+    prefix = str(uuid.uuid4())
+    counter = iter(range(1 << 30))
+    metas: dict[int, list[ManifestFileMeta]] = {}
+    try:
+        for group_index, group in enumerate(plan.groups):
+            inputs = [plan.manifests[i] for i in group]
+            metas[group_index] = merge_by_blocks(
+                table.file_io,
+                table.manifest_path,
+                inputs,
+                read_deletes(table.file_io, table.manifest_path, inputs),
+                table.file_io.join(table.path, "manifest"),
+                lambda: f"manifest-{prefix}-{next(counter)}",
+                options.manifest_target_file_size,
+                options.manifest_compression,
+                table.schema.partition_types(),
+                table.schema.id,
+                strict=plan.full,
+                source=f"{table.path} manifests",
+                write=write,
+            )
+    except BaseException as error:
+        if write:
+            table.file_io.delete_many(
+                [table.manifest_path(meta.file_name) for group in metas.values() for meta in group]
+            )
+        if isinstance(error, InvalidTableStateError):
+            raise InvalidTableStateError(
+                f"{error}; the metadata is inconsistent, nothing was changed"
+            ) from None
+        raise
+    survivors = sum(m.num_added_files + m.num_deleted_files for group in metas.values() for m in group)
+    return MergeOutcome(metas, survivors)
 
 
 def _kept(plan: Plan) -> list[int]:

@@ -38,9 +38,9 @@ from paimon_format.manifest import (
     write_index_manifest,
     write_manifest_list,
 )
-from paimon_format.manifest_files import rolling_write_manifests, rolling_write_raw_manifests
+from paimon_format.manifest_concat import BlockMergeOps
+from paimon_format.manifest_files import rolling_write_manifests
 from paimon_format.manifest_merge import merge_manifests
-from paimon_format.manifest_raw import RawEntry, read_raw_manifest
 from paimon_format.options import CoreOptions
 from paimon_format.scan import EntryMerger, data_manifests, index_entries
 from paimon_format.schema import TableSchema
@@ -504,18 +504,27 @@ class SnapshotCommit:
         """The previous snapshot's manifests, merged by Paimon's automatic rules when they qualify."""
         if not previous:
             return []
-        result = merge_manifests(
-            previous,
-            # entries move between files unchanged: their Avro bytes are copied, not rebuilt
-            read=lambda meta: read_raw_manifest(
-                self.table.file_io, self.table.manifest_path(meta.file_name), meta.file_size
-            ),
-            write=lambda entries: self._write_manifests(ctx, entries, options, written, raw=True),
-            partition_types=ctx.schema.partition_types(),
-            target_size=options.manifest_target_file_size,
-            merge_min_count=options.manifest_merge_min_count,
-            full_compaction_threshold=options.manifest_full_compaction_threshold_size,
+        ops = BlockMergeOps(
+            self.table.file_io,
+            self.table.file_io.join(self.table.path, "manifest"),
+            self._new_manifest_name,
+            options.manifest_target_file_size,
+            options.manifest_compression,
+            ctx.schema.partition_types(),
+            ctx.schema.id,
         )
+        try:
+            result = merge_manifests(
+                previous,
+                ops,  # untouched manifests are copied by Avro blocks, entries are not rebuilt
+                partition_types=ctx.schema.partition_types(),
+                target_size=options.manifest_target_file_size,
+                merge_min_count=options.manifest_merge_min_count,
+                full_compaction_threshold=options.manifest_full_compaction_threshold_size,
+            )
+        finally:
+            for name in ops.written:
+                written.add(name)
         if result.differs_from(previous):
             log.info("%s: merged %d manifests into %d", self.table.path, len(previous), len(result.manifests))
         return result.manifests
@@ -546,15 +555,13 @@ class SnapshotCommit:
     def _write_manifests(
         self,
         ctx: AttemptContext,
-        entries: list[ManifestEntry] | list[RawEntry],
+        entries: list[ManifestEntry],
         options: CoreOptions,
         written: _Written,
-        raw: bool = False,
     ) -> list[ManifestFileMeta]:
         if not entries:
             return []
-        write = rolling_write_raw_manifests if raw else rolling_write_manifests
-        metas = write(
+        metas = rolling_write_manifests(
             self.table.file_io,
             self.table.file_io.join(self.table.path, "manifest"),
             self._new_manifest_name,

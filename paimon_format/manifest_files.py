@@ -13,7 +13,7 @@ import contextlib
 import datetime as dt
 import io
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import fastavro.write
@@ -170,7 +170,7 @@ def rolling_write_manifests(
     file_io: FileIO,
     manifest_dir: str,
     name_factory: Callable[[], str],
-    entries: Sequence[ManifestEntry],
+    entries: Iterable[ManifestEntry],
     target_size: int,
     compression: str,
     partition_types: Sequence[DataType],
@@ -180,30 +180,33 @@ def rolling_write_manifests(
 
     The size is measured on the Avro blocks already flushed (the writer flushes a block every
     sync interval, kept well below the target), so a file ends within one block above the target;
-    each meta records the exact size of the bytes written. If a write fails, the manifests written
-    so far are deleted (best effort) so a failed commit leaves no orphans behind.
+    each meta records the exact size of the bytes written. `entries` may be a stream: only one
+    file's entries are held at a time. If a write fails (or the stream raises), the manifests
+    written so far are deleted (best effort) so a failed commit leaves no orphans behind.
     """
 
-    def fill(writer: fastavro.write.Writer, buffer: io.BytesIO, start: int, sync_interval: int) -> int:
-        end = start
-        while end < len(entries):
-            writer.write(_entry_to_avro(entries[end]))
-            end += 1
+    def fill(
+        writer: fastavro.write.Writer, buffer: io.BytesIO, stream: Iterator[Any], _interval: int
+    ) -> list:
+        in_file = []
+        for entry in stream:
+            writer.write(_entry_to_avro(entry))
+            in_file.append(entry)
             if buffer.tell() >= target_size:
                 break
-        return end
+        return in_file
 
-    def meta(name: str, size: int, start: int, end: int) -> ManifestFileMeta:
-        return manifest_file_meta(name, size, entries[start:end], schema_id, partition_types)
+    def meta(name: str, size: int, in_file: list) -> ManifestFileMeta:
+        return manifest_file_meta(name, size, in_file, schema_id, partition_types)
 
-    return _roll(file_io, manifest_dir, name_factory, len(entries), target_size, compression, fill, meta)
+    return _roll(file_io, manifest_dir, name_factory, entries, target_size, compression, fill, meta)
 
 
 def rolling_write_raw_manifests(
     file_io: FileIO,
     manifest_dir: str,
     name_factory: Callable[[], str],
-    entries: Sequence[RawEntry],
+    entries: Iterable[RawEntry],
     target_size: int,
     compression: str,
     partition_types: Sequence[DataType],
@@ -212,23 +215,25 @@ def rolling_write_raw_manifests(
     """`rolling_write_manifests` for raw entries: their Avro bytes (already in this library's manifest
     schema, see `manifest_raw`) go into the new files' blocks as they are, nothing is re-encoded."""
 
-    def fill(writer: fastavro.write.Writer, buffer: io.BytesIO, start: int, sync_interval: int) -> int:
-        end = start
-        while end < len(entries) and buffer.tell() < target_size:
-            block_end, size = end, 0
-            while block_end < len(entries) and size < sync_interval:
-                size += len(entries[block_end].datum)
-                block_end += 1
-            writer.write_block(
-                _EncodedBlock(b"".join(e.datum for e in entries[end:block_end]), block_end - end)
-            )
-            end = block_end
-        return end
+    def fill(writer: fastavro.write.Writer, buffer: io.BytesIO, stream: Iterator[Any], interval: int) -> list:
+        in_file: list[RawEntry] = []
+        while buffer.tell() < target_size:
+            first, size = len(in_file), 0
+            for entry in stream:
+                in_file.append(entry)
+                size += len(entry.datum)
+                if size >= interval:
+                    break
+            if len(in_file) == first:
+                break  # the stream is exhausted
+            block = in_file[first:]
+            writer.write_block(_EncodedBlock(b"".join(e.datum for e in block), len(block)))
+        return in_file
 
-    def meta(name: str, size: int, start: int, end: int) -> ManifestFileMeta:
-        return raw_manifest_file_meta(name, size, entries[start:end], schema_id, partition_types)
+    def meta(name: str, size: int, in_file: list) -> ManifestFileMeta:
+        return raw_manifest_file_meta(name, size, in_file, schema_id, partition_types)
 
-    return _roll(file_io, manifest_dir, name_factory, len(entries), target_size, compression, fill, meta)
+    return _roll(file_io, manifest_dir, name_factory, entries, target_size, compression, fill, meta)
 
 
 class _EncodedBlock:
@@ -243,38 +248,38 @@ def _roll(
     file_io: FileIO,
     manifest_dir: str,
     name_factory: Callable[[], str],
-    total: int,
+    entries: Iterable[Any],
     target_size: int,
     compression: str,
-    fill: Callable[[fastavro.write.Writer, io.BytesIO, int, int], int],
-    meta: Callable[[str, int, int, int], ManifestFileMeta],
+    fill: Callable[[fastavro.write.Writer, io.BytesIO, Iterator[Any], int], list],
+    meta: Callable[[str, int, list], ManifestFileMeta],
 ) -> list[ManifestFileMeta]:
-    """Open manifest after manifest, `fill` each from entry `start` until it reaches the target, write it."""
+    """Open manifest after manifest, `fill` each from the stream until it reaches the target, write it."""
     if target_size <= 0:
         raise ValueError(f"manifest target size must be positive, got {target_size}")
     codec, level = _codec_and_level(compression)
     sync_interval = max(4096, min(_SYNC_INTERVAL, target_size // 8))
     metas: list[ManifestFileMeta] = []
     written: list[str] = []
-    start = 0
+    stream = iter(entries)
     try:
-        while start < total:
+        while True:
             buffer = io.BytesIO()
             writer = fastavro.write.Writer(
                 buffer, _PARSED_MANIFEST, codec=codec, sync_interval=sync_interval, compression_level=level
             )
-            end = fill(writer, buffer, start, sync_interval)
+            in_file = fill(writer, buffer, stream, sync_interval)
+            if not in_file:
+                return metas
             writer.flush()
             data = buffer.getvalue()
             name = name_factory()
             path = file_io.join(manifest_dir, name)
             written.append(path)
             file_io.write_bytes(path, data)
-            metas.append(meta(name, len(data), start, end))
-            start = end
+            metas.append(meta(name, len(data), in_file))
     except BaseException:
         for path in written:
             with contextlib.suppress(Exception):
                 file_io.delete(path)
         raise
-    return metas

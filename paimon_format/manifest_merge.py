@@ -2,10 +2,11 @@
 
 Every commit adds at least one manifest; without merging, a table with a commit a minute has a
 million manifests within two years and every reader lists them all. The commit path runs the
-automatic merge below; the compact-manifests job runs the same rules (or a full rewrite) on Spark.
+automatic merge below; the compact-manifests job runs the same rules (or a full rewrite).
 
-The logic is pure: reading and writing manifests are callbacks, so the rules are tested without
-storage and the same code serves the driver-side commit and the distributed job.
+The rules are pure: which manifests merge together is decided here from the manifest list, and
+the merging itself is a `MergeOps` (`manifest_concat.BlockMergeOps` copies untouched manifests by
+blocks), so the rules are tested without storage.
 
 Ordering rule that makes partial rewrites safe: a DELETE entry must come after the ADD it cancels.
 Kept files only ever hold ADD entries that no later DELETE touches, so moving them in front of the
@@ -14,21 +15,35 @@ rewritten ones keeps that rule.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from paimon_format.binary_row import deserialize_row
-from paimon_format.manifest import DELETE, ManifestEntry, ManifestFileMeta
-from paimon_format.manifest_raw import RawEntry
-from paimon_format.scan import EntryMerger
+from paimon_format.errors import InvalidTableStateError
+from paimon_format.manifest import DELETE, ManifestFileMeta
 from paimon_format.types import DataType
 
-# Entries are ManifestEntry models or `manifest_raw.RawEntry` (the commit's merge: bytes copied as they
-# are); the rules need only `kind`, `partition` and what EntryMerger uses.
-Entry = ManifestEntry | RawEntry
-ReadManifest = Callable[[ManifestFileMeta], list[Any]]
-WriteManifests = Callable[[list[Any]], list[ManifestFileMeta]]
+
+@dataclass
+class Deletes:
+    """The DELETE entries of a set of manifests: how many per file identifier, and their partitions."""
+
+    counts: dict[tuple, int] = field(default_factory=dict)
+    partitions: set[bytes] = field(default_factory=set)
+
+
+class MergeOps(Protocol):
+    """How manifests are read and merged for the rules below."""
+
+    def read_deletes(self, metas: Sequence[ManifestFileMeta]) -> Deletes:
+        """The DELETEs of `metas` (only manifests whose record counts deletes need reading)."""
+        ...
+
+    def merge(self, metas: Sequence[ManifestFileMeta], deletes: Deletes) -> list[ManifestFileMeta]:
+        """New manifests holding `metas`' entries in order, less the ADD/DELETE pairs that cancel
+        (`deletes` = read_deletes(metas)); DELETEs whose ADD is elsewhere are kept."""
+        ...
 
 
 @dataclass
@@ -44,26 +59,21 @@ class MergeResult:
 
 def merge_manifests(
     metas: Sequence[ManifestFileMeta],
-    read: ReadManifest,
-    write: WriteManifests,
+    ops: MergeOps,
     partition_types: Sequence[DataType],
     target_size: int,
     merge_min_count: int,
     full_compaction_threshold: int,
 ) -> MergeResult:
     """Paimon's automatic merge: try a full compaction, else a minor one, else keep everything."""
-    full = try_full_compaction(metas, read, write, partition_types, target_size, full_compaction_threshold)
+    full = try_full_compaction(metas, ops, partition_types, target_size, full_compaction_threshold)
     if full is not None:
         return full
-    return minor_compaction(metas, read, write, target_size, merge_min_count)
+    return minor_compaction(metas, ops, target_size, merge_min_count)
 
 
 def minor_compaction(
-    metas: Sequence[ManifestFileMeta],
-    read: ReadManifest,
-    write: WriteManifests,
-    target_size: int,
-    merge_min_count: int,
+    metas: Sequence[ManifestFileMeta], ops: MergeOps, target_size: int, merge_min_count: int
 ) -> MergeResult:
     """Merge consecutive runs of manifests once a run reaches the target size, and a long tail.
 
@@ -77,10 +87,10 @@ def minor_compaction(
         candidates.append(meta)
         candidates_size += meta.file_size
         if candidates_size >= target_size:
-            _merge_group(candidates, read, write, result, written)
+            _merge_group(candidates, ops, result, written)
             candidates, candidates_size = [], 0
     if len(candidates) >= merge_min_count:
-        _merge_group(candidates, read, write, result, written)
+        _merge_group(candidates, ops, result, written)
     else:
         result.extend(candidates)
     return MergeResult(result, written)
@@ -88,28 +98,21 @@ def minor_compaction(
 
 def _merge_group(
     group: list[ManifestFileMeta],
-    read: ReadManifest,
-    write: WriteManifests,
+    ops: MergeOps,
     result: list[ManifestFileMeta],
     written: list[ManifestFileMeta],
 ) -> None:
     if len(group) == 1:
         result.append(group[0])
         return
-    merger = EntryMerger("manifest merge")
-    for meta in group:
-        merger.add_all(read(meta))
-    merged = merger.merged()
-    if merged:
-        new_metas = write(merged)
-        result.extend(new_metas)
-        written.extend(new_metas)
+    new_metas = ops.merge(group, ops.read_deletes(group))
+    result.extend(new_metas)
+    written.extend(new_metas)
 
 
 def try_full_compaction(
     metas: Sequence[ManifestFileMeta],
-    read: ReadManifest,
-    write: WriteManifests,
+    ops: MergeOps,
     partition_types: Sequence[DataType],
     target_size: int,
     threshold: int,
@@ -125,32 +128,55 @@ def try_full_compaction(
     delta_size = sum(m.file_size for m, base in zip(metas, is_base, strict=True) if not base)
     if delta_size < threshold:
         return None
-
-    delta_deletes: list[Entry] = []
-    delta_entries: dict[int, list[Entry]] = {}
-    for index, (meta, base) in enumerate(zip(metas, is_base, strict=True)):
-        if not base:
-            entries = read(meta)
-            delta_entries[index] = entries
-            delta_deletes.extend(e for e in entries if e.kind == DELETE)
-    deleted_partitions = {e.partition for e in delta_deletes}
-    decoded_partitions = [deserialize_row(p, partition_types) for p in deleted_partitions]
-
+    deletes = ops.read_deletes([m for m, base in zip(metas, is_base, strict=True) if not base])
+    decoded_partitions = [deserialize_row(p, partition_types) for p in deletes.partitions]
     rewrite = [
-        not base or _may_contain_any(meta, decoded_partitions, partition_types)
+        not base or may_contain_any(meta, decoded_partitions, partition_types)
         for meta, base in zip(metas, is_base, strict=True)
     ]
     kept = [meta for meta, again in zip(metas, rewrite, strict=True) if not again]
-    merger = EntryMerger("full manifest compaction")
-    for index, (meta, again) in enumerate(zip(metas, rewrite, strict=True)):
-        if again:
-            merger.add_all(delta_entries[index] if index in delta_entries else read(meta))
-    merged = merger.merged()
-    new_metas = write(merged) if merged else []
+    new_metas = ops.merge([meta for meta, again in zip(metas, rewrite, strict=True) if again], deletes)
     return MergeResult(kept + new_metas, new_metas)
 
 
-def _may_contain_any(
+class Canceller:
+    """Which entries of a merge survive, streamed in manifest order (EntryMerger's result, holding
+    only the state of files that have a DELETE in the merge).
+
+    The k-th ADD of such a file is dropped when the merge holds at least k DELETEs of it (each DELETE
+    follows the ADD it cancels); a DELETE whose ADD was not seen is kept (`dangling`). An ADD of a
+    tracked file that is already live, or that follows its unmatched DELETE, is an error, as in
+    EntryMerger (a second ADD of an untracked file is not noticed: that needs every identifier).
+    """
+
+    def __init__(self, deletes: dict[tuple, int], source: str) -> None:
+        self._deletes = deletes
+        self._added: dict[tuple, int] = {}
+        self._deleted: dict[tuple, int] = {}
+        self._source = source
+        self.dangling: list[Any] = []
+
+    def keeps(self, entry: Any) -> bool:
+        identifier = entry.identifier()
+        total = self._deletes.get(identifier)
+        if total is None:
+            return True
+        adds, dels = self._added.get(identifier, 0), self._deleted.get(identifier, 0)
+        if entry.kind == DELETE:
+            self._deleted[identifier] = dels + 1
+            if adds > dels:
+                return False  # it cancels an ADD seen before
+            self.dangling.append(entry)
+            return True
+        if adds != dels:  # already live, or after its unmatched DELETE
+            raise InvalidTableStateError(
+                f"{self._source}: trying to add {entry.describe()} which is already added"
+            )
+        self._added[identifier] = adds + 1
+        return adds + 1 > total  # no DELETE left for it: it stays live
+
+
+def may_contain_any(
     meta: ManifestFileMeta, partitions: list[list[Any]], partition_types: Sequence[DataType]
 ) -> bool:
     """Whether a manifest's partition stats admit any of the given partitions (conservative)."""

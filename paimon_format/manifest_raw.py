@@ -137,6 +137,18 @@ def iter_raw_entries(data: bytes, path: str = "?") -> Iterator[RawEntry]:
     return _iter_checked(data, path, raw_entry)
 
 
+def iter_source_entries(data: bytes, path: str = "?") -> tuple[str, Iterator[RawEntry]]:
+    """(writer schema text, entries) with each datum in the file's OWN layout, whatever it is.
+
+    For rewrites that write the entries back under that same schema (`manifest_concat`): no layout
+    conversion is needed, so every writer's files qualify. Such entries must never reach a writer
+    of our schema (`rolling_write_raw_manifests`); `manifest_concat` keeps them apart by schema.
+    """
+    reader = _block_reader(data, path)
+    schema_text = reader.metadata.get("avro.schema", "")
+    return schema_text, _iter_checked(data, path, raw_entry, reader=reader, padding=b"")
+
+
 def iter_raw_records(data: bytes, path: str = "?") -> Iterator[tuple[dict[str, Any], bytes | None]]:
     """(record, datum) per entry: the checked record as fastavro decodes it, with its bytes in our
     layout, or None where the layout is not one we copy (`raw_entry` then encodes it).
@@ -151,13 +163,28 @@ def _pair(record: dict[str, Any], datum: bytes | None) -> tuple[dict[str, Any], 
     return record, datum
 
 
-def _iter_checked(
-    data: bytes, path: str, build: Callable[[dict[str, Any], bytes | None], Any]
-) -> Iterator[Any]:
-    index = -1
+def _block_reader(data: bytes, path: str) -> Any:
     try:
-        reader = fastavro.block_reader(io.BytesIO(data))
-        padding = _padding_for(reader.metadata.get("avro.schema", ""))
+        return fastavro.block_reader(io.BytesIO(data))
+    except Exception as error:  # noqa: BLE001 - a broken header, mapped as the model decoder maps it
+        raise decode_error(error, path, -1, "manifest") from None
+
+
+def _iter_checked(
+    data: bytes,
+    path: str,
+    build: Callable[[dict[str, Any], bytes | None], Any],
+    reader: Any = None,
+    padding: bytes | None = None,
+) -> Iterator[Any]:
+    """Checked records with their datums: padded into our layout (`padding` None: as the writer
+    schema allows), or cut as they are (`padding` b"" with the file's own reader: its own layout)."""
+    index = -1
+    own_layout = reader is not None
+    try:
+        if reader is None:
+            reader = fastavro.block_reader(io.BytesIO(data))
+            padding = _padding_for(reader.metadata.get("avro.schema", ""))
         for block in reader:
             buffer = block.bytes_
             raw = buffer.getvalue()
@@ -178,6 +205,10 @@ def _iter_checked(
                 kind = record["_KIND"]
                 if kind != ADD and kind != DELETE:
                     raise ValueError(f"unknown _KIND {kind}")
+                if datum is None and own_layout:  # the position did not advance: encode it back as it was
+                    out = io.BytesIO()
+                    fastavro.schemaless_writer(out, reader.writer_schema, record)
+                    datum = out.getvalue()
                 yield build(record, datum)
             if copied and position != len(raw):
                 raise CorruptFileError(

@@ -1,4 +1,5 @@
-"""compact-manifests on local Spark: same rows everywhere, fewer sorted manifests, races handled."""
+"""compact-manifests (by blocks in the driver, or partition-sorted on local Spark): same rows everywhere,
+fewer manifests, races handled."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import pytest
 from jobs.__main__ import main
 from jobs.compact_manifests import compact_manifests, plan_compaction
 from paimon_format.binary_row import deserialize_row
-from paimon_format.commit import SnapshotCommit
-from paimon_format.manifest import ManifestFileMeta, SimpleStats, read_manifest
+from paimon_format.commit import COMPACT, SnapshotCommit
+from paimon_format.errors import InvalidTableStateError
+from paimon_format.manifest import ManifestFileMeta, SimpleStats, delete_entry, read_manifest, write_manifest
 from paimon_format.manifest_files import manifest_file_meta
 from paimon_format.scan import data_manifests, live_entries
 from paimon_format.table import Table
@@ -36,19 +38,36 @@ def many_commits(root: str, commits: int = 24) -> Table:
     return table
 
 
+def current_manifests(table: Table) -> list[ManifestFileMeta]:
+    return data_manifests(table, table.snapshot_manager.latest())
+
+
+def entry_names(table: Table) -> list[str]:
+    """The file names of every entry of the latest snapshot's manifests, in order."""
+    return [
+        e.file.file_name
+        for meta in current_manifests(table)
+        for e in read_manifest(table.file_io, table.manifest_path(meta.file_name))
+    ]
+
+
 def live(table: Table, snapshot_id: int | None = None) -> set[str]:
     manager = table.snapshot_manager
     snapshot = manager.snapshot(snapshot_id) if snapshot_id else manager.latest()
     return {e.file.file_name for e in live_entries(table, snapshot)}
 
 
-def test_full_compaction_keeps_every_snapshot_readable_with_fewer_sorted_manifests(spark_session, tmp_path):
+@pytest.mark.parametrize("order", ["none", "partition"])
+def test_full_compaction_keeps_every_snapshot_readable_with_fewer_manifests(spark_session, tmp_path, order):
+    """order none: the live entries keep their order (untouched manifests copied by blocks);
+    order partition: they are sorted by partition across the new manifests."""
     table = many_commits(str(tmp_path / "db.db" / "t"))
     before_latest = table.snapshot_manager.latest()
     older = {i: live(table, i) for i in table.snapshot_manager.snapshot_ids()}
     before_count = len(data_manifests(table, before_latest))
+    in_order = [e.file.file_name for e in live_entries(table, before_latest)]
 
-    record = compact_manifests(spark_session, table, mode="full")
+    record = compact_manifests(spark_session, table, mode="full", order=order)
 
     snapshot = table.snapshot_manager.latest()
     assert snapshot.id == before_latest.id + 1 and snapshot.commit_kind == "COMPACT"
@@ -60,14 +79,18 @@ def test_full_compaction_keeps_every_snapshot_readable_with_fewer_sorted_manifes
     assert live(table) == older[before_latest.id]
     for snapshot_id, files in older.items():
         assert live(table, snapshot_id) == files
-    partitions_seen = []
+    partitions_seen, names_seen = [], []
     for meta in manifests:
         entries = read_manifest(table.file_io, table.manifest_path(meta.file_name))
         assert all(e.kind == 0 for e in entries), "a full compaction leaves no DELETE entries"
         expected = manifest_file_meta(meta.file_name, meta.file_size, entries, 0, table.partition_types)
-        assert meta.partition_stats == expected.partition_stats
+        assert meta == expected
         partitions_seen.extend(deserialize_row(e.partition, table.partition_types)[0] for e in entries)
-    assert partitions_seen == sorted(partitions_seen), "entries are written sorted by partition"
+        names_seen.extend(e.file.file_name for e in entries)
+    if order == "partition":
+        assert partitions_seen == sorted(partitions_seen), "entries are written sorted by partition"
+    else:
+        assert names_seen == in_order, "entries keep their order"
 
 
 def test_pypaimon_reads_identical_rows_after_compaction(spark_session, tmp_path):
@@ -151,8 +174,9 @@ def test_auto_plan_goes_full_past_the_threshold():
 
 
 def test_inconsistent_metadata_is_refused_and_nothing_is_left_behind(spark_session, tmp_path):
-    from paimon_format.errors import InvalidTableStateError
-
+    """A file added twice: the partition-sorted rewrite (every entry merged) refuses it. The block
+    merge copies manifests without DELETEs unread, as Paimon's merge does: it keeps both entries,
+    the table as it was; a DELETE whose ADD is missing is refused by both."""
     table = make_table(str(tmp_path / "db.db" / "t"), options=NO_AUTO_MERGE)
     committer = SnapshotCommit(table)
     twice = data_file("data-twice.parquet")
@@ -164,6 +188,30 @@ def test_inconsistent_metadata_is_refused_and_nothing_is_left_behind(spark_sessi
     before = sorted(p.name for p in manifest_dir.iterdir())
 
     with pytest.raises(InvalidTableStateError, match="data-twice.parquet"):
-        compact_manifests(spark_session, table, mode="full")
+        compact_manifests(spark_session, table, mode="full", order="partition")
     assert table.snapshot_manager.latest_id() == 2
+    assert sorted(p.name for p in manifest_dir.iterdir()) == before
+
+    compact_manifests(None, table, mode="full", order="none")
+    assert table.snapshot_manager.latest_id() == 3 and entry_names(table) == ["data-twice.parquet"] * 2
+
+    # a DELETE of a file never added, in a manifest of its own
+    gone = delete_entry(
+        read_manifest(table.file_io, table.manifest_path(current_manifests(table)[0].file_name))[0]
+    )
+    gone.file = data_file("data-never-added.parquet")
+    size = write_manifest(table.file_io, table.manifest_path("manifest-ghost-0"), [gone])
+    with_ghost = current_manifests(table) + [
+        manifest_file_meta("manifest-ghost-0", size, [gone], 0, table.partition_types)
+    ]
+    SnapshotCommit(table).commit(
+        lambda _ctx: [],
+        kind=COMPACT,
+        allow_empty=True,
+        rewrite_base=lambda _ctx, _previous: with_ghost,
+        check_conflicts=False,
+    )
+    before = sorted(p.name for p in manifest_dir.iterdir())
+    with pytest.raises(InvalidTableStateError, match="data-never-added.parquet.*not previously added"):
+        compact_manifests(None, table, mode="full", order="none")
     assert sorted(p.name for p in manifest_dir.iterdir()) == before

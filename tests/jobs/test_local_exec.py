@@ -110,17 +110,29 @@ def test_remove_orphan_files_in_the_driver_deletes_what_spark_deletes(template, 
 
 
 def test_compact_manifests_in_the_driver_commits_what_spark_commits(template, tmp_path, spark_session):
-    local, remote, record = both_ways("compact-manifests", template, tmp_path, spark_session, mode="full")
+    """The partition-sorted rewrite in the driver and on Spark, and the block merge (always in the
+    driver, also with `local: never`): the same live files and rows."""
+    local, remote, record = both_ways(
+        "compact-manifests", template, tmp_path, spark_session, mode="full", order="partition"
+    )
     assert record.counts["manifests_after"] < record.counts["manifests_before"]
-    tables = [Table.open(warehouse, "db.t") for warehouse in (local, remote)]
+    blocks = copy_of(template, tmp_path / "blocks")
+    by_blocks = run_job("compact-manifests", blocks, spark_session, mode="full", local="never")
+    assert by_blocks.details["executed_in"] == "driver"
+    assert comparable(by_blocks)["counts"] == comparable(record)["counts"]
+    tables = [Table.open(warehouse, "db.t") for warehouse in (local, remote, blocks)]
     latest = [table.snapshot_manager.latest() for table in tables]
-    assert [snapshot.id for snapshot in latest] == [9, 9]
-    assert [snapshot.commit_kind for snapshot in latest] == ["COMPACT", "COMPACT"]
+    assert [snapshot.id for snapshot in latest] == [9, 9, 9]
+    assert [snapshot.commit_kind for snapshot in latest] == ["COMPACT"] * 3
     files = [
         sorted(e.file.file_name for e in live_entries(t, s)) for t, s in zip(tables, latest, strict=True)
     ]
-    assert files[0] == files[1]
-    assert oracle.read_rows(local, "db.t") == oracle.read_rows(remote, "db.t")
+    assert files[0] == files[1] == files[2]
+    assert (
+        oracle.read_rows(local, "db.t")
+        == oracle.read_rows(remote, "db.t")
+        == oracle.read_rows(blocks, "db.t")
+    )
 
 
 def test_auto_sizes_the_table_and_takes_spark_above_the_threshold(template, tmp_path, spark_session):

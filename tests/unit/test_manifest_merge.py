@@ -9,7 +9,13 @@ import pytest
 from paimon_format.binary_row import serialize_row
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.manifest import ADD, DELETE, ManifestEntry, ManifestFileMeta, SimpleStats
-from paimon_format.manifest_merge import merge_manifests, minor_compaction, try_full_compaction
+from paimon_format.manifest_merge import (
+    Canceller,
+    Deletes,
+    merge_manifests,
+    minor_compaction,
+    try_full_compaction,
+)
 from paimon_format.scan import EntryMerger, merge_entries
 from paimon_format.types import parse_type
 from tests.factories import data_file
@@ -27,6 +33,7 @@ class FakeStore:
     def __init__(self) -> None:
         self.entries: dict[str, list[ManifestEntry]] = {}
         self.reads: list[str] = []
+        self.delete_reads: list[str] = []
         self._names = (f"new-{i}" for i in itertools.count())
 
     def manifest(self, entries: list[ManifestEntry], size: int, name: str | None = None) -> ManifestFileMeta:
@@ -48,6 +55,23 @@ class FakeStore:
 
     def write(self, entries: list[ManifestEntry]) -> list[ManifestFileMeta]:
         return [self.manifest(list(entries), size=sum(10 for _ in entries))]
+
+    # manifest_merge.MergeOps, entry by entry in memory
+    def read_deletes(self, metas: list[ManifestFileMeta]) -> Deletes:
+        deletes = Deletes()
+        for meta in metas:
+            if meta.num_deleted_files:
+                self.delete_reads.append(meta.file_name)
+                for e in self.entries[meta.file_name]:
+                    if e.kind == DELETE:
+                        deletes.counts[e.identifier()] = deletes.counts.get(e.identifier(), 0) + 1
+                        deletes.partitions.add(e.partition)
+        return deletes
+
+    def merge(self, metas: list[ManifestFileMeta], deletes: Deletes) -> list[ManifestFileMeta]:
+        canceller = Canceller(deletes.counts, "fake")
+        survivors = [e for meta in metas for e in self.read(meta) if canceller.keeps(e)]
+        return self.write(survivors) if survivors else []
 
     def live(self, metas: list[ManifestFileMeta]) -> set[str]:
         merger = EntryMerger()
@@ -83,7 +107,7 @@ def test_same_file_name_at_another_level_is_another_file():
 def test_minor_compaction_merges_a_tail_of_at_least_min_count_files():
     store = FakeStore()
     metas = [store.manifest([entry(ADD, f"f{i}")], size=10) for i in range(5)]
-    result = minor_compaction(metas, store.read, store.write, target_size=1000, merge_min_count=5)
+    result = minor_compaction(metas, store, target_size=1000, merge_min_count=5)
     assert len(result.manifests) == 1 and result.written == result.manifests
     assert store.live(result.manifests) == {f"f{i}" for i in range(5)}
 
@@ -91,7 +115,7 @@ def test_minor_compaction_merges_a_tail_of_at_least_min_count_files():
 def test_minor_compaction_leaves_a_short_tail_alone():
     store = FakeStore()
     metas = [store.manifest([entry(ADD, f"f{i}")], size=10) for i in range(4)]
-    result = minor_compaction(metas, store.read, store.write, target_size=1000, merge_min_count=5)
+    result = minor_compaction(metas, store, target_size=1000, merge_min_count=5)
     assert result.manifests == metas and result.written == [] and store.reads == []
 
 
@@ -99,7 +123,7 @@ def test_minor_compaction_merges_runs_reaching_the_target_and_keeps_big_files():
     store = FakeStore()
     big = store.manifest([entry(ADD, "big")], size=500)
     smalls = [store.manifest([entry(ADD, f"s{i}")], size=200) for i in range(3)]
-    result = minor_compaction([big] + smalls, store.read, store.write, target_size=400, merge_min_count=30)
+    result = minor_compaction([big] + smalls, store, target_size=400, merge_min_count=30)
     assert result.manifests[0] is big  # a run of one large file is kept as it is
     assert len(result.manifests) == 3  # s0+s1 merged (400 bytes), s2 left as tail
     assert store.live(result.manifests) == {"big", "s0", "s1", "s2"}
@@ -112,14 +136,14 @@ def test_minor_compaction_keeps_deletes_whose_add_is_outside_the_group():
         store.manifest([entry(DELETE, "f1"), entry(ADD, "f2")], size=10),
         store.manifest([entry(ADD, "f3")], size=10),
     ]
-    result = minor_compaction([first] + rest, store.read, store.write, target_size=400, merge_min_count=2)
+    result = minor_compaction([first] + rest, store, target_size=400, merge_min_count=2)
     assert store.live(result.manifests) == {"f2", "f3"}
 
 
 def test_full_compaction_below_threshold_does_nothing():
     store = FakeStore()
     metas = [store.manifest([entry(ADD, f"f{i}")], size=10) for i in range(3)]
-    assert try_full_compaction(metas, store.read, store.write, STRING, target_size=100, threshold=31) is None
+    assert try_full_compaction(metas, store, STRING, target_size=100, threshold=31) is None
 
 
 def test_full_compaction_drops_cancelled_pairs_and_rewrites_the_base_file_holding_the_add():
@@ -127,9 +151,7 @@ def test_full_compaction_drops_cancelled_pairs_and_rewrites_the_base_file_holdin
     base_a = store.manifest([entry(ADD, "f1", "a"), entry(ADD, "f2", "a")], size=1000)
     base_z = store.manifest([entry(ADD, "z1", "z")], size=1000)
     delta = [store.manifest([entry(DELETE, "f1", "a"), entry(ADD, "f3", "a")], size=50)]
-    result = try_full_compaction(
-        [base_a, base_z] + delta, store.read, store.write, STRING, target_size=500, threshold=10
-    )
+    result = try_full_compaction([base_a, base_z] + delta, store, STRING, target_size=500, threshold=10)
     assert result is not None
     assert base_z in result.manifests and base_a not in result.manifests  # z cannot hold the deleted file
     assert all(m.num_deleted_files == 0 for m in result.manifests)
@@ -141,8 +163,7 @@ def test_merge_manifests_prefers_full_then_minor():
     metas = [store.manifest([entry(ADD, f"f{i}")], size=10) for i in range(3)]
     result = merge_manifests(
         metas,
-        store.read,
-        store.write,
+        store,
         STRING,
         target_size=1000,
         merge_min_count=3,
@@ -150,3 +171,58 @@ def test_merge_manifests_prefers_full_then_minor():
     )
     assert len(result.manifests) == 1 and result.differs_from(metas)
     assert store.live(result.manifests) == {"f0", "f1", "f2"}
+
+
+def _random_history(rng, files: int) -> list[ManifestEntry]:
+    """A consistent ADD/DELETE history: files added, some deleted, some re-added; plus DELETEs whose
+    ADD lives in a manifest outside the merge (a partial merge keeps those)."""
+    history: list[ManifestEntry] = []
+    live: set[str] = set()
+    for step in range(files * 3):
+        name = f"f{rng.randrange(files)}"
+        if name in live and rng.random() < 0.6:
+            history.append(entry(DELETE, name, partition="ab"[step % 2 and 0]))
+            live.discard(name)
+        elif name not in live:
+            history.append(entry(ADD, name, partition="ab"[step % 2 and 0]))
+            live.add(name)
+    position = rng.randrange(len(history) + 1)
+    history[position:position] = [entry(DELETE, f"outside{i}") for i in range(2)]
+    return history
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_canceller_keeps_what_the_entry_merger_keeps(seed):
+    import random
+
+    rng = random.Random(seed)
+    history = _random_history(rng, 30)
+    deletes: dict[tuple, int] = {}
+    for e in history:
+        if e.kind == DELETE:
+            deletes[e.identifier()] = deletes.get(e.identifier(), 0) + 1
+    canceller = Canceller(deletes, "test")
+    assert [e for e in history if canceller.keeps(e)] == EntryMerger().add_all(history).merged()
+    assert [e.file.file_name for e in canceller.dangling] == ["outside0", "outside1"]
+
+
+def test_the_canceller_refuses_a_live_file_added_again():
+    twice = [entry(ADD, "f1"), entry(ADD, "f1"), entry(DELETE, "f1")]
+    canceller = Canceller({twice[2].identifier(): 1}, "t")
+    with pytest.raises(InvalidTableStateError, match="f1.*already added"):
+        [canceller.keeps(e) for e in twice]
+    after_delete = [entry(DELETE, "f2"), entry(ADD, "f2")]
+    canceller = Canceller({after_delete[0].identifier(): 1}, "t")
+    with pytest.raises(InvalidTableStateError, match="f2.*already added"):
+        [canceller.keeps(e) for e in after_delete]
+
+
+def test_full_compaction_reads_deletes_only_from_manifests_that_count_any():
+    store = FakeStore()
+    metas = [store.manifest([entry(ADD, f"f{m}-{i}") for i in range(3)], size=10) for m in range(4)]
+    metas.append(store.manifest([entry(DELETE, "f0-0"), entry(ADD, "g")], size=10))
+    result = try_full_compaction(metas, store, STRING, target_size=100, threshold=1)
+    assert store.delete_reads == [metas[4].file_name]
+    assert store.live(result.manifests) == {f"f{m}-{i}" for m in range(4) for i in range(3)} - {"f0-0"} | {
+        "g"
+    }
