@@ -280,6 +280,7 @@ class _Writer:
             )
         for data, count in part.blocks:
             self._avro.write_block(_EncodedBlock(data, count))
+        part.blocks = []  # written: only its list record is kept, for the new file's record
         self._parts.append(part)
         if self._buffer.tell() >= self._target:  # type: ignore[union-attr]
             self.finish()
