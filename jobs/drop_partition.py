@@ -26,6 +26,7 @@ from pydantic import Field, field_validator, model_validator
 
 from jobs.config import TableJobConfig, check_partition_specs, check_predicate_syntax
 from jobs.errors import BadInputError
+from jobs.local_exec import LocalRunOptions, run_where_it_fits
 from jobs.partition_scan import remove_manifests, scan_partitions
 from jobs.partitions import (
     drop_partitions,
@@ -51,7 +52,7 @@ from paimon_format.types import DataType
 Scalar = str | int | float | bool | None
 
 
-class DropPartitionConfig(TableJobConfig):
+class DropPartitionConfig(TableJobConfig, LocalRunOptions):
     partitions: list[dict[str, Scalar]] | None = Field(
         default=None, description="partition specs: {key: value}; a spec may name only some keys"
     )
@@ -81,8 +82,12 @@ CONFIG_MODEL = DropPartitionConfig
 
 def run(context: JobContext, config: DropPartitionConfig) -> None:
     table = open_partitioned_table(config)
+    run_where_it_fits(context, table, config, lambda spark: _drop(context, spark, table, config))
+
+
+def _drop(context: JobContext, spark: Any, table: Table, config: DropPartitionConfig) -> None:
     drop_partition(
-        context.spark,
+        spark,
         table,
         specs=config.partitions,
         where=config.where,

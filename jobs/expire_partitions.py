@@ -27,6 +27,7 @@ from pydantic import Field, field_validator
 
 from jobs.config import TableJobConfig
 from jobs.errors import BadInputError
+from jobs.local_exec import LocalRunOptions, run_where_it_fits
 from jobs.partition_scan import scan_partitions
 from jobs.partitions import (
     drop_partitions,
@@ -60,7 +61,7 @@ MAX_NUM = "partition.expiration-max-num"
 BATCH_SIZE = "partition.expiration-batch-size"
 
 
-class ExpirePartitionsConfig(TableJobConfig):
+class ExpirePartitionsConfig(TableJobConfig, LocalRunOptions):
     expiration_time: str | None = Field(
         default=None, description="e.g. 30d; default: partition.expiration-time"
     )
@@ -97,8 +98,12 @@ CONFIG_MODEL = ExpirePartitionsConfig
 
 def run(context: JobContext, config: ExpirePartitionsConfig) -> None:
     table = open_partitioned_table(config)
+    run_where_it_fits(context, table, config, lambda spark: _expire(context, spark, table, config))
+
+
+def _expire(context: JobContext, spark: Any, table: Table, config: ExpirePartitionsConfig) -> None:
     expire_partitions(
-        context.spark,
+        spark,
         table,
         expiry_rule(table, config),
         max_expires=_option_int(table, MAX_NUM, config.max_expires, DEFAULT_MAX_EXPIRES),

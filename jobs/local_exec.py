@@ -1,7 +1,8 @@
 """Small tables maintained in the driver process: the choice between Spark and `LocalSession`.
 
 A maintenance job over a small table spends most of its time in Spark's per-job cost, not in storage
-calls. The jobs that support it (expire-snapshots, compact-manifests, remove-orphan-files) wrap their
+calls. The jobs that support it (expire-snapshots, compact-manifests `order: partition`,
+remove-orphan-files, drop-partition, expire-partitions) wrap their
 work in `run_where_it_fits`: it sizes the table from a few metadata reads and hands the same job
 function either a `jobs.local_frame.LocalSession` (the work runs in this process, same code, same
 safety checks) or the SparkSession. The run record says which (`details.executed_in`).

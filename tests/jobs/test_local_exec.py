@@ -135,6 +135,28 @@ def test_compact_manifests_in_the_driver_commits_what_spark_commits(template, tm
     )
 
 
+@pytest.mark.parametrize(
+    "operation, keys",
+    [
+        ("drop-partition", {"partitions": [{"dt": "2024-01-01"}]}),
+        ("expire-partitions", {"expiration_time": "1d", "timestamp_formatter": "yyyy-MM-dd"}),
+    ],
+)
+def test_partition_jobs_in_the_driver_commit_what_spark_commits(
+    template, tmp_path, spark_session, operation, keys
+):
+    local, remote, record = both_ways(operation, template, tmp_path, spark_session, **keys)
+    assert record.counts["files_dropped"] > 0
+    tables = [Table.open(warehouse, "db.t") for warehouse in (local, remote)]
+    latest = [table.snapshot_manager.latest() for table in tables]
+    assert latest[0].id == latest[1].id and latest[0].commit_kind == latest[1].commit_kind == "OVERWRITE"
+    files = [
+        sorted(e.file.file_name for e in live_entries(t, s)) for t, s in zip(tables, latest, strict=True)
+    ]
+    assert files[0] == files[1]
+    assert oracle.read_rows(local, "db.t") == oracle.read_rows(remote, "db.t")
+
+
 def test_auto_sizes_the_table_and_takes_spark_above_the_threshold(template, tmp_path, spark_session):
     warehouse = copy_of(template, tmp_path / "w")
     small = run_job("remove-orphan-files", warehouse, None, dry_run=True)
