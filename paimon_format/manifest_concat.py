@@ -149,7 +149,7 @@ def merge_by_blocks(
     if target_size <= 0:
         raise ValueError(f"manifest target size must be positive, got {target_size}")
     canceller = Canceller(deletes.counts, source)
-    decoded_deleted = [deserialize_row(p, partition_types) for p in deletes.partitions]
+    deleted_places = _deleted_places(deletes, partition_types)
     writer = _Writer(
         file_io, manifest_dir, name_factory, target_size, compression, partition_types, schema_id, write
     )
@@ -160,7 +160,7 @@ def merge_by_blocks(
             copy = (
                 meta.num_deleted_files == 0
                 and _stats_readable(meta, partition_types)
-                and not may_contain_any(meta, decoded_deleted, partition_types)
+                and not _may_hold_any(meta, deleted_places, partition_types)
             )
             with gc_paused():
                 schema_text, part = (
@@ -180,6 +180,37 @@ def merge_by_blocks(
         writer.remove_written()
         raise
     return writer.metas
+
+
+def _deleted_places(deletes: Deletes, partition_types: Sequence[DataType]) -> dict[bytes, tuple[list, set]]:
+    """Per deleted partition: its decoded values and the (bucket, level) pairs of its DELETEs (a DELETE
+    cancels only the ADD of the same partition, bucket, level and name)."""
+    places: dict[bytes, tuple[list, set]] = {}
+    for partition, bucket, level, *_rest in deletes.counts:
+        if partition not in places:
+            places[partition] = (deserialize_row(partition, partition_types), set())
+        places[partition][1].add((bucket, level))
+    return places
+
+
+def _may_hold_any(
+    meta: ManifestFileMeta, places: dict[bytes, tuple[list, set]], partition_types: Sequence[DataType]
+) -> bool:
+    """Whether a manifest may hold an ADD that a DELETE of the merge cancels: judged by its record's
+    partition stats, bucket range and level range (an unknown range admits everything)."""
+
+    def within(value: int, low: int | None, high: int | None) -> bool:
+        return (low is None or low <= value) and (high is None or value <= high)
+
+    for values, buckets_levels in places.values():
+        if not may_contain_any(meta, [values], partition_types):
+            continue
+        if any(
+            within(bucket, meta.min_bucket, meta.max_bucket) and within(level, meta.min_level, meta.max_level)
+            for bucket, level in buckets_levels
+        ):
+            return True
+    return False
 
 
 def _copied(data: bytes, path: str, meta: ManifestFileMeta) -> tuple[str, _Part]:

@@ -215,3 +215,50 @@ def test_a_dry_run_merges_alike_and_writes_nothing(tmp_path):
         (m.num_added_files, m.num_deleted_files, m.partition_stats) for m in real
     ]
     assert sum(m.num_added_files for m in dry) == 14
+
+
+def test_an_unpartitioned_manifest_of_other_buckets_or_levels_is_copied(tmp_path, monkeypatch):
+    """Without partitions the bucket and level ranges decide: a DELETE of bucket 1, level 0 cannot
+    cancel anything in a manifest of bucket 0 or of levels 1-2."""
+    import paimon_format.manifest_concat as concat
+
+    decoded: list[str] = []
+    real = concat.iter_source_entries
+    monkeypatch.setattr(
+        concat,
+        "iter_source_entries",
+        lambda data, path: decoded.append(path.rsplit("/", 1)[-1]) or real(data, path),
+    )
+    store = Store(tmp_path)
+    file_io = store.file_io
+    counter = itertools.count()
+
+    def plain(kind: int, name: str, bucket: int, level: int) -> ManifestEntry:
+        return ManifestEntry(kind, serialize_row([], []), bucket, 2, data_file(name, level=level))
+
+    def manifest(entries: list[ManifestEntry]) -> ManifestFileMeta:
+        name = f"manifest-plain-{next(counter)}"
+        data = encode_manifest(entries)
+        file_io.write_bytes(store.path(name), data)
+        return manifest_file_meta(name, len(data), entries, 0, [])
+
+    other_bucket = manifest([plain(ADD, "b0", 0, 0)])
+    other_levels = manifest([plain(ADD, "l1", 1, 1), plain(ADD, "l2", 1, 2)])
+    same_place = manifest([plain(ADD, "x", 1, 0), plain(ADD, "y", 1, 0)])
+    deleting = manifest([plain(DELETE, "x", 1, 0)])
+    metas = [other_bucket, other_levels, same_place, deleting]
+    names = (f"manifest-out-{i}" for i in itertools.count())
+    out = merge_by_blocks(
+        file_io,
+        store.path,
+        metas,
+        read_deletes(file_io, store.path, metas),
+        store.root,
+        lambda: next(names),
+        1 << 20,
+        "zstd",
+        [],
+        0,
+    )
+    assert decoded == [same_place.file_name, deleting.file_name]
+    assert [e.file.file_name for m in out for e in store.entries(m)] == ["b0", "l1", "l2", "y"]
