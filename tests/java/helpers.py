@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import yaml
 
 from jobs.__main__ import main
-from tests.java.oracle import JavaPaimon, Row
+from paimon_format.fileio import FileIO
+from paimon_format.scan import resolve_snapshot
+from paimon_format.split_read import read_split
+from paimon_format.splits import plan_splits
+from paimon_format.table import Table
+from tests.java.oracle import JavaPaimon, Row, sort_key
 from tests.java.tables import JavaTable, read_ref, refs_of
 
 
@@ -99,3 +106,37 @@ def lists_java_orphan_cleaning_loses(path: str, with_data_files: bool = False) -
         found = {os.path.join(path, "manifest", name) for name in names} | manifest_files(manifests)
         (broken if missing else healthy).update(found)
     return broken - healthy
+
+
+def our_read(path: str, ref: tuple[str, str]) -> list[Row]:
+    """The rows our format layer reads at one ref, spelled as the oracle spells Java's."""
+    kind, name = ref
+    table = Table(FileIO.for_path(path), path)
+    if kind == "branch":
+        table = table.for_branch(name)
+    snapshot = resolve_snapshot(
+        table, snapshot_id=int(name) if kind == "snapshot" else None, tag=name if kind == "tag" else None
+    )
+    if snapshot is None:
+        return []
+    schema = table.schema_by_id(snapshot.schema_id)
+    batches = [
+        batch
+        for split in plan_splits(table, snapshot)
+        for batch in read_split(table, split, read_schema=schema)
+    ]
+    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
+    return sorted((_spelled(row) for row in rows), key=sort_key)
+
+
+def _spelled(value: Any) -> Any:
+    """pyarrow's Python values as the oracle's typed JSON decodes Java's (MAP as pairs, UTC instants)."""
+    if isinstance(value, dict):
+        return {k: _spelled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_spelled(v) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_spelled(v) for v in value)
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        return value.astimezone(dt.timezone.utc)
+    return value

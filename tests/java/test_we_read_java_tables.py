@@ -4,62 +4,21 @@ executors) give exactly the rows Paimon's Java reads there."""
 
 from __future__ import annotations
 
-import datetime as dt
 import glob
 import io
 import os
-from typing import Any
 
 import fastavro
-import pyarrow as pa
 import pytest
 
 from paimon_format.fileio import FileIO
 from paimon_format.manifest import decode_manifest
 from paimon_format.manifest_files import rolling_write_raw_manifests
 from paimon_format.manifest_raw import _padding_for, iter_raw_entries
-from paimon_format.scan import resolve_snapshot
-from paimon_format.split_read import read_split
-from paimon_format.splits import plan_splits
-from paimon_format.table import Table
-from tests.java.oracle import Row, sort_key
+from tests.java.helpers import our_read
 from tests.java.tables import JavaTable
 
 pytestmark = pytest.mark.java
-
-
-def our_read(path: str, ref: tuple[str, str]) -> list[Row]:
-    """The rows our format layer reads at one ref, spelled as the oracle spells Java's."""
-    kind, name = ref
-    table = Table(FileIO.for_path(path), path)
-    if kind == "branch":
-        table = table.for_branch(name)
-    snapshot = resolve_snapshot(
-        table, snapshot_id=int(name) if kind == "snapshot" else None, tag=name if kind == "tag" else None
-    )
-    if snapshot is None:
-        return []
-    schema = table.schema_by_id(snapshot.schema_id)
-    batches = [
-        batch
-        for split in plan_splits(table, snapshot)
-        for batch in read_split(table, split, read_schema=schema)
-    ]
-    rows = pa.Table.from_batches(batches).to_pylist() if batches else []
-    return sorted((_spelled(row) for row in rows), key=sort_key)
-
-
-def _spelled(value: Any) -> Any:
-    """pyarrow's Python values as the oracle's typed JSON decodes Java's (MAP as pairs, UTC instants)."""
-    if isinstance(value, dict):
-        return {k: _spelled(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_spelled(v) for v in value]
-    if isinstance(value, tuple):
-        return tuple(_spelled(v) for v in value)
-    if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.timezone.utc)
-    return value
 
 
 def test_we_read_every_java_table_as_java_does(java_templates):
