@@ -101,11 +101,12 @@ def java_unavailable() -> str | None:
 def run_java(request: Callable[[Any], Any]) -> ProcessTiming:
     """A fresh oracle JVM answering one request: the whole process, and the request alone."""
     sys.path.insert(0, str(REPO))
+    from scripts.bench_java_peers import JAVA_PEER_OPTIONS
     from tests.java.oracle import JavaPaimon
 
     log = Path(tempfile.mkdtemp(prefix="bench-java-")) / "jvm.log"
     start = time.perf_counter()
-    oracle = JavaPaimon(log)
+    oracle = JavaPaimon(log, jvm_options=JAVA_PEER_OPTIONS)  # a 4 GiB heap and Java's default compilers
     try:
         work_start = time.perf_counter()
         request(oracle)
