@@ -134,7 +134,9 @@ def drop_partition(
     matches = functools.partial(
         selected, types=table.partition_types, tests=[test for _description, test in tests]
     )
-    scan = scan_partitions(spark, table, latest, matches, write=not dry_run)
+    # direct: without DELETE entries, the scan tasks write the DELETEs themselves (no shuffle), and
+    # report only the selected partitions, which is all this job needs (the dry run goes the same way)
+    scan = scan_partitions(spark, table, latest, matches, write=not dry_run, direct=True)
     written = scan.written
     handed_over = False
     try:

@@ -111,6 +111,12 @@ class Column:
     def __getitem__(self, index: int) -> Column:
         return Column(lambda t: pc.list_element(self.evaluate(t), index), f"{self.name}[{index}]")
 
+    def isNull(self) -> Column:  # noqa: N802 - pyspark's name
+        return Column(lambda t: pc.is_null(self.evaluate(t)), f"({self.name} IS NULL)")
+
+    def isNotNull(self) -> Column:  # noqa: N802 - pyspark's name
+        return Column(lambda t: pc.is_valid(self.evaluate(t)), f"({self.name} IS NOT NULL)")
+
     def _binary(self, other: Any, function: str) -> Column:
         right = _column(other, literal=True)
         return Column(lambda t: pc.call_function(function, [self.evaluate(t), right.evaluate(t)]), function)

@@ -17,6 +17,11 @@ sending one row per file through Spark aggregations, cost twice compact-manifest
    DELETE entries of the live files are written into manifests by the same task: each is its ADD's
    bytes with the kind changed (`RawEntry.as_delete`), nothing is encoded again.
 
+Without DELETE entries (an append-only snapshot: its manifest list says so), drop-partition skips
+step 2: each scan task writes the DELETEs of the wanted partitions' files it reads, and a stable
+hash per dropped file lets the driver notice a file added twice (then the merge path runs and
+refuses it).
+
 Two ways to use it:
 - `write=True` (drop-partition): every wanted partition with live files is dropped, so the scan
   writes the DELETE manifests at once: one Spark job reads, merges and writes.
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import logging
 import pickle
 import time
@@ -44,6 +50,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from jobs.local_frame import functions_for
 from jobs.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
 from paimon_format.errors import CorruptFileError, InvalidTableStateError, PaimonFormatError
 from paimon_format.manifest import (
@@ -68,6 +75,9 @@ FILES_PER_WRITER = 200_000
 
 SCANNED = "partition binary, ord long, payload binary, files long, bytes long, rows long"
 MERGED = "partition binary, files long, bytes long, rows long, created long, meta binary, error string"
+# the direct path's rows: summaries and written manifests (ident null), and one row per file it
+# drops (ident: a stable 64-bit hash of the file's identity, for the driver's duplicate check)
+DIRECT = MERGED + ", ident long"
 _SCANNED_SCHEMA = pa.schema(
     [
         ("partition", pa.binary()),
@@ -89,6 +99,7 @@ _MERGED_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
+_DIRECT_SCHEMA = _MERGED_SCHEMA.append(pa.field("ident", pa.int64()))
 
 
 def manifest_frame(spark: Any, manifests: Sequence[ManifestFileMeta]) -> Any:
@@ -319,6 +330,83 @@ def _write_deletes(table: Table, target: ManifestTarget, deletes: list[RawEntry]
     return rows
 
 
+# -- without DELETE entries: every ADD is live, no shuffle ------------------------------------
+
+
+def scan_and_drop_task(
+    batches: Iterable[pa.RecordBatch],
+    table: Table,
+    wanted: Callable[[bytes], bool],
+    target: ManifestTarget | None,
+) -> Iterator[pa.RecordBatch]:
+    """Scan and write in one task, for a snapshot whose manifests hold no DELETE entry (their list
+    records say so): every ADD is a live file, so nothing needs bringing together to cancel, and
+    each task writes the DELETEs of the wanted partitions' files it reads. One summary row per
+    wanted partition and task (the driver adds them up); unwanted partitions are skipped. Every
+    dropped file also gets a row with a stable hash of its identity: a file added twice (broken
+    metadata, which the merge path refuses) shows as a repeated hash across all tasks. `target`
+    None (a dry run): the same, writing nothing."""
+    decided: dict[bytes, bool] = {}
+    sums: dict[bytes, list[Any]] = {}  # partition -> [files, bytes, rows, newest creation]
+    deletes: list[RawEntry] = []
+    idents: list[int] = []
+    for batch in batches:
+        columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
+        for _index, name, size in zip(*columns, strict=True):
+            path = table.manifest_path(name)
+            data = table.file_io.read_bytes(path)
+            check_file_size(data, path, size)
+            try:
+                with gc_paused():
+                    for record, datum in iter_raw_records(data, path):
+                        partition = record["_PARTITION"]
+                        want = decided.get(partition)
+                        if want is None:
+                            want = decided[partition] = bool(wanted(partition))
+                        if not want:
+                            continue
+                        entry = raw_entry(record, datum)
+                        if entry.kind != ADD:
+                            raise InvalidTableStateError(
+                                f"{path}: holds a DELETE of {entry.describe()} but its manifest list "
+                                "record counts no DELETE"
+                            )
+                        if target is not None:
+                            deletes.append(entry.as_delete())
+                        idents.append(_identity_hash(entry.identifier()))
+                        total = sums.setdefault(partition, [0, 0, 0, None])
+                        total[0] += 1
+                        total[1] += entry.file_size
+                        total[2] += entry.row_count
+                        if entry.created is not None and (total[3] is None or entry.created > total[3]):
+                            total[3] = entry.created
+            except KeyError as error:
+                raise CorruptFileError(
+                    path, f"required field {error} is missing from a manifest entry"
+                ) from None
+    summaries = [_summary(partition, *total) for partition, total in sums.items()]
+    written = _write_deletes(table, target, deletes) if target is not None and deletes else []
+    if summaries or written:
+        yield pa.RecordBatch.from_pylist(summaries + written, schema=_DIRECT_SCHEMA)
+    for start in range(0, len(idents), 65536):
+        chunk = idents[start : start + 65536]
+        yield pa.RecordBatch.from_arrays(
+            [pa.nulls(len(chunk), field.type) for field in _MERGED_SCHEMA] + [pa.array(chunk, pa.int64())],
+            schema=_DIRECT_SCHEMA,
+        )
+
+
+def _identity_hash(identifier: tuple) -> int:
+    """A 64-bit hash of a file's identity, the same in every process (Python's hash() is salted)."""
+    partition, bucket, level, name, extra, embedded, external = identifier
+    digest = hashlib.blake2b(digest_size=8)
+    for part in (partition, str(bucket).encode(), str(level).encode(), name.encode(), repr(extra).encode()):
+        digest.update(len(part).to_bytes(4, "little"))
+        digest.update(part)
+    digest.update(repr((embedded, external)).encode())
+    return int.from_bytes(digest.digest(), "little", signed=True)
+
+
 # -- the driver side ----------------------------------------------------------------------------
 
 
@@ -366,13 +454,17 @@ def scan_partitions(
     wanted: Callable[[bytes], bool],
     write: bool = False,
     keep: bool = False,
+    direct: bool = False,
 ) -> PartitionScan:
     """Summaries of the live partitions of `snapshot` (None: an empty table), every manifest read once.
 
     `wanted(partition bytes)` runs on the executors (it must be picklable): only wanted partitions
     are merged file by file (and checked for consistent metadata); the others are counted. With
     `write`, the DELETE manifests of every wanted live partition are written in the same job; with
-    `keep`, the rows stay persisted for `write_deletes` until `close`.
+    `keep`, the rows stay persisted for `write_deletes` until `close`. `direct` (without `keep`):
+    when no manifest of the snapshot counts a DELETE entry, the scan tasks write the DELETEs
+    themselves with no shuffle (`scan_and_drop_task`) and the summaries cover the wanted
+    partitions only; a file added twice sends the scan down the merge path, which refuses it.
     """
     if snapshot is None:
         return PartitionScan(table, 0, [], WrittenDeletes(0, [], 0, 0, 0) if write else None)
@@ -385,6 +477,21 @@ def scan_partitions(
 
     started = time.perf_counter()
     entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
+    if direct and not keep and not any(m.num_deleted_files for m in manifests):
+        direct = _scan_and_drop(spark, table, snapshot, manifests, wanted, write)
+        if direct is not None:
+            stats, written = direct
+            log.info(
+                "%s: %d manifests (%d entries, no DELETE: no shuffle) read once in %.1f s: %d partitions "
+                "selected, %d DELETE manifests written",
+                _source(table, snapshot.id),
+                len(manifests),
+                entries,
+                time.perf_counter() - started,
+                len(stats),
+                len(written.manifests),
+            )
+            return PartitionScan(table, snapshot.id, stats, written if write else None)
     parallelism = spark.sparkContext.defaultParallelism
     tasks = max(parallelism, min(-(-entries // FILES_PER_WRITER), parallelism * 4))
     scanned = manifest_frame(spark, manifests).mapInArrow(
@@ -418,6 +525,36 @@ def scan_partitions(
     return PartitionScan(table, snapshot.id, stats, written if write else None, arranged if keep else None)
 
 
+def _scan_and_drop(
+    spark: Any,
+    table: Table,
+    snapshot: Snapshot,
+    manifests: Sequence[ManifestFileMeta],
+    wanted: Callable,
+    write: bool,
+) -> tuple[list[PartitionStats], WrittenDeletes] | None:
+    """The direct path (`scan_and_drop_task`); None when a file's identity repeats (or two hashes
+    collide): its manifests are removed and the caller takes the merge path, which says what is wrong."""
+    from pyspark import StorageLevel
+
+    functions = functions_for(spark)
+    target = ManifestTarget.of(table) if write else None
+    task = functools.partial(scan_and_drop_task, table=table, wanted=wanted, target=target)
+    rows = manifest_frame(spark, manifests).mapInArrow(task, DIRECT).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        stats, written = _collect(table, snapshot.id, rows.filter(functions.col("files").isNotNull()))
+        idents = rows.filter(functions.col("ident").isNotNull()).groupBy("ident")
+        counted = idents.agg(functions.count("ident").alias("times"))
+        repeated = counted.filter(functions.col("times") > 1).limit(1).collect()
+    finally:
+        rows.unpersist()
+    if repeated:
+        remove_manifests(table, written.manifests)
+        log.info("%s: a dropped file's identity repeats: merging entry by entry", _source(table, snapshot.id))
+        return None
+    return stats, written
+
+
 def _collect(table: Table, snapshot_id: int, merged: Any) -> tuple[list[PartitionStats], WrittenDeletes]:
     """Run a merge job: its summaries and written manifests; its first error after removing those."""
     rows = merged.collect()
@@ -428,18 +565,24 @@ def _collect(table: Table, snapshot_id: int, merged: Any) -> tuple[list[Partitio
         remove_manifests(table, metas)
         raise InvalidTableStateError(f"{errors[0]}; the metadata is inconsistent, nothing was changed")
     written = [row for row in rows if row["meta"] is not None]
+    totals: dict[bytes, list[Any]] = {}  # one row per partition, or one per partition and task
+    for row in rows:
+        if row["meta"] is None:
+            total = totals.setdefault(bytes(row["partition"]), [0, 0, 0, None])
+            total[0] += int(row["files"])
+            total[1] += int(row["bytes"] or 0)
+            total[2] += int(row["rows"] or 0)
+            if row["created"] is not None and (total[3] is None or row["created"] > total[3]):
+                total[3] = row["created"]
     stats = [
         PartitionStats(
-            partition=bytes(row["partition"]),
-            file_count=int(row["files"]),
-            file_bytes=int(row["bytes"] or 0),
-            row_count=int(row["rows"] or 0),
-            last_file_creation=None
-            if row["created"] is None
-            else _EPOCH + dt.timedelta(milliseconds=row["created"]),
+            partition=partition,
+            file_count=files,
+            file_bytes=size,
+            row_count=count,
+            last_file_creation=None if created is None else _EPOCH + dt.timedelta(milliseconds=created),
         )
-        for row in rows
-        if row["meta"] is None
+        for partition, (files, size, count, created) in totals.items()
     ]
     return stats, WrittenDeletes(
         snapshot_id,

@@ -5,9 +5,17 @@ from __future__ import annotations
 import pickle
 
 import pyarrow as pa
+import pytest
 
-from jobs.partition_scan import ManifestTarget, merge_partitions_task, scan_manifests_task
+from jobs.partition_scan import (
+    ManifestTarget,
+    _collect,
+    merge_partitions_task,
+    scan_and_drop_task,
+    scan_manifests_task,
+)
 from paimon_format.commit import SnapshotCommit
+from paimon_format.errors import InvalidTableStateError
 from paimon_format.manifest import DELETE, ManifestEntry, read_manifest
 from paimon_format.scan import data_manifests, live_entries
 from tests.factories import data_file, make_table, message, partition_of
@@ -86,3 +94,77 @@ def test_inconsistent_metadata_answers_an_error_and_writes_nothing(tmp_path):
     ]
     assert [r["error"] for r in counted_rows] == ["test: partition dt=z deletes 1 more files than it adds"]
     assert {p.name for p in (root / "manifest").iterdir()} == manifests
+
+
+def test_without_deletes_each_task_drops_what_it_reads_as_the_shuffle_would(tmp_path):
+    """An append-only snapshot (no manifest counts a DELETE): `scan_and_drop_task` writes the wanted
+    partitions' DELETEs in the scan itself; its summaries (added up per partition) and the files it
+    deletes equal the shuffle path's, and a DELETE it meets anyway is refused."""
+    table = make_table(str(tmp_path / "db.db" / "t"))
+    committer = SnapshotCommit(table)
+    for batch in range(3):
+        committer.append(
+            [
+                message(table, [p], data_file(f"data-{batch}-{p}.parquet", rows=batch + 1, size=5))
+                for p in "abc"
+            ]
+        )
+    wanted = {partition_of(table, "a"), partition_of(table, "c")}
+    names = _names(table)
+    # two "tasks", each with part of the manifests
+    batches = [names.slice(0, 1), names.slice(1)]
+    direct = [
+        row
+        for batch in batches
+        for out in scan_and_drop_task([batch], table, wanted.__contains__, ManifestTarget.of(table))
+        for row in out.to_pylist()
+    ]
+
+    class Collected:
+        def __init__(self, rows):
+            self.rows = rows
+
+        def collect(self):
+            return self.rows
+
+    idents = [row["ident"] for row in direct if row["ident"] is not None]
+    assert len(idents) == len(set(idents)) == 6, "one distinct identity hash per dropped file"
+    stats, written = _collect(table, 3, Collected([row for row in direct if row["ident"] is None]))
+    _scanned, shuffled = _scan_and_merge(table, wanted.__contains__, None)
+    expected = {
+        table.partition_values(bytes(r["partition"]))[0]: (r["files"], r["bytes"], r["rows"], r["created"])
+        for r in shuffled
+        if bytes(r["partition"]) in wanted
+    }
+    got = {
+        table.partition_values(s.partition)[0]: (
+            s.file_count,
+            s.file_bytes,
+            s.row_count,
+            s.last_file_creation,
+        )
+        for s in stats
+    }
+    assert (
+        {k: v[:3] for k, v in got.items()}
+        == {k: v[:3] for k, v in expected.items()}
+        == {
+            "a": (3, 15, 6),
+            "c": (3, 15, 6),
+        }
+    )
+    deleted = [
+        e for m in written.manifests for e in read_manifest(table.file_io, table.manifest_path(m.file_name))
+    ]
+    assert all(e.kind == DELETE for e in deleted)
+    assert sorted(e.file.file_name for e in deleted) == sorted(
+        e.file.file_name
+        for e in live_entries(table, table.snapshot_manager.latest())
+        if e.partition in wanted
+    )
+    assert (written.files, written.rows) == (6, 12)
+
+    committer.append([message(table, ["a"], deleted=[data_file("data-0-a.parquet", rows=1, size=5)])])
+    lying = _names(table)  # the last manifest holds a DELETE; a task told otherwise refuses it
+    with pytest.raises(InvalidTableStateError, match="counts no DELETE"):
+        list(scan_and_drop_task([lying], table, wanted.__contains__, ManifestTarget.of(table)))
