@@ -301,7 +301,9 @@ def _summary(partition: bytes, files: int, size: int, rows: int, created: int | 
     return {"partition": partition, "files": files, "bytes": size, "rows": rows, "created": created}
 
 
-def _write_deletes(table: Table, target: ManifestTarget, deletes: list[RawEntry]) -> list[dict[str, Any]]:
+def _write_deletes(table: Table, target: ManifestTarget, deletes: Iterable[RawEntry]) -> list[dict[str, Any]]:
+    """Write DELETE entries (a list or a stream) into manifests: one row per manifest, with its file
+    count; its byte and row counts when `deletes` is a list (a stream's caller fills them in)."""
     prefix = str(uuid.uuid4())
     counter = iter(range(1 << 30))
     metas = rolling_write_raw_manifests(
@@ -317,12 +319,12 @@ def _write_deletes(table: Table, target: ManifestTarget, deletes: list[RawEntry]
     rows = []
     first = 0
     for meta in metas:
-        chunk = deletes[first : first + meta.num_deleted_files]
+        chunk = deletes[first : first + meta.num_deleted_files] if isinstance(deletes, list) else []
         first += meta.num_deleted_files
         rows.append(
             {
                 "meta": pickle.dumps(meta),
-                "files": len(chunk),
+                "files": meta.num_deleted_files,
                 "bytes": sum(e.file_size for e in chunk),
                 "rows": sum(e.row_count for e in chunk),
             }
@@ -348,44 +350,55 @@ def scan_and_drop_task(
     None (a dry run): the same, writing nothing."""
     decided: dict[bytes, bool] = {}
     sums: dict[bytes, list[Any]] = {}  # partition -> [files, bytes, rows, newest creation]
-    deletes: list[RawEntry] = []
     idents: list[int] = []
-    for batch in batches:
-        columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
-        for _index, name, size in zip(*columns, strict=True):
-            path = table.manifest_path(name)
-            data = table.file_io.read_bytes(path)
-            check_file_size(data, path, size)
-            try:
-                with gc_paused():
-                    for record, datum in iter_raw_records(data, path):
-                        partition = record["_PARTITION"]
-                        want = decided.get(partition)
-                        if want is None:
-                            want = decided[partition] = bool(wanted(partition))
-                        if not want:
-                            continue
-                        entry = raw_entry(record, datum)
-                        if entry.kind != ADD:
-                            raise InvalidTableStateError(
-                                f"{path}: holds a DELETE of {entry.describe()} but its manifest list "
-                                "record counts no DELETE"
-                            )
-                        if target is not None:
-                            deletes.append(entry.as_delete())
-                        idents.append(_identity_hash(entry.identifier()))
-                        total = sums.setdefault(partition, [0, 0, 0, None])
-                        total[0] += 1
-                        total[1] += entry.file_size
-                        total[2] += entry.row_count
-                        if entry.created is not None and (total[3] is None or entry.created > total[3]):
-                            total[3] = entry.created
-            except KeyError as error:
-                raise CorruptFileError(
-                    path, f"required field {error} is missing from a manifest entry"
-                ) from None
+
+    def selected_deletes() -> Iterator[RawEntry]:
+        """The DELETE of every selected file, streamed into the manifest writer (one new manifest's
+        entries are held at a time); the summaries and identity hashes fill as it goes."""
+        for batch in batches:
+            columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
+            for _index, name, size in zip(*columns, strict=True):
+                path = table.manifest_path(name)
+                data = table.file_io.read_bytes(path)
+                check_file_size(data, path, size)
+                try:
+                    with gc_paused():
+                        for record, datum in iter_raw_records(data, path):
+                            partition = record["_PARTITION"]
+                            want = decided.get(partition)
+                            if want is None:
+                                want = decided[partition] = bool(wanted(partition))
+                            if not want:
+                                continue
+                            entry = raw_entry(record, datum)
+                            if entry.kind != ADD:
+                                raise InvalidTableStateError(
+                                    f"{path}: holds a DELETE of {entry.describe()} but its manifest list "
+                                    "record counts no DELETE"
+                                )
+                            idents.append(_identity_hash(entry.identifier()))
+                            total = sums.setdefault(partition, [0, 0, 0, None])
+                            total[0] += 1
+                            total[1] += entry.file_size
+                            total[2] += entry.row_count
+                            if entry.created is not None and (total[3] is None or entry.created > total[3]):
+                                total[3] = entry.created
+                            yield entry.as_delete()
+                except KeyError as error:
+                    raise CorruptFileError(
+                        path, f"required field {error} is missing from a manifest entry"
+                    ) from None
+
+    if target is None:
+        for _delete in selected_deletes():
+            pass
+        written: list[dict[str, Any]] = []
+    else:
+        written = _write_deletes(table, target, selected_deletes())
+        if written:  # the task's byte and row totals ride on its last manifest's row
+            written[-1]["bytes"] = sum(total[1] for total in sums.values())
+            written[-1]["rows"] = sum(total[2] for total in sums.values())
     summaries = [_summary(partition, *total) for partition, total in sums.items()]
-    written = _write_deletes(table, target, deletes) if target is not None and deletes else []
     if summaries or written:
         yield pa.RecordBatch.from_pylist(summaries + written, schema=_DIRECT_SCHEMA)
     for start in range(0, len(idents), 65536):
