@@ -18,6 +18,7 @@ the job on Spark instead; the driver's memory stays bounded whatever the table h
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
@@ -234,6 +235,23 @@ def size(column: Any) -> Column:
     return Column(lambda t: pc.list_value_length(source.evaluate(t)), f"size({source.name})")
 
 
+def xxhash64(column: Any) -> Column:
+    """A 64-bit hash of each value, as a join key: not Spark's xxhash64 values (blake2b of the text),
+    but equal values hash equal, which is all a key built and joined in one run needs."""
+    source = _column(column)
+
+    def digest(value: Any) -> int | None:
+        if value is None:
+            return None
+        hashed = hashlib.blake2b(str(value).encode(), digest_size=8).digest()
+        return int.from_bytes(hashed, "little", signed=True)
+
+    return Column(
+        lambda t: pa.array([digest(v) for v in _as_array(source.evaluate(t), t).to_pylist()], pa.int64()),
+        f"xxhash64({source.name})",
+    )
+
+
 def udf(function: Callable[[Any], Any], return_type: Any = "string") -> Callable[[Any], Column]:
     target = parse_type(return_type)
 
@@ -258,6 +276,7 @@ FUNCTIONS = SimpleNamespace(
     count=count,
     countDistinct=count_distinct,
     count_distinct=count_distinct,
+    xxhash64=xxhash64,
     max_by=max_by,
     size=size,
     udf=udf,
@@ -392,6 +411,9 @@ class LocalFrame:
         return [LocalRow(names, values) for values in zip(*columns, strict=True)] if columns else []
 
     # Partitioning and caching mean nothing in one process: every frame is already materialised.
+    def hint(self, *_args: Any) -> LocalFrame:
+        return self  # a join strategy: one process has only one
+
     def repartition(self, *_args: Any) -> LocalFrame:
         return self
 

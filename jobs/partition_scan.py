@@ -48,9 +48,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from jobs.local_frame import functions_for
 from jobs.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
 from paimon_format.errors import CorruptFileError, InvalidTableStateError, PaimonFormatError
 from paimon_format.manifest import (
@@ -60,7 +61,7 @@ from paimon_format.manifest import (
     gc_paused,
 )
 from paimon_format.manifest_files import rolling_write_raw_manifests
-from paimon_format.manifest_raw import RawEntry, iter_raw_records, raw_entry
+from paimon_format.manifest_raw import RawEntry, iter_raw_records, raw_delete, raw_entry
 from paimon_format.options import CoreOptions
 from paimon_format.partition_spec import PartitionStats
 from paimon_format.scan import EntryMerger, data_manifests
@@ -75,9 +76,13 @@ FILES_PER_WRITER = 200_000
 
 SCANNED = "partition binary, ord long, payload binary, files long, bytes long, rows long"
 MERGED = "partition binary, files long, bytes long, rows long, created long, meta binary, error string"
-# the direct path's rows: summaries and written manifests (ident null), and one row per file it
-# drops (ident: a stable 64-bit hash of the file's identity, for the driver's duplicate check)
-DIRECT = MERGED + ", ident long"
+# the direct path's rows: summaries and written manifests (hashes null), and per task and hash
+# range the sorted stable 64-bit hashes of the identities of the files it drops (for the duplicate
+# check: `repeated_identities_task`)
+DIRECT = MERGED + ", hash_range int, hashes binary"
+CHECKED = MERGED + ", repeats long"
+# Hash ranges (by the top bits) the duplicate check spreads over: a check task holds its ranges' hashes.
+HASH_RANGE_BITS = 4
 _SCANNED_SCHEMA = pa.schema(
     [
         ("partition", pa.binary()),
@@ -99,7 +104,10 @@ _MERGED_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
-_DIRECT_SCHEMA = _MERGED_SCHEMA.append(pa.field("ident", pa.int64()))
+_DIRECT_SCHEMA = _MERGED_SCHEMA.append(pa.field("hash_range", pa.int32())).append(
+    pa.field("hashes", pa.binary())
+)
+_CHECKED_SCHEMA = _MERGED_SCHEMA.append(pa.field("repeats", pa.int64()))
 
 
 def manifest_frame(spark: Any, manifests: Sequence[ManifestFileMeta]) -> Any:
@@ -345,7 +353,7 @@ def scan_and_drop_task(
     records say so): every ADD is a live file, so nothing needs bringing together to cancel, and
     each task writes the DELETEs of the wanted partitions' files it reads. One summary row per
     wanted partition and task (the driver adds them up); unwanted partitions are skipped. Every
-    dropped file also gets a row with a stable hash of its identity: a file added twice (broken
+    dropped file's identity is hashed (stable, 64 bits): a file added twice (broken
     metadata, which the merge path refuses) shows as a repeated hash across all tasks. `target`
     None (a dry run): the same, writing nothing."""
     decided: dict[bytes, bool] = {}
@@ -370,12 +378,12 @@ def scan_and_drop_task(
                                 want = decided[partition] = bool(wanted(partition))
                             if not want:
                                 continue
-                            entry = raw_entry(record, datum)
-                            if entry.kind != ADD:
+                            if record["_KIND"] != ADD:
                                 raise InvalidTableStateError(
-                                    f"{path}: holds a DELETE of {entry.describe()} but its manifest list "
-                                    "record counts no DELETE"
+                                    f"{path}: holds a DELETE of {raw_entry(record, datum).describe()} but "
+                                    "its manifest list record counts no DELETE"
                                 )
+                            entry = raw_delete(record, datum)
                             idents.append(_identity_hash(entry.identifier()))
                             total = sums.setdefault(partition, [0, 0, 0, None])
                             total[0] += 1
@@ -383,7 +391,7 @@ def scan_and_drop_task(
                             total[2] += entry.row_count
                             if entry.created is not None and (total[3] is None or entry.created > total[3]):
                                 total[3] = entry.created
-                            yield entry.as_delete()
+                            yield entry
                 except KeyError as error:
                     raise CorruptFileError(
                         path, f"required field {error} is missing from a manifest entry"
@@ -401,23 +409,63 @@ def scan_and_drop_task(
     summaries = [_summary(partition, *total) for partition, total in sums.items()]
     if summaries or written:
         yield pa.RecordBatch.from_pylist(summaries + written, schema=_DIRECT_SCHEMA)
-    for start in range(0, len(idents), 65536):
-        chunk = idents[start : start + 65536]
+    yield from _hash_rows(idents)
+
+
+def _hash_rows(idents: list[int]) -> Iterator[pa.RecordBatch]:
+    """The task's identity hashes, sorted, as one row per hash range (their top HASH_RANGE_BITS):
+    a few binary rows instead of a row per file, which Spark would have to shuffle one by one."""
+    if not idents:
+        return
+    hashes = np.sort(np.array(idents, dtype=np.int64))
+    ranges = hashes >> (64 - HASH_RANGE_BITS)  # signed: non-decreasing along the sorted hashes
+    present = np.unique(ranges)
+    bounds = np.searchsorted(ranges, present, side="left").tolist() + [len(hashes)]
+    count = len(present)
+    yield pa.RecordBatch.from_arrays(
+        [pa.nulls(count, field.type) for field in _MERGED_SCHEMA]
+        + [
+            pa.array(present.tolist(), pa.int32()),
+            pa.array([hashes[bounds[i] : bounds[i + 1]].tobytes() for i in range(count)], pa.binary()),
+        ],
+        schema=_DIRECT_SCHEMA,
+    )
+
+
+def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The direct path's second stage: its rows pass through, and the hash rows become one count of
+    the hashes that repeat within each hash range this task got (a range's rows all come to one
+    task): a repeat is a file added twice, or two identities whose 64-bit hashes collide."""
+    by_range: dict[int, list[np.ndarray]] = {}
+    for batch in batches:
+        is_hashes = batch.column("hashes").is_valid()
+        passed = batch.filter(pc.invert(is_hashes))
+        if passed.num_rows:
+            yield pa.RecordBatch.from_arrays(
+                [passed.column(name) for name in _MERGED_SCHEMA.names]
+                + [pa.nulls(passed.num_rows, pa.int64())],
+                schema=_CHECKED_SCHEMA,
+            )
+        hashed = batch.filter(is_hashes)
+        ranges = hashed.column("hash_range").to_pylist()
+        for hash_range, blob in zip(ranges, hashed.column("hashes").to_pylist(), strict=True):
+            by_range.setdefault(hash_range, []).append(np.frombuffer(blob, dtype=np.int64))
+    repeats = 0
+    for parts in by_range.values():
+        hashes = np.sort(np.concatenate(parts))
+        repeats += int(np.count_nonzero(hashes[1:] == hashes[:-1]))
+    if by_range:
         yield pa.RecordBatch.from_arrays(
-            [pa.nulls(len(chunk), field.type) for field in _MERGED_SCHEMA] + [pa.array(chunk, pa.int64())],
-            schema=_DIRECT_SCHEMA,
+            [pa.nulls(1, field.type) for field in _MERGED_SCHEMA] + [pa.array([repeats], pa.int64())],
+            schema=_CHECKED_SCHEMA,
         )
 
 
 def _identity_hash(identifier: tuple) -> int:
-    """A 64-bit hash of a file's identity, the same in every process (Python's hash() is salted)."""
-    partition, bucket, level, name, extra, embedded, external = identifier
-    digest = hashlib.blake2b(digest_size=8)
-    for part in (partition, str(bucket).encode(), str(level).encode(), name.encode(), repr(extra).encode()):
-        digest.update(len(part).to_bytes(4, "little"))
-        digest.update(part)
-    digest.update(repr((embedded, external)).encode())
-    return int.from_bytes(digest.digest(), "little", signed=True)
+    """A 64-bit hash of a file's identity, the same in every process (Python's hash() is salted):
+    the identity's repr (bytes, ints, strings, tuples and None print the same everywhere) digested."""
+    digest = hashlib.blake2b(repr(identifier).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 # -- the driver side ----------------------------------------------------------------------------
@@ -548,20 +596,17 @@ def _scan_and_drop(
 ) -> tuple[list[PartitionStats], WrittenDeletes] | None:
     """The direct path (`scan_and_drop_task`); None when a file's identity repeats (or two hashes
     collide): its manifests are removed and the caller takes the merge path, which says what is wrong."""
-    from pyspark import StorageLevel
-
-    functions = functions_for(spark)
     target = ManifestTarget.of(table) if write else None
     task = functools.partial(scan_and_drop_task, table=table, wanted=wanted, target=target)
-    rows = manifest_frame(spark, manifests).mapInArrow(task, DIRECT).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        stats, written = _collect(table, snapshot.id, rows.filter(functions.col("files").isNotNull()))
-        idents = rows.filter(functions.col("ident").isNotNull()).groupBy("ident")
-        counted = idents.agg(functions.count("ident").alias("times"))
-        repeated = counted.filter(functions.col("times") > 1).limit(1).collect()
-    finally:
-        rows.unpersist()
-    if repeated:
+    # one job: the scan tasks, then the hash ranges brought together (the other rows pass through)
+    scanned = manifest_frame(spark, manifests).mapInArrow(task, DIRECT)
+    checked = scanned.repartition(1 << HASH_RANGE_BITS, "hash_range").mapInArrow(
+        check_identities_task, CHECKED
+    )
+    rows = checked.collect()
+    repeats = sum(row["repeats"] for row in rows if row["repeats"] is not None)
+    stats, written = _collected(table, snapshot.id, [row for row in rows if row["repeats"] is None])
+    if repeats:
         remove_manifests(table, written.manifests)
         log.info("%s: a dropped file's identity repeats: merging entry by entry", _source(table, snapshot.id))
         return None
@@ -570,7 +615,14 @@ def _scan_and_drop(
 
 def _collect(table: Table, snapshot_id: int, merged: Any) -> tuple[list[PartitionStats], WrittenDeletes]:
     """Run a merge job: its summaries and written manifests; its first error after removing those."""
-    rows = merged.collect()
+    return _collected(table, snapshot_id, merged.collect())
+
+
+def _collected(
+    table: Table, snapshot_id: int, rows: list[Any]
+) -> tuple[list[PartitionStats], WrittenDeletes]:
+    """A merge job's collected rows: its summaries and written manifests; its first error after
+    removing those."""
     assert_small(len(rows), DRIVER_LIST_LIMIT, "partitions")
     metas = [pickle.loads(row["meta"]) for row in rows if row["meta"] is not None]
     errors = [row["error"] for row in rows if row["error"]]

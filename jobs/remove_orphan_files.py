@@ -189,6 +189,9 @@ def remove_orphan_files(
     crash_point(f"{OPERATION}:referenced")
 
     # The name rules were applied while listing; one anti join finds the unreferenced deletable files.
+    # It joins on a 64-bit hash of the path (a long sorts and shuffles far cheaper than the text, and
+    # the referenced side becomes a compact hash table): a referenced path always matches its own
+    # hash, and a collision can only make an orphan look referenced, i.e. kept, never deleted.
     by_rule = {
         row["rule"]: (row["files"], row["bytes"] or 0)
         for row in listed.groupBy("rule")
@@ -197,7 +200,10 @@ def remove_orphan_files(
     }
     unreferenced = (
         listed.filter(F.col("rule") == DELETABLE)
-        .join(referenced.paths, "path", "left_anti")
+        .withColumn("key", F.xxhash64("path"))
+        .join(
+            referenced.paths.select(F.xxhash64("path").alias("key")).hint("shuffle_hash"), "key", "left_anti"
+        )
         .withColumn(
             "status",
             F.when(F.col("modification_time_ms") < cutoff, F.lit(ORPHAN)).otherwise(F.lit(TOO_YOUNG)),

@@ -91,11 +91,22 @@ def get_or_create_spark(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        settings = {"spark.app.name": app_name, **LOCAL_DEFAULTS, **ours, **requested}
+        settings = {"spark.app.name": app_name, **local_defaults(), **ours, **requested}
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def local_defaults() -> dict[str, str]:
+    """LOCAL_DEFAULTS, with the JVM class archive mapped when this machine has one (`jvm_archive`)."""
+    from jobs.jvm_archive import archive_options
+
+    settings = dict(LOCAL_DEFAULTS)
+    archive = archive_options()
+    if archive:
+        settings["spark.driver.extraJavaOptions"] = f"{settings['spark.driver.extraJavaOptions']} {archive}"
+    return settings
 
 
 def _conf_text(value: Any) -> str:

@@ -45,6 +45,7 @@ INDEX_MANIFEST_VERSION = 1
 _EPOCH = dt.datetime(1970, 1, 1)
 _ONE_MS = dt.timedelta(milliseconds=1)
 _UTC = dt.timezone.utc
+_EPOCH_UTC = _EPOCH.replace(tzinfo=_UTC)
 
 # Java's Avro `DataFileWriter` default sync interval: blocks of ~64 KB before compression.
 _SYNC_INTERVAL = 64_000
@@ -243,7 +244,7 @@ def _codec_and_level(compression: str) -> tuple[str, int | None]:
 def _millis(value: dt.datetime) -> int:
     """Epoch millis of a creation time: naive = wall-clock stored as UTC (Java); aware = its UTC instant."""
     if value.tzinfo is not None:
-        value = value.astimezone(_UTC).replace(tzinfo=None)
+        return (value - _EPOCH_UTC) // _ONE_MS  # an aware difference is between instants
     return (value - _EPOCH) // _ONE_MS
 
 

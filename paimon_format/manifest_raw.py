@@ -115,9 +115,20 @@ class RawEntry:
         """
         if self.kind != ADD or self.datum[:2] != _VERSION_AND_ADD:
             raise ValueError(f"{self.describe()}: only an ADD entry can be turned into its DELETE")
-        values = [getattr(self, name) for name in self.__slots__]
-        values[0], values[-1] = DELETE, _VERSION_AND_DELETE + self.datum[2:]
-        return RawEntry(*values)
+        return RawEntry(
+            DELETE,
+            self.partition,
+            self.bucket,
+            self.level,
+            self.file_name,
+            self.identity_rest,
+            self.schema_id,
+            self.row_count,
+            self.first_row_id,
+            self.file_size,
+            self.created,
+            _VERSION_AND_DELETE + self.datum[2:],
+        )
 
     def __reduce__(self) -> tuple:
         return (RawEntry, tuple(getattr(self, name) for name in self.__slots__))
@@ -242,6 +253,30 @@ def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
         file["_FILE_SIZE"],
         creation_millis(get("_CREATION_TIME")),
         datum,
+    )
+
+
+def raw_delete(record: dict[str, Any], datum: bytes | None) -> RawEntry:
+    """The DELETE that cancels a checked ADD record (from `iter_raw_records`), built at once: the
+    same as `raw_entry(record, datum).as_delete()` without the ADD in between (a partition drop
+    makes one per dropped file)."""
+    if datum is None or record["_KIND"] != ADD or datum[:2] != _VERSION_AND_ADD:
+        return raw_entry(record, datum).as_delete()
+    file = record["_FILE"]
+    get = file.get
+    return RawEntry(
+        DELETE,
+        record["_PARTITION"],
+        record["_BUCKET"],
+        file["_LEVEL"],
+        file["_FILE_NAME"],
+        (tuple(get("_EXTRA_FILES") or ()), get("_EMBEDDED_FILE_INDEX"), get("_EXTERNAL_PATH")),
+        file["_SCHEMA_ID"],
+        file["_ROW_COUNT"],
+        get("_FIRST_ROW_ID"),
+        file["_FILE_SIZE"],
+        creation_millis(get("_CREATION_TIME")),
+        _VERSION_AND_DELETE + datum[2:],
     )
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from jobs.partition_scan import (
     ManifestTarget,
     _collect,
+    check_identities_task,
     merge_partitions_task,
     scan_and_drop_task,
     scan_manifests_task,
@@ -113,12 +115,12 @@ def test_without_deletes_each_task_drops_what_it_reads_as_the_shuffle_would(tmp_
     names = _names(table)
     # two "tasks", each with part of the manifests
     batches = [names.slice(0, 1), names.slice(1)]
-    direct = [
-        row
+    outputs = [
+        out
         for batch in batches
         for out in scan_and_drop_task([batch], table, wanted.__contains__, ManifestTarget.of(table))
-        for row in out.to_pylist()
     ]
+    direct = [row for out in outputs for row in out.to_pylist()]
 
     class Collected:
         def __init__(self, rows):
@@ -127,9 +129,18 @@ def test_without_deletes_each_task_drops_what_it_reads_as_the_shuffle_would(tmp_
         def collect(self):
             return self.rows
 
-    idents = [row["ident"] for row in direct if row["ident"] is not None]
-    assert len(idents) == len(set(idents)) == 6, "one distinct identity hash per dropped file"
-    stats, written = _collect(table, 3, Collected([row for row in direct if row["ident"] is None]))
+    hashes = [
+        h for row in direct if row["hashes"] is not None for h in np.frombuffer(row["hashes"], np.int64)
+    ]
+    assert len(hashes) == len(set(hashes)) == 6, "one distinct identity hash per dropped file"
+    checked = [row for out in check_identities_task(outputs) for row in out.to_pylist()]
+    assert [row["repeats"] for row in checked if row["repeats"] is not None] == [0]
+    passed = [row for row in checked if row["repeats"] is None]
+    assert len(passed) == len([row for row in direct if row["hashes"] is None]), "the other rows pass through"
+    # the same task's output seen twice: every file "added twice", each one a repeat
+    twice = [row for out in check_identities_task(outputs + outputs) for row in out.to_pylist()]
+    assert [row["repeats"] for row in twice if row["repeats"] is not None] == [6]
+    stats, written = _collect(table, 3, Collected(passed))
     _scanned, shuffled = _scan_and_merge(table, wanted.__contains__, None)
     expected = {
         table.partition_values(bytes(r["partition"]))[0]: (r["files"], r["bytes"], r["rows"], r["created"])
