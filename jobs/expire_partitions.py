@@ -9,8 +9,12 @@ The executors read every manifest once and summarise the partitions (one row per
 file; `jobs/partition_scan.py`), the expired ones are chosen on the driver (ordered by their values,
 at most `max_expires` per run) and dropped in commits of `batch_size` partitions each, every one an
 OVERWRITE snapshot as drop-partition makes. With `values-time` the executors already know which
-partitions are expired by value and keep only their entries; the DELETE manifests of each batch are
-written from those kept rows, so the manifests are not read again per batch.
+partitions are expired by value: on a snapshot without DELETE entries they write those partitions'
+DELETE manifests in the scan itself (no shuffle), which are committed as they are when one commit
+takes all of them (the usual nightly run); otherwise (a DELETE in the snapshot, `update-time`, or a
+`max_expires` / `batch_size` that splits them) the expired partitions' entries are kept, arranged
+by partition, and each batch's DELETE manifests are written from them, so the manifests are not
+read again per batch.
 
 Spark-submit entry: `spark-submit jobs/expire_partitions.py --config conf/expire-partitions.yaml`.
 """
@@ -176,7 +180,13 @@ def expire_partitions(
         if rule.strategy == VALUES_TIME
         else _every_partition
     )
-    scan = scan_partitions(spark, table, latest, wanted, keep=not dry_run)
+    # values-time: the scan tasks know which partitions expire by value; on a snapshot without
+    # DELETE entries they write those partitions' DELETEs at once (no shuffle), which a run that
+    # takes them all in one commit (its usual case) hands over as they are
+    values_time = rule.strategy == VALUES_TIME
+    scan = scan_partitions(
+        spark, table, latest, wanted, keep=not dry_run, direct=values_time, summarize_all=True
+    )
     try:
         stats = scan.stats
         selection = select_expired(

@@ -348,16 +348,19 @@ def scan_and_drop_task(
     table: Table,
     wanted: Callable[[bytes], bool],
     target: ManifestTarget | None,
+    summarize_others: bool = False,
 ) -> Iterator[pa.RecordBatch]:
     """Scan and write in one task, for a snapshot whose manifests hold no DELETE entry (their list
     records say so): every ADD is a live file, so nothing needs bringing together to cancel, and
     each task writes the DELETEs of the wanted partitions' files it reads. One summary row per
-    wanted partition and task (the driver adds them up); unwanted partitions are skipped. Every
-    dropped file's identity is hashed (stable, 64 bits): a file added twice (broken
-    metadata, which the merge path refuses) shows as a repeated hash across all tasks. `target`
-    None (a dry run): the same, writing nothing."""
+    wanted partition and task (the driver adds them up); unwanted partitions are skipped, or with
+    `summarize_others` counted as well (files, bytes, rows; no creation time, as the merge path
+    counts them). Every dropped file's identity is hashed (stable, 64 bits): a file added twice
+    (broken metadata, which the merge path refuses) shows as a repeated hash across all tasks.
+    `target` None (a dry run): the same, writing nothing."""
     decided: dict[bytes, bool] = {}
     sums: dict[bytes, list[Any]] = {}  # partition -> [files, bytes, rows, newest creation]
+    others: dict[bytes, list[Any]] = {}  # the same for unwanted partitions (summarize_others)
     idents: list[int] = []
 
     def selected_deletes() -> Iterator[RawEntry]:
@@ -376,13 +379,19 @@ def scan_and_drop_task(
                             want = decided.get(partition)
                             if want is None:
                                 want = decided[partition] = bool(wanted(partition))
-                            if not want:
-                                continue
                             if record["_KIND"] != ADD:
                                 raise InvalidTableStateError(
                                     f"{path}: holds a DELETE of {raw_entry(record, datum).describe()} but "
                                     "its manifest list record counts no DELETE"
                                 )
+                            if not want:
+                                if summarize_others:
+                                    file = record["_FILE"]
+                                    total = others.setdefault(partition, [0, 0, 0, None])
+                                    total[0] += 1
+                                    total[1] += file["_FILE_SIZE"]
+                                    total[2] += file["_ROW_COUNT"]
+                                continue
                             entry = raw_delete(record, datum)
                             idents.append(_identity_hash(entry.identifier()))
                             total = sums.setdefault(partition, [0, 0, 0, None])
@@ -406,7 +415,7 @@ def scan_and_drop_task(
         if written:  # the task's byte and row totals ride on its last manifest's row
             written[-1]["bytes"] = sum(total[1] for total in sums.values())
             written[-1]["rows"] = sum(total[2] for total in sums.values())
-    summaries = [_summary(partition, *total) for partition, total in sums.items()]
+    summaries = [_summary(partition, *total) for partition, total in (*sums.items(), *others.items())]
     if summaries or written:
         yield pa.RecordBatch.from_pylist(summaries + written, schema=_DIRECT_SCHEMA)
     yield from _hash_rows(idents)
@@ -480,14 +489,33 @@ class PartitionScan:
     stats: list[PartitionStats]
     written: WrittenDeletes | None = None  # write=True: the DELETE manifests of every wanted partition
     _arranged: Any = field(default=None, repr=False)  # keep=True: the persisted shuffled rows
+    # keep=True on the direct path: the DELETE manifests of every wanted partition, written at once
+    # (handed over when exactly those partitions are asked for), and how to arrange the rows instead
+    _direct: tuple[frozenset[bytes], WrittenDeletes] | None = field(default=None, repr=False)
+    _arrange: Callable[[], Any] | None = field(default=None, repr=False)
 
     def write_deletes(self, partitions: Iterable[bytes]) -> WrittenDeletes:
-        """Write the DELETE manifests of `partitions` from the kept rows (no manifest is read again)."""
-        if self._arranged is None:
-            raise RuntimeError("write_deletes needs a scan made with keep=True")
+        """The DELETE manifests of `partitions`: written from the kept rows (no manifest is read
+        again), or the direct scan's when they are exactly its wanted partitions (one batch of
+        everything a values-time expiry selects, its usual case)."""
         chosen = frozenset(partitions)
         if not chosen:
             return WrittenDeletes(self.snapshot_id, [], 0, 0, 0)
+        if self._direct is not None:
+            wanted, written = self._direct
+            self._direct = None
+            if chosen == wanted:
+                return written
+            remove_manifests(self.table, written.manifests)  # another selection: arrange the rows
+            log.info(
+                "%s: %d of %d partitions chosen: arranging the scan by partition",
+                _source(self.table, self.snapshot_id),
+                len(chosen),
+                len(wanted),
+            )
+            self._arranged = self._arrange() if self._arrange is not None else None
+        if self._arranged is None:
+            raise RuntimeError("write_deletes needs a scan made with keep=True")
         task = functools.partial(
             merge_partitions_task,
             table=self.table,
@@ -499,6 +527,10 @@ class PartitionScan:
         return written
 
     def close(self) -> None:
+        """Release the kept rows, and remove direct DELETE manifests nobody took."""
+        if self._direct is not None:
+            remove_manifests(self.table, self._direct[1].manifests)
+            self._direct = None
         if self._arranged is not None:
             self._arranged.unpersist()
             self._arranged = None
@@ -516,16 +548,21 @@ def scan_partitions(
     write: bool = False,
     keep: bool = False,
     direct: bool = False,
+    summarize_all: bool = False,
 ) -> PartitionScan:
     """Summaries of the live partitions of `snapshot` (None: an empty table), every manifest read once.
 
     `wanted(partition bytes)` runs on the executors (it must be picklable): only wanted partitions
     are merged file by file (and checked for consistent metadata); the others are counted. With
     `write`, the DELETE manifests of every wanted live partition are written in the same job; with
-    `keep`, the rows stay persisted for `write_deletes` until `close`. `direct` (without `keep`):
-    when no manifest of the snapshot counts a DELETE entry, the scan tasks write the DELETEs
-    themselves with no shuffle (`scan_and_drop_task`) and the summaries cover the wanted
-    partitions only; a file added twice sends the scan down the merge path, which refuses it.
+    `keep`, `write_deletes` writes those of chosen partitions later, until `close`.
+
+    `direct`: when no manifest of the snapshot counts a DELETE entry, the scan tasks write the
+    DELETEs themselves with no shuffle (`scan_and_drop_task`); the summaries cover the wanted
+    partitions only, or all with `summarize_all`. With `keep` that happens as well (unless it is a
+    dry run's scan, without `write` or `keep`), betting that all wanted partitions are chosen; any
+    other choice removes them and arranges the rows by partition as the merge path does. A file
+    added twice sends the scan down the merge path, which refuses it.
     """
     if snapshot is None:
         return PartitionScan(table, 0, [], WrittenDeletes(0, [], 0, 0, 0) if write else None)
@@ -534,17 +571,16 @@ def scan_partitions(
         return PartitionScan(
             table, snapshot.id, [], WrittenDeletes(snapshot.id, [], 0, 0, 0) if write else None
         )
-    from pyspark import StorageLevel
-
     started = time.perf_counter()
     entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
-    if direct and not keep and not any(m.num_deleted_files for m in manifests):
-        direct = _scan_and_drop(spark, table, snapshot, manifests, wanted, write)
-        if direct is not None:
-            stats, written = direct
+    arrange = functools.partial(_scan_and_merge, spark, table, snapshot, manifests, wanted)
+    if direct and not any(m.num_deleted_files for m in manifests):
+        found = _scan_and_drop(spark, table, snapshot, manifests, wanted, write or keep, summarize_all)
+        if found is not None:
+            stats, written = found
             log.info(
                 "%s: %d manifests (%d entries, no DELETE: no shuffle) read once in %.1f s: %d partitions "
-                "selected, %d DELETE manifests written",
+                "summarised, %d DELETE manifests written",
                 _source(table, snapshot.id),
                 len(manifests),
                 entries,
@@ -552,8 +588,44 @@ def scan_partitions(
                 len(stats),
                 len(written.manifests),
             )
-            return PartitionScan(table, snapshot.id, stats, written if write else None)
+            if not keep:
+                return PartitionScan(table, snapshot.id, stats, written if write else None)
+            selected = frozenset(s.partition for s in stats if wanted(s.partition))
+            return PartitionScan(
+                table,
+                snapshot.id,
+                stats,
+                written if write else None,
+                _direct=(selected, written),
+                _arrange=lambda: arrange(write=False, keep=True)[2],
+            )
+    stats, written, arranged = arrange(write=write, keep=keep)
+    log.info(
+        "%s: %d manifests (%d entries) read once in %.1f s: %d live partitions%s",
+        _source(table, snapshot.id),
+        len(manifests),
+        entries,
+        time.perf_counter() - started,
+        len(stats),
+        f", {len(written.manifests)} DELETE manifests written" if write else "",
+    )
+    return PartitionScan(table, snapshot.id, stats, written if write else None, arranged)
+
+
+def _scan_and_merge(
+    spark: Any,
+    table: Table,
+    snapshot: Snapshot,
+    manifests: Sequence[ManifestFileMeta],
+    wanted: Callable[[bytes], bool],
+    write: bool,
+    keep: bool,
+) -> tuple[list[PartitionStats], WrittenDeletes, Any]:
+    """The merge path: scan, shuffle by partition, merge; the persisted rows too with `keep`."""
+    from pyspark import StorageLevel
+
     parallelism = spark.sparkContext.defaultParallelism
+    entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
     tasks = max(parallelism, min(-(-entries // FILES_PER_WRITER), parallelism * 4))
     scanned = manifest_frame(spark, manifests).mapInArrow(
         functools.partial(scan_manifests_task, table=table, wanted=wanted), SCANNED
@@ -574,16 +646,7 @@ def scan_partitions(
         if keep:
             arranged.unpersist()
         raise
-    log.info(
-        "%s: %d manifests (%d entries) read once in %.1f s: %d live partitions%s",
-        _source(table, snapshot.id),
-        len(manifests),
-        entries,
-        time.perf_counter() - started,
-        len(stats),
-        f", {len(written.manifests)} DELETE manifests written" if write else "",
-    )
-    return PartitionScan(table, snapshot.id, stats, written if write else None, arranged if keep else None)
+    return stats, written, arranged if keep else None
 
 
 def _scan_and_drop(
@@ -593,11 +656,14 @@ def _scan_and_drop(
     manifests: Sequence[ManifestFileMeta],
     wanted: Callable,
     write: bool,
+    summarize_all: bool = False,
 ) -> tuple[list[PartitionStats], WrittenDeletes] | None:
     """The direct path (`scan_and_drop_task`); None when a file's identity repeats (or two hashes
     collide): its manifests are removed and the caller takes the merge path, which says what is wrong."""
     target = ManifestTarget.of(table) if write else None
-    task = functools.partial(scan_and_drop_task, table=table, wanted=wanted, target=target)
+    task = functools.partial(
+        scan_and_drop_task, table=table, wanted=wanted, target=target, summarize_others=summarize_all
+    )
     # one job: the scan tasks, then the hash ranges brought together (the other rows pass through)
     scanned = manifest_frame(spark, manifests).mapInArrow(task, DIRECT)
     checked = scanned.repartition(1 << HASH_RANGE_BITS, "hash_range").mapInArrow(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 
 import pytest
 
@@ -12,7 +13,7 @@ from jobs.expire_partitions import expire_partitions
 from jobs.write import write_dataframe
 from paimon_format.commit import SnapshotCommit
 from paimon_format.partition_expiry import ExpiryRule
-from paimon_format.scan import live_entries
+from paimon_format.scan import data_manifests, live_entries
 from paimon_format.table import Table
 from tests.factories import data_file, make_table, message
 from tests.pypaimon_reads import pypaimon_rows
@@ -29,6 +30,20 @@ def days_ago(days: int, fmt: str = "%Y-%m-%d") -> str:
 def live_partitions(table: Table) -> set[tuple]:
     snapshot = table.snapshot_manager.latest()
     return {tuple(table.partition_values(e.partition)) for e in live_entries(table, snapshot)}
+
+
+def unreferenced_manifests(table: Table) -> set[str]:
+    """Manifest files on disk that no snapshot's manifest lists name (a plan that was left behind)."""
+    named = set()
+    for snapshot_id in table.snapshot_manager.snapshot_ids():
+        snapshot = table.snapshot_manager.snapshot(snapshot_id)
+        named |= {meta.file_name for meta in data_manifests(table, snapshot)}
+    on_disk = {
+        name
+        for name in os.listdir(os.path.join(table.path, "manifest"))
+        if name.startswith("manifest-") and not name.startswith("manifest-list-")
+    }
+    return on_disk - named
 
 
 def metadata_table(tmp_path, partitions, columns=(("id", "BIGINT"), ("dt", "STRING")), keys=("dt",), **kw):
@@ -151,6 +166,20 @@ def test_max_expires_and_batches_several_commits_in_value_order(spark_session, t
     assert table.snapshot_manager.latest_id() == before_id + 2
     assert record.counts["commits"] == 2 and record.counts["partitions_expired_total"] == 5
     assert [p["partition"]["dt"] for p in record.details["partitions"]] == sorted(dates[:5])[:4]
+    assert unreferenced_manifests(table) == set(), "DELETEs written for all 5 expired are removed"
+
+
+def test_one_commit_of_every_partition_expired_by_value_leaves_no_manifest_behind(spark_session, tmp_path):
+    now = dt.datetime(2024, 6, 15)
+    dates = ["2024-05-01", "2024-05-02", "2024-06-14"]
+    table = metadata_table(tmp_path, [(d,) for d in dates])
+    before_id = table.snapshot_manager.latest_id()
+
+    record = expire_partitions(spark_session, table, ExpiryRule.create("values-time", DAY_MS), now=now)
+
+    assert live_partitions(table) == {("2024-06-14",)}
+    assert table.snapshot_manager.latest_id() == before_id + 1 and record.counts["commits"] == 1
+    assert unreferenced_manifests(table) == set()
 
 
 def test_null_and_unreadable_values_never_expire_by_value(spark_session, tmp_path):
