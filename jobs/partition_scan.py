@@ -574,41 +574,34 @@ def scan_partitions(
     started = time.perf_counter()
     entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
     arrange = functools.partial(_scan_and_merge, spark, table, snapshot, manifests, wanted)
+    found = None
     if direct and not any(m.num_deleted_files for m in manifests):
         found = _scan_and_drop(spark, table, snapshot, manifests, wanted, write or keep, summarize_all)
-        if found is not None:
-            stats, written = found
-            log.info(
-                "%s: %d manifests (%d entries, no DELETE: no shuffle) read once in %.1f s: %d partitions "
-                "summarised, %d DELETE manifests written",
-                _source(table, snapshot.id),
-                len(manifests),
-                entries,
-                time.perf_counter() - started,
-                len(stats),
-                len(written.manifests),
-            )
-            if not keep:
-                return PartitionScan(table, snapshot.id, stats, written if write else None)
-            selected = frozenset(s.partition for s in stats if wanted(s.partition))
-            return PartitionScan(
-                table,
-                snapshot.id,
-                stats,
-                written if write else None,
-                _direct=(selected, written),
-                _arrange=lambda: arrange(write=False, keep=True)[2],
-            )
-    stats, written, arranged = arrange(write=write, keep=keep)
+    if found is not None:
+        (stats, written), arranged = found, None
+    else:
+        stats, written, arranged = arrange(write=write, keep=keep)
     log.info(
-        "%s: %d manifests (%d entries) read once in %.1f s: %d live partitions%s",
+        "%s: %d manifests (%d entries%s) read once in %.1f s: %d partitions summarised, %d DELETE "
+        "manifests written",
         _source(table, snapshot.id),
         len(manifests),
         entries,
+        ", no DELETE: no shuffle" if found is not None else "",
         time.perf_counter() - started,
         len(stats),
-        f", {len(written.manifests)} DELETE manifests written" if write else "",
+        len(written.manifests),
     )
+    if found is not None and keep:
+        selected = frozenset(s.partition for s in stats if wanted(s.partition))
+        return PartitionScan(
+            table,
+            snapshot.id,
+            stats,
+            written if write else None,
+            _direct=(selected, written),
+            _arrange=lambda: arrange(write=False, keep=True)[2],
+        )
     return PartitionScan(table, snapshot.id, stats, written if write else None, arranged)
 
 

@@ -238,10 +238,23 @@ def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
         buffer = io.BytesIO()
         fastavro.schemaless_writer(buffer, _PARSED_MANIFEST, _entry_to_avro(_entry_from_avro(record)))
         datum = buffer.getvalue()
+    return _built(record, record["_KIND"], datum)
+
+
+def raw_delete(record: dict[str, Any], datum: bytes | None) -> RawEntry:
+    """The DELETE that cancels a checked ADD record (from `iter_raw_records`), built at once: the
+    same as `raw_entry(record, datum).as_delete()` without the ADD in between (a partition drop
+    makes one per dropped file)."""
+    if datum is None or record["_KIND"] != ADD or datum[:2] != _VERSION_AND_ADD:
+        return raw_entry(record, datum).as_delete()
+    return _built(record, DELETE, _VERSION_AND_DELETE + datum[2:])
+
+
+def _built(record: dict[str, Any], kind: int, datum: bytes) -> RawEntry:
     file = record["_FILE"]
     get = file.get
     return RawEntry(
-        record["_KIND"],
+        kind,
         record["_PARTITION"],
         record["_BUCKET"],
         file["_LEVEL"],
@@ -253,30 +266,6 @@ def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
         file["_FILE_SIZE"],
         creation_millis(get("_CREATION_TIME")),
         datum,
-    )
-
-
-def raw_delete(record: dict[str, Any], datum: bytes | None) -> RawEntry:
-    """The DELETE that cancels a checked ADD record (from `iter_raw_records`), built at once: the
-    same as `raw_entry(record, datum).as_delete()` without the ADD in between (a partition drop
-    makes one per dropped file)."""
-    if datum is None or record["_KIND"] != ADD or datum[:2] != _VERSION_AND_ADD:
-        return raw_entry(record, datum).as_delete()
-    file = record["_FILE"]
-    get = file.get
-    return RawEntry(
-        DELETE,
-        record["_PARTITION"],
-        record["_BUCKET"],
-        file["_LEVEL"],
-        file["_FILE_NAME"],
-        (tuple(get("_EXTRA_FILES") or ()), get("_EMBEDDED_FILE_INDEX"), get("_EXTERNAL_PATH")),
-        file["_SCHEMA_ID"],
-        file["_ROW_COUNT"],
-        get("_FIRST_ROW_ID"),
-        file["_FILE_SIZE"],
-        creation_millis(get("_CREATION_TIME")),
-        _VERSION_AND_DELETE + datum[2:],
     )
 
 
