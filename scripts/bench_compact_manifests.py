@@ -85,9 +85,17 @@ def realistic_file(rng: random.Random, prefix: str, number: int) -> DataFileMeta
     )
 
 
-def build(root: str, manifests: int, entries: int) -> Table:
+def partition_value(day: int, dates: bool = False) -> str:
+    """The `dt` of the benchmark table's `day`-th partition: `2024-01-0dd`, or with `dates` a real
+    date from 2024-01-01 on (what a values-time partition expiry can read)."""
+    if dates:
+        return (dt.date(2024, 1, 1) + dt.timedelta(days=day)).isoformat()
+    return f"2024-01-{day:03d}"
+
+
+def build(root: str, manifests: int, entries: int, dates: bool = False) -> Table:
     table = make_table(root)
-    partitions = [partition_of(table, f"2024-01-{d:03d}") for d in range(100)]
+    partitions = [partition_of(table, partition_value(d, dates)) for d in range(100)]
     names = (f"manifest-{uuid.uuid4()}-{i}" for i in range(manifests * 2))
     rng = random.Random(manifests * entries)
     metas = []

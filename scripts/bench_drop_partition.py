@@ -3,21 +3,24 @@
     .venv/bin/python scripts/bench_drop_partition.py --manifests 100 --entries 1000
 
 Builds the metadata-only table of `bench_compact_manifests.py` (`--manifests` x `--entries` files over
-100 partitions, every manifest holding entries of every partition), makes identical copies, and drops
-half of the partitions (`dt >= '2024-01-050'`) on each with:
+100 daily partitions from 2024-01-01, every manifest holding entries of every partition), makes
+identical copies, and drops half of the partitions (`dt >= '2024-02-20'`) on each with:
 (a) the job in this process on local Spark (Spark's start-up measured apart and excluded);
 (b) one Python process reading every manifest on the driver (`SnapshotCommit.overwrite` with a
     partition filter);
 (c) Paimon's Java partition drop (`FileStoreCommit.dropPartitions`, what `truncatePartitions` does),
     a whole JVM process timed from start to exit;
-(d) the job as a whole process (`python -m jobs drop-partition`), Spark's start-up included.
-Prints entries scanned/s, the 1-minute load next to every figure, and the ratios b/a and java/ours
-(c/d, whole processes). Without the Java bundle or javac, (c) says so and is skipped.
+(d) the job as a whole process (`python -m jobs drop-partition`), Spark's start-up included;
+(e) expire-partitions (`values-time`, 50 days) expiring the other half (the 50 oldest days) in the
+    session of (a): the same scan, its entries/s printed next to drop-partition's.
+Prints entries scanned/s, the 1-minute load next to every figure, and the ratios b/a, e/a and
+java/ours (c/d, whole processes). Without the Java bundle or javac, (c) says so and is skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import os
 import shutil
 import sys
@@ -28,12 +31,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.drop_partition import drop_partition  # noqa: E402
+from jobs.expire_partitions import expire_partitions  # noqa: E402
 from paimon_format.binary_row import deserialize_row  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
+from paimon_format.partition_expiry import ExpiryRule  # noqa: E402
 from paimon_format.scan import live_entries  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
-from scripts.bench_compact_manifests import build  # noqa: E402
+from scripts.bench_compact_manifests import build, partition_value  # noqa: E402
 from scripts.bench_peers import (  # noqa: E402
     describe_ratio,
     java_unavailable,
@@ -44,8 +49,10 @@ from scripts.bench_peers import (  # noqa: E402
 )
 from scripts.bench_spark_startup import load, start_spark  # noqa: E402
 
-CUT = "2024-01-050"
-DROPPED = [{"dt": f"2024-01-{day:03d}"} for day in range(50, 100)]
+CUT = partition_value(50, dates=True)
+DROPPED = [{"dt": partition_value(day, dates=True)} for day in range(50, 100)]
+EXPIRY_NOW = dt.datetime(2024, 1, 1) + dt.timedelta(days=100)  # 50-day expiry: days 0-49 go
+EXPIRY_DAYS = 50
 
 
 def single_process(table: Table) -> None:
@@ -66,10 +73,10 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     workdir = Path(tempfile.mkdtemp(prefix="bench-drop-"))
-    roots = {name: str(workdir / name / "db.db" / "t") for name in "abcd"}
+    roots = {name: str(workdir / name / "db.db" / "t") for name in "abcde"}
     start = time.perf_counter()
-    table = build(roots["a"], args.manifests, args.entries)
-    for name in "bcd":
+    table = build(roots["a"], args.manifests, args.entries, dates=True)
+    for name in "bcde":
         shutil.copytree(roots["a"], roots[name])
     total = args.manifests * args.entries
     print(
@@ -109,7 +116,6 @@ def main() -> None:
     start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
     record = drop_partition(spark, table, where=f"dt >= '{CUT}'")
     job, job_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
-    spark.stop()
     dropped = record.counts["files_dropped"]
     print(
         f"  (a) drop-partition job    {job:8.2f} s  {total / job:12,.0f} files scanned/s "
@@ -118,6 +124,20 @@ def main() -> None:
         f"{record.counts['partitions']} partitions, {dropped:,} files dropped)",
         flush=True,
     )
+    expiry_load = load()
+    start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
+    rule = ExpiryRule.create("values-time", EXPIRY_DAYS * 86_400_000)
+    expired = expire_partitions(spark, Table(FileIO.for_path(roots["e"]), roots["e"]), rule, now=EXPIRY_NOW)
+    expiry, expiry_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
+    spark.stop()
+    print(
+        f"  (e) expire-partitions job {expiry:8.2f} s  {total / expiry:12,.0f} files scanned/s "
+        f"({expiry_cpu:.1f} CPU-s of the process tree; {expiry_load}; "
+        f"{expired.counts['partitions']} partitions, {expired.counts['files_dropped']:,} files dropped)",
+        flush=True,
+    )
+    if expired.counts["files_dropped"] != dropped:
+        raise SystemExit(f"(e) expired {expired.counts['files_dropped']:,} files, not {dropped:,}")
 
     process_load = load()
     ours, _record = run_job_process(
@@ -133,7 +153,8 @@ def main() -> None:
             raise SystemExit(f"({name}) left different live files than the single process")
     print(
         f"ratio b/a = {single / job:.2f} "
-        f"(with Spark's start-up in the job: {single / (job + startup.total_s):.2f})"
+        f"(with Spark's start-up in the job: {single / (job + startup.total_s):.2f}); "
+        f"e/a = {expiry / job:.2f} (expire-partitions' time per drop-partition's, same entries read)"
     )
     if java:
         print(describe_ratio(ours, java))
