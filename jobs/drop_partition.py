@@ -82,7 +82,9 @@ CONFIG_MODEL = DropPartitionConfig
 
 def run(context: JobContext, config: DropPartitionConfig) -> None:
     table = open_partitioned_table(config)
-    run_where_it_fits(context, table, config, lambda spark: _drop(context, spark, table, config))
+    run_where_it_fits(
+        context, table, config, lambda spark: _drop(context, spark, table, config), scan_bound=True
+    )
 
 
 def _drop(context: JobContext, spark: Any, table: Table, config: DropPartitionConfig) -> None:

@@ -102,14 +102,25 @@ CONFIG_MODEL = ExpirePartitionsConfig
 
 def run(context: JobContext, config: ExpirePartitionsConfig) -> None:
     table = open_partitioned_table(config)
-    run_where_it_fits(context, table, config, lambda spark: _expire(context, spark, table, config))
+    rule = expiry_rule(
+        table, config
+    )  # checked before Spark; values-time scans stream (update-time merges all)
+    run_where_it_fits(
+        context,
+        table,
+        config,
+        lambda spark: _expire(context, spark, table, config, rule),
+        scan_bound=rule.strategy == VALUES_TIME,
+    )
 
 
-def _expire(context: JobContext, spark: Any, table: Table, config: ExpirePartitionsConfig) -> None:
+def _expire(
+    context: JobContext, spark: Any, table: Table, config: ExpirePartitionsConfig, rule: ExpiryRule
+) -> None:
     expire_partitions(
         spark,
         table,
-        expiry_rule(table, config),
+        rule,
         max_expires=_option_int(table, MAX_NUM, config.max_expires, DEFAULT_MAX_EXPIRES),
         batch_size=_option_int(table, BATCH_SIZE, config.batch_size, None),
         dry_run=context.dry_run,

@@ -20,6 +20,13 @@ expire-snapshots is sized by its work as well (`names_bound`): it reads the expi
 deltas and names what the retained roots need, not every file of the table, so a table of a million
 files expiring a few snapshots runs in the driver when the roots times the manifests they name fit
 the row limit (`TableSize.names_fit`); Spark's start-up alone costs more than such an expiry.
+
+drop-partition and expire-partitions are sized by their scan (`scan_bound`): on a latest snapshot
+whose manifest lists count no DELETE entry their scan streams (one manifest's entries at a time, a
+summary per partition, the DELETEs written as they go, 8 bytes per dropped file for the duplicate
+check), so the driver reads up to `local_max_scan_entries` entries itself: decoding them (~60,000
+per CPU-second) costs less than Spark's start-up and first job up to about half a million
+(`TableSize.scan_fits`).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from paimon_format.table import MAIN_BRANCH, Table
 
 DEFAULT_MAX_ENTRIES = 10_000
 DEFAULT_MAX_FILES = 50_000
+DEFAULT_MAX_SCAN_ENTRIES = 500_000
 MAX_BRANCHES_SIZED = 64  # more branches than this: not a small table, without reading them all
 ENGINE_DRIVER, ENGINE_SPARK = "driver", "spark"
 
@@ -57,6 +65,12 @@ class LocalRunOptions(BaseModel):
     local_max_files: int = Field(
         default=DEFAULT_MAX_FILES, ge=0, description="at most this many live data files (latest snapshots)"
     )
+    local_max_scan_entries: int = Field(
+        default=DEFAULT_MAX_SCAN_ENTRIES,
+        ge=0,
+        description="drop-partition, expire-partitions: a latest snapshot without DELETE entries is "
+        "scanned in the driver up to this many manifest entries (streamed, not held)",
+    )
 
 
 @dataclass(frozen=True)
@@ -68,12 +82,22 @@ class TableSize:
     roots: int  # snapshots, tags and long-lived changelogs: each is read by the jobs
     branches: int
     manifests: int = 0  # manifests the latest snapshots' lists name
+    deleted_entries: int = 0  # DELETE entries the latest snapshots' base and delta lists count
 
     def fits(self, max_entries: int, max_files: int) -> bool:
         return (
             self.branches <= MAX_BRANCHES_SIZED
             and self.manifest_entries + self.roots <= max_entries
             and self.live_files <= max_files
+        )
+
+    def scan_fits(self, max_scan_entries: int) -> bool:
+        """Whether a partition job's scan streams in the driver: no DELETE entry to merge (each
+        task drops what it reads) and at most `max_scan_entries` entries to read."""
+        return (
+            self.branches <= MAX_BRANCHES_SIZED
+            and self.deleted_entries == 0
+            and self.manifest_entries <= max_scan_entries
         )
 
     def names_fit(self, max_entries: int, max_files: int) -> bool:
@@ -90,7 +114,7 @@ def measure(table: Table) -> TableSize:
     Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
     """
     branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
-    entries = files = roots = manifests = 0
+    entries = files = roots = manifests = deleted = 0
     if len(branches) > MAX_BRANCHES_SIZED:
         return TableSize(0, 0, 0, len(branches))
     for branch in branches:
@@ -113,7 +137,8 @@ def measure(table: Table) -> TableSize:
                 entries += meta.num_added_files + meta.num_deleted_files
                 if counts_files:
                     files += meta.num_added_files - meta.num_deleted_files
-    return TableSize(entries, files, roots, len(branches), manifests)
+                    deleted += meta.num_deleted_files
+    return TableSize(entries, files, roots, len(branches), manifests, deleted)
 
 
 def row_limit(max_entries: int, max_files: int) -> int:
@@ -128,13 +153,15 @@ def run_where_it_fits(
     job: Callable[[Any], None],
     allowed: bool = True,
     names_bound: bool = False,
+    scan_bound: bool = False,
 ) -> None:
     """Run `job(session)` in the driver process when the table is small enough, else on Spark.
     `allowed` False: this run needs Spark whatever the table's size (e.g. it reads an inventory).
     `names_bound`: the job's work is bounded by naming what each root needs (`TableSize.names_fit`)
     plus what its own plan reads, not by the table's file count (expire-snapshots: a large table
     expiring a few snapshots); a table that fits so is tried in the driver too, and a plan that
-    outgrows the row limit there goes to Spark as any other.
+    outgrows the row limit there goes to Spark as any other. `scan_bound`: the job is a partition
+    scan that streams on a snapshot without DELETE entries (`TableSize.scan_fits`).
 
     `job` reads and fills `context.record`; during a local attempt that is a scratch record, merged
     into the real one when the attempt ends (also when it fails, so a failure's record shows what
@@ -146,8 +173,10 @@ def run_where_it_fits(
     if mode == "auto":
         size = measure(table)
         record.details["table_size"] = asdict(size)
-        fits = size.fits(config.local_max_entries, config.local_max_files) or (
-            names_bound and size.names_fit(config.local_max_entries, config.local_max_files)
+        fits = (
+            size.fits(config.local_max_entries, config.local_max_files)
+            or (names_bound and size.names_fit(config.local_max_entries, config.local_max_files))
+            or (scan_bound and size.scan_fits(config.local_max_scan_entries))
         )
         if not fits:
             mode = "never"

@@ -37,6 +37,7 @@ unreferenced manifests that remove-orphan-files collects.
 
 from __future__ import annotations
 
+import array
 import datetime as dt
 import functools
 import hashlib
@@ -361,7 +362,7 @@ def scan_and_drop_task(
     decided: dict[bytes, bool] = {}
     sums: dict[bytes, list[Any]] = {}  # partition -> [files, bytes, rows, newest creation]
     others: dict[bytes, list[Any]] = {}  # the same for unwanted partitions (summarize_others)
-    idents: list[int] = []
+    idents = array.array("q")  # 8 bytes per dropped file (a task in the driver may drop many)
 
     def selected_deletes() -> Iterator[RawEntry]:
         """The DELETE of every selected file, streamed into the manifest writer (one new manifest's
@@ -421,12 +422,12 @@ def scan_and_drop_task(
     yield from _hash_rows(idents)
 
 
-def _hash_rows(idents: list[int]) -> Iterator[pa.RecordBatch]:
+def _hash_rows(idents: array.array) -> Iterator[pa.RecordBatch]:
     """The task's identity hashes, sorted, as one row per hash range (their top HASH_RANGE_BITS):
     a few binary rows instead of a row per file, which Spark would have to shuffle one by one."""
     if not idents:
         return
-    hashes = np.sort(np.array(idents, dtype=np.int64))
+    hashes = np.sort(np.frombuffer(idents, dtype=np.int64))
     ranges = hashes >> (64 - HASH_RANGE_BITS)  # signed: non-decreasing along the sorted hashes
     present = np.unique(ranges)
     bounds = np.searchsorted(ranges, present, side="left").tolist() + [len(hashes)]

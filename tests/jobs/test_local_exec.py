@@ -257,3 +257,44 @@ def test_a_local_frame_stops_an_unbounded_producer_at_the_row_limit():
     with pytest.raises(LocalLimitExceeded, match="row limit of 1,000"):
         session.createDataFrame([("",)], "path string").mapInArrow(endless, "path string")
     assert len(produced) == 11  # stopped at the first batch past the limit, nothing more was read
+
+
+def test_partition_jobs_stream_in_the_driver_without_deletes_up_to_the_scan_bound(tmp_path, spark_session):
+    """drop-partition and expire-partitions (values-time) scan a snapshot that counts no DELETE entry
+    in the driver above local_max_entries, up to local_max_scan_entries (their scan streams); one
+    entry past that bound, a DELETE in the snapshot, or update-time (which merges every partition)
+    takes Spark. Either way the same partitions go."""
+    from tests.jobs.test_expire_partitions import days_ago, live_partitions, metadata_table
+
+    dates = [days_ago(100), days_ago(99), days_ago(98), days_ago(0)]
+    tables = {}
+    for name in ("driver", "spark", "bound", "update"):
+        tables[name] = metadata_table(tmp_path / name, [(d,) for d in dates])
+    entries = len(dates)
+    tight = {"local_max_entries": 1}  # not "small": only the scan bound can keep a run in the driver
+
+    def run(name: str, operation: str, spark: Any, **keys: Any) -> RunRecord:
+        return run_job(operation, str(tmp_path / name), spark, **tight, **keys)
+
+    dropped = run(
+        "driver", "drop-partition", None, partitions=[{"dt": dates[0]}], local_max_scan_entries=entries
+    )
+    assert dropped.details["executed_in"] == "driver" and dropped.counts["files_dropped"] == 1
+    on_spark = run(
+        "spark",
+        "drop-partition",
+        spark_session,
+        partitions=[{"dt": dates[0]}],
+        local_max_scan_entries=entries - 1,
+    )
+    assert on_spark.details["executed_in"] == "spark"
+    assert live_partitions(tables["driver"]) == live_partitions(tables["spark"])
+
+    expiry = {"expiration_time": "30d", "timestamp_formatter": "yyyy-MM-dd"}
+    after_drop = run("driver", "expire-partitions", spark_session, **expiry)
+    assert after_drop.details["executed_in"] == "spark", "the drop left DELETE entries to merge"
+    fresh = run("bound", "expire-partitions", None, **expiry)
+    assert fresh.details["executed_in"] == "driver" and fresh.counts["files_dropped"] == 3
+    assert live_partitions(tables["bound"]) == live_partitions(tables["driver"]) == {(dates[-1],)}
+    by_update = run("update", "expire-partitions", spark_session, **expiry, strategy="update-time")
+    assert by_update.details["executed_in"] == "spark"
