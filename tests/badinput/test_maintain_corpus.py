@@ -87,9 +87,7 @@ CONFIG_CASES: dict[str, Callable[[dict], str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(CONFIG_CASES))
-def test_a_bad_config_block_stops_the_run_before_any_table(
-    spark_session, warehouse, tmp_path, capsys, case
-):
+def test_a_bad_config_block_stops_the_run_before_any_table(spark_session, warehouse, tmp_path, capsys, case):
     config = maintain_config(warehouse)
     expected = CONFIG_CASES[case](config)
     before = fingerprint(warehouse)
