@@ -78,12 +78,12 @@ FILES_PER_WRITER = 200_000
 SCANNED = "partition binary, ord long, payload binary, files long, bytes long, rows long"
 MERGED = "partition binary, files long, bytes long, rows long, created long, meta binary, error string"
 # the direct path's rows: summaries and written manifests (hashes null), and per task and hash
-# range the sorted stable 64-bit hashes of the identities of the files it drops (for the duplicate
-# check: `repeated_identities_task`)
+# range the sorted stable 64-bit hashes of the names of the files it drops (for the duplicate
+# check: `check_identities_task`)
 DIRECT = MERGED + ", hash_range int, hashes binary"
 CHECKED = MERGED + ", repeats long"
 # Hash ranges (by the top bits) the duplicate check spreads over: a check task holds its ranges' hashes.
-HASH_RANGE_BITS = 4
+HASH_RANGE_BITS = 2
 _SCANNED_SCHEMA = pa.schema(
     [
         ("partition", pa.binary()),
@@ -356,7 +356,7 @@ def scan_and_drop_task(
     each task writes the DELETEs of the wanted partitions' files it reads. One summary row per
     wanted partition and task (the driver adds them up); unwanted partitions are skipped, or with
     `summarize_others` counted as well (files, bytes, rows; no creation time, as the merge path
-    counts them). Every dropped file's identity is hashed (stable, 64 bits): a file added twice
+    counts them). Every dropped file's name is hashed (stable, 64 bits): a file added twice
     (broken metadata, which the merge path refuses) shows as a repeated hash across all tasks.
     `target` None (a dry run): the same, writing nothing."""
     decided: dict[bytes, bool] = {}
@@ -366,7 +366,7 @@ def scan_and_drop_task(
 
     def selected_deletes() -> Iterator[RawEntry]:
         """The DELETE of every selected file, streamed into the manifest writer (one new manifest's
-        entries are held at a time); the summaries and identity hashes fill as it goes."""
+        entries are held at a time); the summaries and name hashes fill as it goes."""
         for batch in batches:
             columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
             for _index, name, size in zip(*columns, strict=True):
@@ -394,7 +394,7 @@ def scan_and_drop_task(
                                     total[2] += file["_ROW_COUNT"]
                                 continue
                             entry = raw_delete(record, datum)
-                            idents.append(_identity_hash(entry.identifier()))
+                            idents.append(_name_hash(entry.file_name))
                             total = sums.setdefault(partition, [0, 0, 0, None])
                             total[0] += 1
                             total[1] += entry.file_size
@@ -423,7 +423,7 @@ def scan_and_drop_task(
 
 
 def _hash_rows(idents: array.array) -> Iterator[pa.RecordBatch]:
-    """The task's identity hashes, sorted, as one row per hash range (their top HASH_RANGE_BITS):
+    """The task's name hashes, sorted, as one row per hash range (their top HASH_RANGE_BITS):
     a few binary rows instead of a row per file, which Spark would have to shuffle one by one."""
     if not idents:
         return
@@ -445,7 +445,7 @@ def _hash_rows(idents: array.array) -> Iterator[pa.RecordBatch]:
 def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The direct path's second stage: its rows pass through, and the hash rows become one count of
     the hashes that repeat within each hash range this task got (a range's rows all come to one
-    task): a repeat is a file added twice, or two identities whose 64-bit hashes collide."""
+    task): a repeat is a file added twice, or a name in two places, or a 64-bit collision."""
     by_range: dict[int, list[np.ndarray]] = {}
     for batch in batches:
         is_hashes = batch.column("hashes").is_valid()
@@ -471,10 +471,14 @@ def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Reco
         )
 
 
-def _identity_hash(identifier: tuple) -> int:
-    """A 64-bit hash of a file's identity, the same in every process (Python's hash() is salted):
-    the identity's repr (bytes, ints, strings, tuples and None print the same everywhere) digested."""
-    digest = hashlib.blake2b(repr(identifier).encode(), digest_size=8).digest()
+def _name_hash(file_name: str) -> int:
+    """A 64-bit hash of a dropped file's name, the same in every process (Python's hash() is salted).
+
+    The name, not the whole identity: it is cheaper, and a repeat only sends the scan down the
+    merge path, which compares whole identities. Equal identities always repeat (a file added
+    twice: refused there); a repeat that is not one (a name in two buckets, a 64-bit collision)
+    costs that second scan and is dropped as usual."""
+    digest = hashlib.blake2b(file_name.encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
 
 
@@ -652,7 +656,7 @@ def _scan_and_drop(
     write: bool,
     summarize_all: bool = False,
 ) -> tuple[list[PartitionStats], WrittenDeletes] | None:
-    """The direct path (`scan_and_drop_task`); None when a file's identity repeats (or two hashes
+    """The direct path (`scan_and_drop_task`); None when a dropped file's name repeats (or two hashes
     collide): its manifests are removed and the caller takes the merge path, which says what is wrong."""
     target = ManifestTarget.of(table) if write else None
     task = functools.partial(
@@ -668,7 +672,7 @@ def _scan_and_drop(
     stats, written = _collected(table, snapshot.id, [row for row in rows if row["repeats"] is None])
     if repeats:
         remove_manifests(table, written.manifests)
-        log.info("%s: a dropped file's identity repeats: merging entry by entry", _source(table, snapshot.id))
+        log.info("%s: a dropped file's name repeats: merging entry by entry", _source(table, snapshot.id))
         return None
     return stats, written
 
