@@ -60,14 +60,19 @@ def archive_path() -> Path | None:
     jars = spark_home / "jars"
     names = sorted(os.listdir(jars)) if jars.is_dir() else []
     key = hashlib.sha256("\n".join([java, str(os.stat(java).st_mtime_ns), str(spark_home), *names]).encode())
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "paimon-jobs"
+    try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "paimon-jobs"
+    except RuntimeError:  # no home directory to be found: no archive
+        return None
     return cache / f"spark-classes-{key.hexdigest()[:16]}.jsa"
 
 
 def archive_options() -> str:
     """The JVM options that map the archive, or "" when there is none."""
     path = archive_path()
-    if path is None or not path.is_file() or path.stat().st_size == 0:
+    if path is None or any(c.isspace() for c in str(path)):  # Spark splits the options at blanks
+        return ""
+    if not path.is_file() or path.stat().st_size == 0:
         return ""
     return f"-XX:SharedArchiveFile={path} {_QUIET}"
 
@@ -131,6 +136,9 @@ def main() -> None:
     path = archive_path()
     if path is None:
         print(f"jvm archive: none (no java or pyspark, or {ENV}=off)")
+        return
+    if any(c.isspace() for c in str(path)):
+        print(f"jvm archive: none ({path} has a blank, which Spark's JVM options cannot carry)")
         return
     if path.is_file() and not args.force:
         print(f"jvm archive: {path} (exists)")

@@ -181,6 +181,8 @@ def run_where_it_fits(
         if not fits:
             mode = "never"
         limit = row_limit(config.local_max_entries, config.local_max_files)
+        if scan_bound:  # a streaming scan's frames: a row per partition at most, never one per file
+            limit = max(limit, 2 * config.local_max_scan_entries)
     if mode != "never":
         scratch = RunRecord(operation=record.operation, table=record.table, dry_run=record.dry_run)
         context.record = scratch

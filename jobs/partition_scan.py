@@ -443,19 +443,32 @@ def _hash_rows(idents: array.array) -> Iterator[pa.RecordBatch]:
 
 
 def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The direct path's second stage: its rows pass through, and the hash rows become one count of
-    the hashes that repeat within each hash range this task got (a range's rows all come to one
-    task): a repeat is a file added twice, or a name in two places, or a 64-bit collision."""
+    """The direct path's second stage: the hash rows become one count of the hashes that repeat
+    within each hash range this task got (a range's rows all come to one task): a repeat is a file
+    added twice, or a name in two places, or a 64-bit collision. The other rows (no hash range: all
+    in one task) pass through, the scan tasks' summaries added up to one row per partition, so the
+    driver gets as many rows as there are partitions, however many tasks scanned."""
     by_range: dict[int, list[np.ndarray]] = {}
+    totals: dict[bytes, list[Any]] = {}  # partition -> [files, bytes, rows, newest creation]
     for batch in batches:
         is_hashes = batch.column("hashes").is_valid()
         passed = batch.filter(pc.invert(is_hashes))
-        if passed.num_rows:
+        is_summary = pc.and_(passed.column("meta").is_null(), passed.column("error").is_null())
+        other = passed.filter(pc.invert(is_summary))
+        if other.num_rows:
             yield pa.RecordBatch.from_arrays(
-                [passed.column(name) for name in _MERGED_SCHEMA.names]
-                + [pa.nulls(passed.num_rows, pa.int64())],
+                [other.column(name) for name in _MERGED_SCHEMA.names]
+                + [pa.nulls(other.num_rows, pa.int64())],
                 schema=_CHECKED_SCHEMA,
             )
+        for row in passed.filter(is_summary).to_pylist():
+            total = totals.setdefault(row["partition"], [0, 0, 0, None])
+            total[0] += row["files"]
+            total[1] += row["bytes"] or 0
+            total[2] += row["rows"] or 0
+            created = row["created"]
+            if created is not None and (total[3] is None or created > total[3]):
+                total[3] = created
         hashed = batch.filter(is_hashes)
         ranges = hashed.column("hash_range").to_pylist()
         for hash_range, blob in zip(ranges, hashed.column("hashes").to_pylist(), strict=True):
@@ -464,6 +477,9 @@ def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Reco
     for parts in by_range.values():
         hashes = np.sort(np.concatenate(parts))
         repeats += int(np.count_nonzero(hashes[1:] == hashes[:-1]))
+    if totals:
+        summaries = [_summary(partition, *total) for partition, total in totals.items()]
+        yield pa.RecordBatch.from_pylist(summaries, schema=_CHECKED_SCHEMA)
     if by_range:
         yield pa.RecordBatch.from_arrays(
             [pa.nulls(1, field.type) for field in _MERGED_SCHEMA] + [pa.array([repeats], pa.int64())],
@@ -603,7 +619,7 @@ def scan_partitions(
             table,
             snapshot.id,
             stats,
-            written if write else None,
+            None,  # handed over by write_deletes (or removed by close), never committed as .written
             _direct=(selected, written),
             _arrange=lambda: arrange(write=False, keep=True)[2],
         )

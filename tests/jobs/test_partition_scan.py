@@ -136,7 +136,10 @@ def test_without_deletes_each_task_drops_what_it_reads_as_the_shuffle_would(tmp_
     checked = [row for out in check_identities_task(outputs) for row in out.to_pylist()]
     assert [row["repeats"] for row in checked if row["repeats"] is not None] == [0]
     passed = [row for row in checked if row["repeats"] is None]
-    assert len(passed) == len([row for row in direct if row["hashes"] is None]), "the other rows pass through"
+    manifest_rows = [row["meta"] for row in direct if row["meta"] is not None]
+    assert [row["meta"] for row in passed if row["meta"] is not None] == manifest_rows, "they pass through"
+    summarised = sorted(bytes(row["partition"]) for row in passed if row["meta"] is None)
+    assert summarised == sorted(wanted), "the tasks' summaries added up: one row per partition"
     # the same task's output seen twice: every file "added twice", each one a repeat
     twice = [row for out in check_identities_task(outputs + outputs) for row in out.to_pylist()]
     assert [row["repeats"] for row in twice if row["repeats"] is not None] == [6]

@@ -31,6 +31,15 @@ def test_an_archive_on_disk_is_mapped_after_the_plain_options(monkeypatch, tmp_p
     assert f"-XX:SharedArchiveFile={archive}" in options.split()
 
 
+def test_an_archive_whose_path_has_a_blank_is_left_out(monkeypatch, tmp_path):
+    """Spark splits extraJavaOptions at blanks: such a path would break the JVM's start."""
+    archive = tmp_path / "with blank" / "classes.jsa"
+    archive.parent.mkdir()
+    archive.write_bytes(b"an archive")
+    monkeypatch.setenv(jvm_archive.ENV, str(archive))
+    assert jvm_archive.archive_options() == ""
+
+
 def test_the_default_place_is_in_the_user_cache_keyed_by_java_and_pyspark(monkeypatch, tmp_path):
     if shutil.which("java") is None:
         pytest.skip("no java on PATH")
