@@ -37,7 +37,6 @@ unreferenced manifests that remove-orphan-files collects.
 
 from __future__ import annotations
 
-import array
 import datetime as dt
 import functools
 import hashlib
@@ -62,7 +61,7 @@ from paimon_format.manifest import (
     gc_paused,
 )
 from paimon_format.manifest_files import rolling_write_raw_manifests
-from paimon_format.manifest_raw import RawEntry, iter_raw_records, raw_delete, raw_entry
+from paimon_format.manifest_raw import RawEntry, iter_raw_records, iter_wanted_deletes, raw_entry
 from paimon_format.options import CoreOptions
 from paimon_format.partition_spec import PartitionStats
 from paimon_format.scan import EntryMerger, data_manifests
@@ -109,6 +108,7 @@ _DIRECT_SCHEMA = _MERGED_SCHEMA.append(pa.field("hash_range", pa.int32())).appen
     pa.field("hashes", pa.binary())
 )
 _CHECKED_SCHEMA = _MERGED_SCHEMA.append(pa.field("repeats", pa.int64()))
+_HASH_DTYPE = np.dtype("<i8")  # a name hash: 8 digest bytes as a little-endian int64 (see _hash_rows)
 
 
 def manifest_frame(spark: Any, manifests: Sequence[ManifestFileMeta]) -> Any:
@@ -362,7 +362,17 @@ def scan_and_drop_task(
     decided: dict[bytes, bool] = {}
     sums: dict[bytes, list[Any]] = {}  # partition -> [files, bytes, rows, newest creation]
     others: dict[bytes, list[Any]] = {}  # the same for unwanted partitions (summarize_others)
-    idents = array.array("q")  # 8 bytes per dropped file (a task in the driver may drop many)
+    hashes = bytearray()  # 8 bytes per dropped file (a task in the driver may drop many)
+    blake2b = hashlib.blake2b
+
+    def count_other(record: dict[str, Any]) -> None:
+        file = record["_FILE"]
+        total = others.get(record["_PARTITION"])
+        if total is None:
+            total = others[record["_PARTITION"]] = [0, 0, 0, None]
+        total[0] += 1
+        total[1] += file["_FILE_SIZE"]
+        total[2] += file["_ROW_COUNT"]
 
     def selected_deletes() -> Iterator[RawEntry]:
         """The DELETE of every selected file, streamed into the manifest writer (one new manifest's
@@ -373,39 +383,22 @@ def scan_and_drop_task(
                 path = table.manifest_path(name)
                 data = table.file_io.read_bytes(path)
                 check_file_size(data, path, size)
-                try:
-                    with gc_paused():
-                        for record, datum in iter_raw_records(data, path):
-                            partition = record["_PARTITION"]
-                            want = decided.get(partition)
-                            if want is None:
-                                want = decided[partition] = bool(wanted(partition))
-                            if record["_KIND"] != ADD:
-                                raise InvalidTableStateError(
-                                    f"{path}: holds a DELETE of {raw_entry(record, datum).describe()} but "
-                                    "its manifest list record counts no DELETE"
-                                )
-                            if not want:
-                                if summarize_others:
-                                    file = record["_FILE"]
-                                    total = others.setdefault(partition, [0, 0, 0, None])
-                                    total[0] += 1
-                                    total[1] += file["_FILE_SIZE"]
-                                    total[2] += file["_ROW_COUNT"]
-                                continue
-                            entry = raw_delete(record, datum)
-                            idents.append(_name_hash(entry.file_name))
-                            total = sums.setdefault(partition, [0, 0, 0, None])
-                            total[0] += 1
-                            total[1] += entry.file_size
-                            total[2] += entry.row_count
-                            if entry.created is not None and (total[3] is None or entry.created > total[3]):
-                                total[3] = entry.created
-                            yield entry
-                except KeyError as error:
-                    raise CorruptFileError(
-                        path, f"required field {error} is missing from a manifest entry"
-                    ) from None
+                with gc_paused():
+                    deletes = iter_wanted_deletes(
+                        data, path, wanted, decided, count_other if summarize_others else None
+                    )
+                    for entry in deletes:
+                        hashes.extend(blake2b(entry.file_name.encode(), digest_size=8).digest())
+                        total = sums.get(entry.partition)
+                        if total is None:
+                            total = sums[entry.partition] = [0, 0, 0, None]
+                        total[0] += 1
+                        total[1] += entry.file_size
+                        total[2] += entry.row_count
+                        created = entry.created
+                        if created is not None and (total[3] is None or created > total[3]):
+                            total[3] = created
+                        yield entry
 
     if target is None:
         for _delete in selected_deletes():
@@ -419,15 +412,21 @@ def scan_and_drop_task(
     summaries = [_summary(partition, *total) for partition, total in (*sums.items(), *others.items())]
     if summaries or written:
         yield pa.RecordBatch.from_pylist(summaries + written, schema=_DIRECT_SCHEMA)
-    yield from _hash_rows(idents)
+    yield from _hash_rows(hashes)
 
 
-def _hash_rows(idents: array.array) -> Iterator[pa.RecordBatch]:
+def _hash_rows(digests: bytes | bytearray) -> Iterator[pa.RecordBatch]:
     """The task's name hashes, sorted, as one row per hash range (their top HASH_RANGE_BITS):
-    a few binary rows instead of a row per file, which Spark would have to shuffle one by one."""
-    if not idents:
+    a few binary rows instead of a row per file, which Spark would have to shuffle one by one.
+
+    A hash is 8 bytes of blake2b of a dropped file's name, read as a little-endian int64: the same
+    in every process (Python's hash() is salted). The name, not the whole identity: it is cheaper,
+    and a repeat only sends the scan down the merge path, which compares whole identities. Equal
+    identities always repeat (a file added twice: refused there); a repeat that is not one (a name
+    in two buckets, a 64-bit collision) costs that second scan and is dropped as usual."""
+    if not digests:
         return
-    hashes = np.sort(np.frombuffer(idents, dtype=np.int64))
+    hashes = np.sort(np.frombuffer(digests, dtype=_HASH_DTYPE))
     ranges = hashes >> (64 - HASH_RANGE_BITS)  # signed: non-decreasing along the sorted hashes
     present = np.unique(ranges)
     bounds = np.searchsorted(ranges, present, side="left").tolist() + [len(hashes)]
@@ -472,7 +471,7 @@ def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Reco
         hashed = batch.filter(is_hashes)
         ranges = hashed.column("hash_range").to_pylist()
         for hash_range, blob in zip(ranges, hashed.column("hashes").to_pylist(), strict=True):
-            by_range.setdefault(hash_range, []).append(np.frombuffer(blob, dtype=np.int64))
+            by_range.setdefault(hash_range, []).append(np.frombuffer(blob, dtype=_HASH_DTYPE))
     repeats = 0
     for parts in by_range.values():
         hashes = np.sort(np.concatenate(parts))
@@ -485,17 +484,6 @@ def check_identities_task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Reco
             [pa.nulls(1, field.type) for field in _MERGED_SCHEMA] + [pa.array([repeats], pa.int64())],
             schema=_CHECKED_SCHEMA,
         )
-
-
-def _name_hash(file_name: str) -> int:
-    """A 64-bit hash of a dropped file's name, the same in every process (Python's hash() is salted).
-
-    The name, not the whole identity: it is cheaper, and a repeat only sends the scan down the
-    merge path, which compares whole identities. Equal identities always repeat (a file added
-    twice: refused there); a repeat that is not one (a name in two buckets, a 64-bit collision)
-    costs that second scan and is dropped as usual."""
-    digest = hashlib.blake2b(file_name.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "little", signed=True)
 
 
 # -- the driver side ----------------------------------------------------------------------------

@@ -138,5 +138,7 @@ class JobContext:
     def close(self) -> None:
         """Stop the session if this run created it; a session from a test or notebook stays."""
         if self._spark is not None and self._owns_spark:
-            self._spark.stop()
+            from jobs.spark import stop_session
+
+            stop_session(self._spark)
         self._spark = None

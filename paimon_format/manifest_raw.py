@@ -32,7 +32,7 @@ from typing import Any
 
 import fastavro
 
-from paimon_format.errors import CorruptFileError
+from paimon_format.errors import CorruptFileError, InvalidTableStateError
 from paimon_format.fileio import FileIO
 from paimon_format.manifest import (
     _PARSED_MANIFEST,
@@ -231,6 +231,77 @@ def _iter_checked(
         raise decode_error(error, path, index, "manifest") from None
 
 
+def iter_wanted_deletes(
+    data: bytes,
+    path: str,
+    wanted: Callable[[bytes], bool],
+    decided: dict[bytes, bool],
+    unwanted: Callable[[dict[str, Any]], None] | None = None,
+) -> Iterator[RawEntry]:
+    """The DELETE of every entry whose partition is `wanted`, from a manifest that its list record
+    says holds ADDs only (a DELETE entry raises InvalidTableStateError naming `path`).
+
+    Why its own loop: a partition drop reads every entry of a table and keeps perhaps half, so an
+    entry it skips must cost no more than its decode and one dict lookup; `iter_raw_records` cuts
+    and pairs every datum and passes through two more generators. `decided` caches `wanted` per
+    partition across manifests; `unwanted(record)` sees each skipped record (a summary of all).
+    Checked as `iter_raw_records` is: version, kind, record and block boundaries, decode errors.
+    """
+    index = -1
+    try:
+        reader = fastavro.block_reader(io.BytesIO(data))
+        padding = _padding_for(reader.metadata.get("avro.schema", ""))
+        for block in reader:
+            buffer = block.bytes_
+            raw = buffer.getvalue()
+            tell = buffer.tell
+            position = tell()
+            copied = padding is not None
+            for record in block:
+                index += 1
+                end = tell()
+                if end <= position:
+                    copied = False  # this fastavro does not read records from the buffer: use the models
+                if record is None:
+                    raise CorruptFileError(path, f"record {index} is null")
+                if record["_VERSION"] != MANIFEST_VERSION:
+                    raise version_error(path, index, record["_VERSION"], MANIFEST_VERSION)
+                if record["_KIND"] != ADD:
+                    raise _unexpected_kind(path, record)
+                partition = record["_PARTITION"]
+                want = decided.get(partition)
+                if want is None:
+                    want = decided[partition] = bool(wanted(partition))
+                if want:
+                    if copied and raw[position : position + 2] == _VERSION_AND_ADD:
+                        yield _built(record, DELETE, _VERSION_AND_DELETE + raw[position + 2 : end] + padding)
+                    else:  # a layout we do not copy: encoded in ours through the models
+                        yield raw_entry(record, None).as_delete()
+                elif unwanted is not None:
+                    unwanted(record)
+                position = end
+            if copied and position != len(raw):
+                raise CorruptFileError(
+                    path, f"a block ends {len(raw) - position} bytes after its last record"
+                )
+    except (CorruptFileError, InvalidTableStateError):
+        raise
+    except KeyError as error:
+        raise CorruptFileError(path, f"required field {error} is missing from a manifest entry") from None
+    except Exception as error:  # noqa: BLE001 - mapped as the model decoder maps it
+        raise decode_error(error, path, index, "manifest") from None
+
+
+def _unexpected_kind(path: str, record: dict[str, Any]) -> Exception:
+    kind = record["_KIND"]
+    if kind != DELETE:
+        return ValueError(f"unknown _KIND {kind}")
+    return InvalidTableStateError(
+        f"{path}: holds a DELETE of {_built(record, kind, b'').describe()} but its manifest list "
+        "record counts no DELETE"
+    )
+
+
 def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
     """The RawEntry of a checked record (from `iter_raw_records`); `datum` None: encoded in our
     layout through the models (raises KeyError for a missing required field)."""
@@ -239,15 +310,6 @@ def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
         fastavro.schemaless_writer(buffer, _PARSED_MANIFEST, _entry_to_avro(_entry_from_avro(record)))
         datum = buffer.getvalue()
     return _built(record, record["_KIND"], datum)
-
-
-def raw_delete(record: dict[str, Any], datum: bytes | None) -> RawEntry:
-    """The DELETE that cancels a checked ADD record (from `iter_raw_records`), built at once: the
-    same as `raw_entry(record, datum).as_delete()` without the ADD in between (a partition drop
-    makes one per dropped file)."""
-    if datum is None or record["_KIND"] != ADD or datum[:2] != _VERSION_AND_ADD:
-        return raw_entry(record, datum).as_delete()
-    return _built(record, DELETE, _VERSION_AND_DELETE + datum[2:])
 
 
 def _built(record: dict[str, Any], kind: int, datum: bytes) -> RawEntry:

@@ -191,3 +191,43 @@ def test_spark_submit_runs_a_thin_entry_file_and_keeps_its_master(tmp_path):
     # spark-submit merges the Python driver's stderr into its stdout: hence --output for the record.
     logs = result.stdout + result.stderr
     assert "[fake-submit db.events]" in logs and "ignored: spark.ui.enabled" in logs
+
+
+STOP_AND_RESTART = '''
+from pyspark import SparkContext
+
+from jobs.spark import get_or_create_spark, stop_session
+
+first = get_or_create_spark("first")
+jvm = SparkContext._gateway.proc
+assert first.range(3).count() == 3
+stop_session(first)
+assert jvm.poll() is not None, "the first JVM still runs after its session stopped"
+second = get_or_create_spark("second")
+assert SparkContext._gateway.proc.pid != jvm.pid
+total = second.sparkContext.accumulator(0)
+second.sparkContext.parallelize(range(5), 2).foreach(lambda x: total.add(x))
+assert total.value == 10, total.value
+stop_session(second)
+print("restarted")
+'''
+
+
+@pytest.mark.slow
+def test_a_stopped_session_takes_its_jvm_along_and_the_next_one_starts_its_own():
+    """`stop_session` (what a job process does last) shuts down the JVM this process launched rather
+    than leaving it to die after Python, and skips pyspark's wait on its accumulator server; a later
+    session in the same process gets a new JVM with working accumulators, and the JVM hanging up on
+    the old accumulator server prints no traceback."""
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", STOP_AND_RESTART], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("restarted")
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]

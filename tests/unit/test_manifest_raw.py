@@ -12,7 +12,7 @@ import fastavro
 import pytest
 
 from paimon_format.binary_row import EMPTY_ROW, serialize_row
-from paimon_format.errors import CorruptFileError
+from paimon_format.errors import CorruptFileError, InvalidTableStateError
 from paimon_format.fileio import FileIO
 from paimon_format.manifest import (
     ADD,
@@ -26,7 +26,7 @@ from paimon_format.manifest import (
     entry_from_record,
 )
 from paimon_format.manifest_files import manifest_file_meta, rolling_write_raw_manifests
-from paimon_format.manifest_raw import _padding_for, iter_raw_entries, read_raw_manifest
+from paimon_format.manifest_raw import _padding_for, iter_raw_entries, iter_wanted_deletes, read_raw_manifest
 from paimon_format.manifest_schemas import MANIFEST_ENTRY_SCHEMA
 from paimon_format.scan import EntryMerger
 from paimon_format.types import parse_type
@@ -109,6 +109,43 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_the_deletes_of_wanted_partitions_are_the_models_deletes(layout):
+    """`iter_wanted_deletes` (a partition drop's scan): for every writer layout, the DELETE of each
+    entry of a wanted partition, in file order, equal to the models' DELETE; every other entry goes
+    to `unwanted`; `wanted` is asked once per partition; a DELETE entry is refused naming the file."""
+    adds = [e for e in _entries(60) if e.kind == ADD]
+    data = _avro(LAYOUTS[layout](), adds)
+    dropped = {adds[0].partition, adds[2].partition}
+    asked: list[bytes] = []
+    skipped: list[dict[str, Any]] = []
+
+    def wanted(partition: bytes) -> bool:
+        asked.append(partition)
+        return partition in dropped
+
+    decided: dict[bytes, bool] = {}
+    deletes = list(iter_wanted_deletes(data, "m", wanted, decided, skipped.append))
+    expected = [e.as_delete() for e in decode_manifest(data, "m") if e.partition in dropped]
+    assert len(expected) == len(deletes) > 0
+    decoded = [fastavro.schemaless_reader(io.BytesIO(d.datum), MANIFEST_ENTRY_SCHEMA) for d in deletes]
+    assert [entry_from_record(record) for record in decoded] == expected
+    assert [d.identifier() for d in deletes] == [e.identifier() for e in expected]
+    assert all(d.kind == DELETE for d in deletes)
+    assert [r["_FILE"]["_FILE_NAME"] for r in skipped] == [
+        e.file.file_name for e in adds if e.partition not in dropped
+    ]
+    assert sorted(asked) == sorted({e.partition for e in adds})  # once each
+    assert list(iter_wanted_deletes(data, "m", lambda p: 1 / 0, decided)) != []  # decided is reused
+
+    with pytest.raises(InvalidTableStateError, match="m-del: holds a DELETE of file data-4.parquet"):
+        list(iter_wanted_deletes(_avro(LAYOUTS[layout](), _entries(6)), "m-del", wanted, {}))
+    with pytest.raises(CorruptFileError, match="m-cut"):
+        list(iter_wanted_deletes(data[: len(data) - 40], "m-cut", wanted, {}))
+    with pytest.raises(CorruptFileError, match="m-v3.*_VERSION 2, got 3"):
+        list(iter_wanted_deletes(_one_record_manifest(_VERSION=3), "m-v3", wanted, {}))
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 def test_raw_entries_rewritten_are_the_entries_the_models_read(tmp_path, layout):
     data = _avro(LAYOUTS[layout](), _entries())
     expected = decode_manifest(data, "m")  # what every other reader of ours sees
@@ -178,6 +215,12 @@ def test_a_fastavro_reading_blocks_otherwise_falls_back_to_the_models(monkeypatc
     assert [fastavro.schemaless_reader(io.BytesIO(r.datum), MANIFEST_ENTRY_SCHEMA) for r in raw] == list(
         fastavro.reader(io.BytesIO(data))
     )
+    adds = encode_manifest([e for e in _entries(12) if e.kind == ADD])
+    deletes = list(iter_wanted_deletes(adds, "m", lambda partition: True, {}))
+    assert [
+        entry_from_record(fastavro.schemaless_reader(io.BytesIO(d.datum), MANIFEST_ENTRY_SCHEMA))
+        for d in deletes
+    ] == [e.as_delete() for e in decode_manifest(adds, "m")]
 
 
 def _one_record_manifest(**changes: Any) -> bytes:
