@@ -193,7 +193,7 @@ def test_spark_submit_runs_a_thin_entry_file_and_keeps_its_master(tmp_path):
     assert "[fake-submit db.events]" in logs and "ignored: spark.ui.enabled" in logs
 
 
-STOP_AND_RESTART = '''
+STOP_AND_RESTART = """
 from pyspark import SparkContext
 
 from jobs.spark import get_or_create_spark, stop_session
@@ -210,7 +210,7 @@ second.sparkContext.parallelize(range(5), 2).foreach(lambda x: total.add(x))
 assert total.value == 10, total.value
 stop_session(second)
 print("restarted")
-'''
+"""
 
 
 @pytest.mark.slow
