@@ -46,6 +46,7 @@ from paimon_format.partition_predicate import (
     selects,
     spec_test,
 )
+from paimon_format.partition_pruning import ManifestTest, any_of, predicate_pruner, spec_pruner
 from paimon_format.table import Table
 from paimon_format.types import DataType
 
@@ -83,7 +84,12 @@ CONFIG_MODEL = DropPartitionConfig
 def run(context: JobContext, config: DropPartitionConfig) -> None:
     table = open_partitioned_table(config)
     run_where_it_fits(
-        context, table, config, lambda spark: _drop(context, spark, table, config), scan_bound=True
+        context,
+        table,
+        config,
+        lambda spark: _drop(context, spark, table, config),
+        scan_bound=True,
+        may_hold=selection_pruner(table, config.partitions, config.where),
     )
 
 
@@ -111,8 +117,25 @@ def selection_tests(
             return [(where, predicate_test(where, columns))]
         return [(str(dict(spec)), spec_test(spec, columns)) for spec in specs or []]
     except PredicateError as error:
-        what = f"where {where!r}" if where is not None else "partitions"
-        raise BadInputError(f"{table.path}: {what}: {error}") from None
+        raise _bad_selection(table, where, error) from None
+
+
+def selection_pruner(
+    table: Table, specs: Sequence[Mapping[str, Any]] | None, where: str | None
+) -> ManifestTest:
+    """Whether a manifest may hold a partition the selection picks, from its partition stats."""
+    columns = PartitionColumns.of(table.schema)
+    try:
+        if where is not None:
+            return predicate_pruner(where, columns)
+        return any_of([spec_pruner(spec, columns) for spec in specs or []])
+    except PredicateError as error:
+        raise _bad_selection(table, where, error) from None
+
+
+def _bad_selection(table: Table, where: str | None, error: PredicateError) -> BadInputError:
+    what = f"where {where!r}" if where is not None else "partitions"
+    return BadInputError(f"{table.path}: {what}: {error}")
 
 
 def drop_partition(
@@ -137,8 +160,11 @@ def drop_partition(
         selected, types=table.partition_types, tests=[test for _description, test in tests]
     )
     # direct: without DELETE entries, the scan tasks write the DELETEs themselves (no shuffle), and
-    # report only the selected partitions, which is all this job needs (the dry run goes the same way)
-    scan = scan_partitions(spark, table, latest, matches, write=not dry_run, direct=True)
+    # report only the selected partitions, which is all this job needs (the dry run goes the same way);
+    # a manifest whose partition stats rule the selection out is not read
+    may_hold = selection_pruner(table, specs, where)
+    scan = scan_partitions(spark, table, latest, matches, write=not dry_run, direct=True, may_hold=may_hold)
+    record.details["manifests_skipped"] = scan.skipped_manifests
     written = scan.written
     handed_over = False
     try:

@@ -26,7 +26,8 @@ whose manifest lists count no DELETE entry their scan streams (one manifest's en
 summary per partition, the DELETEs written as they go, 8 bytes per dropped file for the duplicate
 check), so the driver reads up to `local_max_scan_entries` entries itself: decoding them (~60,000
 per CPU-second) costs less than Spark's start-up and first job up to about half a million
-(`TableSize.scan_fits`).
+(`TableSize.scan_fits`). drop-partition reads only the manifests whose partition stats may hold its
+selection, so only theirs count (`TableSize.scan_entries`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from jobs.local_frame import LocalLimitExceeded, LocalSession
 from jobs.report import RunRecord
-from paimon_format.manifest import read_manifest_list
+from paimon_format.manifest import ManifestFileMeta, read_manifest_list
 from paimon_format.table import MAIN_BRANCH, Table
 
 DEFAULT_MAX_ENTRIES = 10_000
@@ -83,6 +84,10 @@ class TableSize:
     branches: int
     manifests: int = 0  # manifests the latest snapshots' lists name
     deleted_entries: int = 0  # DELETE entries the latest snapshots' base and delta lists count
+    # what a partition job's scan reads: the main branch's latest data manifests that may hold a
+    # wanted partition (all of them without a `may_hold` test), their entries and DELETE entries
+    scan_entries: int = 0
+    scan_deleted_entries: int = 0
 
     def fits(self, max_entries: int, max_files: int) -> bool:
         return (
@@ -94,11 +99,7 @@ class TableSize:
     def scan_fits(self, max_scan_entries: int) -> bool:
         """Whether a partition job's scan streams in the driver: no DELETE entry to merge (each
         task drops what it reads) and at most `max_scan_entries` entries to read."""
-        return (
-            self.branches <= MAX_BRANCHES_SIZED
-            and self.deleted_entries == 0
-            and self.manifest_entries <= max_scan_entries
-        )
+        return self.scan_deleted_entries == 0 and self.scan_entries <= max_scan_entries
 
     def names_fit(self, max_entries: int, max_files: int) -> bool:
         """Whether naming what every root needs fits a local run: each root's lists and the manifests
@@ -108,15 +109,25 @@ class TableSize:
         )
 
 
-def measure(table: Table) -> TableSize:
+def measure(table: Table, may_hold: Callable[[ManifestFileMeta], bool] | None = None) -> TableSize:
     """Size the table from its directory listings and latest manifest lists (see the module docstring).
 
+    `may_hold`: a partition job's manifest test (`paimon_format.partition_pruning`): its scan reads
+    only the main branch's data manifests it passes, so only those count as `scan_entries`.
     Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
     """
+    scan_entries = scan_deleted = 0
+    latest = table.snapshot_manager.latest()
+    if latest is not None:
+        for name in (latest.base_manifest_list, latest.delta_manifest_list):
+            for meta in read_manifest_list(table.file_io, table.manifest_path(name)) if name else []:
+                if may_hold is None or may_hold(meta):
+                    scan_entries += meta.num_added_files + meta.num_deleted_files
+                    scan_deleted += meta.num_deleted_files
     branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
     entries = files = roots = manifests = deleted = 0
     if len(branches) > MAX_BRANCHES_SIZED:
-        return TableSize(0, 0, 0, len(branches))
+        return TableSize(0, 0, 0, len(branches), 0, 0, scan_entries, scan_deleted)
     for branch in branches:
         branch_table = table.for_branch(branch)
         manager = branch_table.snapshot_manager
@@ -138,7 +149,7 @@ def measure(table: Table) -> TableSize:
                 if counts_files:
                     files += meta.num_added_files - meta.num_deleted_files
                     deleted += meta.num_deleted_files
-    return TableSize(entries, files, roots, len(branches), manifests, deleted)
+    return TableSize(entries, files, roots, len(branches), manifests, deleted, scan_entries, scan_deleted)
 
 
 def row_limit(max_entries: int, max_files: int) -> int:
@@ -154,6 +165,7 @@ def run_where_it_fits(
     allowed: bool = True,
     names_bound: bool = False,
     scan_bound: bool = False,
+    may_hold: Callable[[ManifestFileMeta], bool] | None = None,
 ) -> None:
     """Run `job(session)` in the driver process when the table is small enough, else on Spark.
     `allowed` False: this run needs Spark whatever the table's size (e.g. it reads an inventory).
@@ -161,7 +173,8 @@ def run_where_it_fits(
     plus what its own plan reads, not by the table's file count (expire-snapshots: a large table
     expiring a few snapshots); a table that fits so is tried in the driver too, and a plan that
     outgrows the row limit there goes to Spark as any other. `scan_bound`: the job is a partition
-    scan that streams on a snapshot without DELETE entries (`TableSize.scan_fits`).
+    scan that streams on a snapshot without DELETE entries (`TableSize.scan_fits`), reading the
+    manifests `may_hold` passes (all without it).
 
     `job` reads and fills `context.record`; during a local attempt that is a scratch record, merged
     into the real one when the attempt ends (also when it fails, so a failure's record shows what
@@ -171,7 +184,7 @@ def run_where_it_fits(
     mode = getattr(config, "local", "never") if allowed else "never"
     limit: int | None = None
     if mode == "auto":
-        size = measure(table)
+        size = measure(table, may_hold)
         record.details["table_size"] = asdict(size)
         fits = (
             size.fits(config.local_max_entries, config.local_max_files)

@@ -502,6 +502,7 @@ class PartitionScan:
     # (handed over when exactly those partitions are asked for), and how to arrange the rows instead
     _direct: tuple[frozenset[bytes], WrittenDeletes] | None = field(default=None, repr=False)
     _arrange: Callable[[], Any] | None = field(default=None, repr=False)
+    skipped_manifests: int = 0  # not read: their partition stats rule every wanted partition out
 
     def write_deletes(self, partitions: Iterable[bytes]) -> WrittenDeletes:
         """The DELETE manifests of `partitions`: written from the kept rows (no manifest is read
@@ -558,6 +559,7 @@ def scan_partitions(
     keep: bool = False,
     direct: bool = False,
     summarize_all: bool = False,
+    may_hold: Callable[[ManifestFileMeta], bool] | None = None,
 ) -> PartitionScan:
     """Summaries of the live partitions of `snapshot` (None: an empty table), every manifest read once.
 
@@ -572,13 +574,30 @@ def scan_partitions(
     dry run's scan, without `write` or `keep`), betting that all wanted partitions are chosen; any
     other choice removes them and arranges the rows by partition as the merge path does. A file
     added twice sends the scan down the merge path, which refuses it.
+
+    `may_hold(manifest)` False: its partition stats prove it holds no wanted partition
+    (`paimon_format.partition_pruning`), so it is not read; the summaries then leave out the
+    partitions only such manifests hold, so it suits the scans that need only the wanted ones.
     """
     if snapshot is None:
         return PartitionScan(table, 0, [], WrittenDeletes(0, [], 0, 0, 0) if write else None)
-    manifests = data_manifests(table, snapshot)
+    listed = data_manifests(table, snapshot)
+    manifests = listed if may_hold is None else [meta for meta in listed if may_hold(meta)]
+    skipped = len(listed) - len(manifests)
+    if skipped:
+        log.info(
+            "%s: %d of %d manifests hold no wanted partition by their stats: not read",
+            _source(table, snapshot.id),
+            skipped,
+            len(listed),
+        )
     if not manifests:
         return PartitionScan(
-            table, snapshot.id, [], WrittenDeletes(snapshot.id, [], 0, 0, 0) if write else None
+            table,
+            snapshot.id,
+            [],
+            WrittenDeletes(snapshot.id, [], 0, 0, 0) if write else None,
+            skipped_manifests=skipped,
         )
     started = time.perf_counter()
     entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
@@ -610,8 +629,11 @@ def scan_partitions(
             None,  # handed over by write_deletes (or removed by close), never committed as .written
             _direct=(selected, written),
             _arrange=lambda: arrange(write=False, keep=True)[2],
+            skipped_manifests=skipped,
         )
-    return PartitionScan(table, snapshot.id, stats, written if write else None, arranged)
+    return PartitionScan(
+        table, snapshot.id, stats, written if write else None, arranged, skipped_manifests=skipped
+    )
 
 
 def _scan_and_merge(

@@ -41,6 +41,7 @@ from paimon_format.commit import OVERWRITE, AttemptContext, PrewrittenDelta, Sna
 from paimon_format.crash_points import crash_point
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
 from paimon_format.manifest import ADD, ManifestEntry, read_manifest
+from paimon_format.partition_pruning import partitions_pruner
 from paimon_format.partition_spec import PartitionStats
 from paimon_format.scan import read_list
 from paimon_format.snapshot import Snapshot
@@ -58,7 +59,9 @@ def plan_deletes(
     spark: Any, table: Table, snapshot: Snapshot, partitions: Collection[bytes]
 ) -> WrittenDeletes:
     """The DELETE manifests of every live file of `partitions` in `snapshot` (one read, on executors)."""
-    scan = scan_partitions(spark, table, snapshot, frozenset(partitions).__contains__, write=True)
+    wanted = frozenset(partitions)
+    may_hold = partitions_pruner(wanted, table.partition_types)
+    scan = scan_partitions(spark, table, snapshot, wanted.__contains__, write=True, may_hold=may_hold)
     assert scan.written is not None
     return scan.written
 

@@ -319,7 +319,7 @@ def bind_predicate(expr: Expr, columns: PartitionColumns) -> PartitionTest:
         negated = expr.negated
         return lambda values: (values[index] is not None) if negated else (values[index] is None)
     if isinstance(expr, InList):
-        wanted = [_typed_literal(literal, expr.column, data_type) for literal in expr.values]
+        wanted = [typed_literal(literal, expr.column, data_type) for literal in expr.values]
         negated = expr.negated
 
         def test_in(values: Sequence[Any]) -> bool | None:
@@ -329,7 +329,7 @@ def bind_predicate(expr: Expr, columns: PartitionColumns) -> PartitionTest:
             return (value not in wanted) if negated else (value in wanted)
 
         return test_in
-    wanted_value = _typed_literal(expr.value, expr.column, data_type)
+    wanted_value = typed_literal(expr.value, expr.column, data_type)
     compare = _COMPARE[expr.op]
 
     def test_comparison(values: Sequence[Any]) -> bool | None:
@@ -350,6 +350,12 @@ def spec_test(spec: Mapping[str, Any], columns: PartitionColumns) -> PartitionTe
     A spec may name only some of the keys (`{dt: "2024-05-14"}` of a table partitioned by dt, hr):
     it then selects every partition with those values.
     """
+    wanted = spec_values(spec, columns)
+    return lambda values: all(values[index] == value for index, value in wanted)
+
+
+def spec_values(spec: Mapping[str, Any], columns: PartitionColumns) -> list[tuple[int, Any]]:
+    """(column index, value as `deserialize_row` gives it; None for the default name) per spec key."""
     if not spec:
         raise PredicateError("an empty partition spec would select every partition; name at least one key")
     wanted: list[tuple[int, Any]] = []
@@ -362,7 +368,7 @@ def spec_test(spec: Mapping[str, Any], columns: PartitionColumns) -> PartitionTe
         except PartitionSpecError as error:
             raise PredicateError(f"partition spec {dict(spec)}: {key}: {error}") from None
         wanted.append((index, _normalise(value, data_type)))
-    return lambda values: all(values[index] == value for index, value in wanted)
+    return wanted
 
 
 def _scalar_text(value: Any) -> str:
@@ -371,7 +377,7 @@ def _scalar_text(value: Any) -> str:
     return str(value)
 
 
-def _typed_literal(literal: Literal, column: str, data_type: DataType) -> Any:
+def typed_literal(literal: Literal, column: str, data_type: DataType) -> Any:
     """The literal as the Python value `deserialize_row` gives for the column's type."""
     root = data_type.root
     problem = f"value at position {literal.position} does not fit column {column!r} of type {data_type}"

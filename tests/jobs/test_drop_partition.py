@@ -424,3 +424,27 @@ def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spa
     } | {path for e in index_entries(table, latest) for path in index_file_relpaths(e)}
     assert needed <= on_disk
     assert pypaimon_rows(warehouse, "db.t") == sorted(expected, key=lambda r: [str(r[k]) for k in sorted(r)])
+
+
+def test_manifests_whose_partition_stats_rule_the_selection_out_are_not_read(spark_session, tmp_path):
+    """A nightly drop of one day: each day's commit wrote its own manifest, and only the manifest
+    whose partition range includes the selected day is read; the drop is what a full read drops
+    (pypaimon's rows). With DELETE entries in the table (the merge path) the same holds."""
+    warehouse = str(tmp_path / "wh")
+    days = ["2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"]
+    write(spark_session, warehouse, [(0, days[0], "x")], partition_keys=["dt"])
+    for i, day in enumerate(days[1:], start=1):
+        write(spark_session, warehouse, [(i, day, "x"), (10 + i, day, "y")])
+    table = Table.open(warehouse, "db.t")
+    assert len(read_list(table, table.snapshot_manager.latest().delta_manifest_list)) == 1
+    before = pypaimon_rows(warehouse, "db.t")
+
+    record = drop_partition(spark_session, table, where="dt >= '2024-01-03' AND dt < '2024-01-04'")
+    assert record.details["manifests_skipped"] == 3
+    assert record.counts["partitions"] == 1
+    assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] != "2024-01-03"]
+
+    record = drop_partition(spark_session, table, specs=[{"dt": "2024-01-02"}, {"dt": "2024-01-05"}])
+    assert record.details["manifests_skipped"] == 4  # of 5: the other days' and the DELETEs of 2024-01-03
+    assert record.details["missing_partitions"] == ["{'dt': '2024-01-05'}"]
+    assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] in ("2024-01-01", "2024-01-04")]
