@@ -93,7 +93,9 @@ def partition_value(day: int, dates: bool = False) -> str:
     return f"2024-01-{day:03d}"
 
 
-def build(root: str, manifests: int, entries: int, dates: bool = False) -> Table:
+def build(root: str, manifests: int, entries: int, dates: bool = False, clustered: bool = False) -> Table:
+    """The benchmark table: `manifests` x `entries` files over 100 partitions. Every manifest holds
+    entries of every partition, or with `clustered` only of one (a table written day by day)."""
     table = make_table(root)
     partitions = [partition_of(table, partition_value(d, dates)) for d in range(100)]
     names = (f"manifest-{uuid.uuid4()}-{i}" for i in range(manifests * 2))
@@ -103,7 +105,11 @@ def build(root: str, manifests: int, entries: int, dates: bool = False) -> Table
         prefix = uuid.UUID(int=rng.getrandbits(128))
         batch = [
             ManifestEntry(
-                ADD, partitions[(m * entries + e) % 100], 0, -1, realistic_file(rng, str(prefix), e)
+                ADD,
+                partitions[m * 100 // manifests if clustered else (m * entries + e) % 100],
+                0,
+                -1,
+                realistic_file(rng, str(prefix), e),
             )
             for e in range(entries)
         ]

@@ -13,7 +13,10 @@ identical copies, and drops half of the partitions (`dt >= '2024-02-20'`) on eac
 (d) the job as a whole process (`python -m jobs drop-partition`, where `local: auto` puts it: the
     driver up to 500,000 entries, since the table has no DELETE entry), Spark's start-up included;
 (e) expire-partitions (`values-time`, 50 days) expiring the other half (the 50 oldest days) in the
-    session of (a): the same scan, its entries/s printed next to drop-partition's.
+    session of (a): the same scan, its entries/s printed next to drop-partition's;
+(f) a nightly drop of one day on a table of the same size written day by day (each manifest holds
+    one day's files): our whole process against Java's, both skipping the manifests whose
+    partition stats rule the day out.
 Prints entries scanned/s, the 1-minute load next to every figure, and the ratios b/a, e/a and
 java/ours (c/d, whole processes). Without the Java bundle or javac, (c) says so and is skipped.
 """
@@ -160,7 +163,34 @@ def main() -> None:
     )
     if java:
         print(describe_ratio(ours, java))
+    nightly(workdir, args.manifests, args.entries, java is not None)
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+def nightly(workdir: Path, manifests: int, entries: int, with_java: bool) -> None:
+    """(f): drop one day of a table whose manifests each hold one day's files."""
+    roots = {name: str(workdir / f"nightly-{name}" / "db.db" / "t") for name in ("ours", "java")}
+    build(roots["ours"], manifests, entries, dates=True, clustered=True)
+    shutil.copytree(roots["ours"], roots["java"])
+    day = {"dt": partition_value(42, dates=True)}
+    process_load = load()
+    config = job_config(roots["ours"], {"partitions": [day]})
+    ours, record = run_job_process("drop-partition", config, workdir)
+    details = record["details"]
+    print(
+        f"  (f) nightly drop of {day['dt']}: drop-partition process {ours.total_s:.2f} s (ran in the "
+        f"{details.get('executed_in')}, {details.get('manifests_skipped'):,} of {manifests:,} manifests "
+        f"not read, {record['counts']['files_dropped']:,} files dropped; {process_load})",
+        flush=True,
+    )
+    if not with_java:
+        return
+    java_load = load()
+    java = run_java(lambda oracle: oracle.drop_partitions(roots["java"], [day]))
+    print(f"  (f) Java dropPartitions   {java.total_s:.2f} s (whole JVM process; {java_load})")
+    if live_files(roots["ours"]) != live_files(roots["java"]):
+        raise SystemExit("(f) ours and Java's left different live files")
+    print(f"nightly: {describe_ratio(ours, java)}")
 
 
 if __name__ == "__main__":
