@@ -302,17 +302,41 @@ class PartitionColumns:
         )
 
 
+Test = Comparison | InList | IsNull  # the leaves of a predicate
+
+
+@dataclass(frozen=True)
+class Connectives:
+    """How a bound predicate combines its parts' results (three-valued logic, or another algebra)."""
+
+    and_: Callable[[Any, Any], Any]
+    or_: Callable[[Any, Any], Any]
+    not_: Callable[[Any], Any]
+
+
+def bind_tree(
+    expr: Expr, leaf: Callable[[Test], Callable[[Any], Any]], logic: Connectives
+) -> Callable[[Any], Any]:
+    """A predicate as one function of one argument: `leaf` binds each test, `logic` joins them.
+    Shared by the test on partition values and by manifest pruning on partition ranges."""
+    if isinstance(expr, And):
+        left, right = bind_tree(expr.left, leaf, logic), bind_tree(expr.right, leaf, logic)
+        return lambda arg: logic.and_(left(arg), right(arg))
+    if isinstance(expr, Or):
+        left, right = bind_tree(expr.left, leaf, logic), bind_tree(expr.right, leaf, logic)
+        return lambda arg: logic.or_(left(arg), right(arg))
+    if isinstance(expr, Not):
+        inner = bind_tree(expr.operand, leaf, logic)
+        return lambda arg: logic.not_(inner(arg))
+    return leaf(expr)
+
+
 def bind_predicate(expr: Expr, columns: PartitionColumns) -> PartitionTest:
     """A test over partition values; PredicateError when a column or literal does not fit the table."""
-    if isinstance(expr, And):
-        left, right = bind_predicate(expr.left, columns), bind_predicate(expr.right, columns)
-        return lambda values: _and(left(values), right(values))
-    if isinstance(expr, Or):
-        left, right = bind_predicate(expr.left, columns), bind_predicate(expr.right, columns)
-        return lambda values: _or(left(values), right(values))
-    if isinstance(expr, Not):
-        inner = bind_predicate(expr.operand, columns)
-        return lambda values: _not(inner(values))
+    return bind_tree(expr, lambda test: _bind_test(test, columns), _THREE_VALUED)
+
+
+def _bind_test(expr: Test, columns: PartitionColumns) -> PartitionTest:
     index = columns.index(expr.column, expr.position)
     data_type = columns.types[index]
     if isinstance(expr, IsNull):
@@ -451,6 +475,9 @@ def _or(left: bool | None, right: bool | None) -> bool | None:
 
 def _not(value: bool | None) -> bool | None:
     return None if value is None else not value
+
+
+_THREE_VALUED = Connectives(_and, _or, _not)
 
 
 def selects(test: PartitionTest, values: Sequence[Any]) -> bool:

@@ -29,13 +29,13 @@ from typing import Any
 from paimon_format.binary_row import deserialize_row
 from paimon_format.manifest import ManifestFileMeta
 from paimon_format.partition_predicate import (
-    And,
+    Connectives,
     Expr,
     InList,
     IsNull,
-    Not,
-    Or,
     PartitionColumns,
+    Test,
+    bind_tree,
     parse_predicate,
     spec_values,
     typed_literal,
@@ -150,15 +150,10 @@ Outcomes = Callable[[list[ColumnRange]], int]
 
 
 def _bind(expr: Expr, columns: PartitionColumns) -> Outcomes:
-    if isinstance(expr, And):
-        left, right = _bind(expr.left, columns), _bind(expr.right, columns)
-        return lambda ranges: _and(left(ranges), right(ranges))
-    if isinstance(expr, Or):
-        left, right = _bind(expr.left, columns), _bind(expr.right, columns)
-        return lambda ranges: _or(left(ranges), right(ranges))
-    if isinstance(expr, Not):
-        inner = _bind(expr.operand, columns)
-        return lambda ranges: _not(inner(ranges))
+    return bind_tree(expr, lambda test: _bind_test(test, columns), _OUTCOME_LOGIC)
+
+
+def _bind_test(expr: Test, columns: PartitionColumns) -> Outcomes:
     index = columns.index(expr.column, expr.position)
     data_type = columns.types[index]
     if isinstance(expr, IsNull):
@@ -224,6 +219,9 @@ def _or(left: int, right: int) -> int:
 
 def _not(outcomes: int) -> int:
     return (FALSE if outcomes & TRUE else 0) | (TRUE if outcomes & FALSE else 0)
+
+
+_OUTCOME_LOGIC = Connectives(_and, _or, _not)
 
 
 def _compares(check: Callable[[], Any], default: Any = True) -> Any:
