@@ -31,7 +31,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from jobs.compact import compact  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.commit import CommitMessage, SnapshotCommit  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
 from paimon_format.scan import live_entries  # noqa: E402
@@ -160,7 +160,7 @@ def main() -> None:
 
         timed(f"setup: {args.pk_runs} upsert runs", upserts)
         compare(spark, "primary-key", table, work, 0.5, target_file_size=args.target_file_size)
-    spark.stop()
+    stop_session(spark)
 
 
 if __name__ == "__main__":

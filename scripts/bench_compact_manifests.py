@@ -36,6 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.compact_manifests import compact_manifests  # noqa: E402
+from jobs.spark import stop_session  # noqa: E402
 from paimon_format.binary_row import serialize_row  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
@@ -257,7 +258,7 @@ def main() -> None:
         compact_manifests(spark, partition_table, mode="full", order="partition")
         sorted_job = time.perf_counter() - start
         sorted_cpu = tree_cpu_seconds(os.getpid()) - cpu_start
-        spark.stop()
+        stop_session(spark)
         print(
             f"  (a') order: partition job  {sorted_job:8.2f} s  {total / sorted_job:12,.0f} entries/s "
             f"= {total / sorted_job / cores:9,.0f} per core ({cores} cores, {sorted_cpu:.1f} CPU-s of the "

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.drop_partition import drop_partition  # noqa: E402
 from jobs.expire_partitions import expire_partitions  # noqa: E402
+from jobs.spark import stop_session  # noqa: E402
 from paimon_format.binary_row import deserialize_row  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
 from paimon_format.fileio import FileIO  # noqa: E402
@@ -133,7 +134,7 @@ def main() -> None:
     rule = ExpiryRule.create("values-time", EXPIRY_DAYS * 86_400_000)
     expired = expire_partitions(spark, Table(FileIO.for_path(roots["e"]), roots["e"]), rule, now=EXPIRY_NOW)
     expiry, expiry_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
-    spark.stop()
+    stop_session(spark)
     print(
         f"  (e) expire-partitions job {expiry:8.2f} s  {total / expiry:12,.0f} files scanned/s "
         f"({expiry_cpu:.1f} CPU-s of the process tree; {expiry_load}; "
@@ -172,7 +173,7 @@ def nightly(workdir: Path, manifests: int, entries: int, with_java: bool) -> Non
     roots = {name: str(workdir / f"nightly-{name}" / "db.db" / "t") for name in ("ours", "java")}
     build(roots["ours"], manifests, entries, dates=True, clustered=True)
     shutil.copytree(roots["ours"], roots["java"])
-    day = {"dt": partition_value(42, dates=True)}
+    day = {"dt": partition_value(manifests // 2 * 100 // manifests, dates=True)}  # a day that has files
     process_load = load()
     config = job_config(roots["ours"], {"partitions": [day]})
     ours, record = run_job_process("drop-partition", config, workdir)
@@ -180,7 +181,7 @@ def nightly(workdir: Path, manifests: int, entries: int, with_java: bool) -> Non
     print(
         f"  (f) nightly drop of {day['dt']}: drop-partition process {ours.total_s:.2f} s (ran in the "
         f"{details.get('executed_in')}, {details.get('manifests_skipped'):,} of {manifests:,} manifests "
-        f"not read, {record['counts']['files_dropped']:,} files dropped; {process_load})",
+        f"not read, {record['counts'].get('files_dropped', 0):,} files dropped; {process_load})",
         flush=True,
     )
     if not with_java:

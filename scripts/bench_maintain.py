@@ -36,7 +36,7 @@ from jobs.maintain import run  # noqa: E402
 from jobs.maintain_config import MaintainConfig  # noqa: E402
 from jobs.registry import JobContext  # noqa: E402
 from jobs.report import RunRecord  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
 from tests.factories import data_file, make_table, message  # noqa: E402
 
@@ -166,7 +166,7 @@ def main() -> None:
             f"driver/spark = {results['driver'][1] / results['spark'][1]:.1f}x"
         )
     print(f"load average after: {os.getloadavg()}")
-    spark.stop()
+    stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def main() -> None:
     _, rewrite_seconds = timed("pyarrow parquet rewrite (read + write)", total, rewrite)
     print(f"  merge / pyarrow rewrite speed: {rewrite_seconds / merge_seconds:.2f}")
     if args.spark:
-        from jobs.spark import get_or_create_spark
+        from jobs.spark import get_or_create_spark, stop_session
 
         spark = get_or_create_spark("bench-merge", {"spark.master": "local[2]"})
         spark.read.parquet(str(paths[0])).count()  # warm up the JVM
@@ -125,7 +125,7 @@ def main() -> None:
         _, spark_seconds = timed("spark parquet rewrite (local[2])", total, spark_rewrite)
         print(f"  merge / spark rewrite speed: {spark_seconds / merge_seconds:.2f}")
         print(f"  merge+write / spark rewrite speed: {spark_seconds / merge_write_seconds:.2f} (goal >= 0.5)")
-        spark.stop()
+        stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def start_spark(app_name: str, conf: dict[str, Any] | None = None) -> tuple[Any,
 def main() -> None:
     spark, startup = start_spark("bench-spark-startup")
     print(f"{startup.describe()}, {spark.sparkContext.defaultParallelism} cores")
-    spark.stop()
+    stop_session(spark)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.dataset as ds  # noqa: E402
 
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
 from jobs.write import parquet_files, write_dataframe  # noqa: E402
 from scripts.generate_events import events  # noqa: E402
 
@@ -110,7 +110,7 @@ def main() -> None:
     print(f"ratio a/b = {floor / direct:.2f}  (goal >= 0.7);  a'/b = {floor / ours:.2f}")
     if pypaimon_s:
         print(f"ratio a/c = {pypaimon_s / direct:.2f}  (goal > 1: faster than pypaimon)")
-    spark.stop()
+    stop_session(spark)
 
 
 if __name__ == "__main__":
