@@ -146,17 +146,20 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     """Our job and Java's expiry, each a whole process, on two copies of the bench_orphans table."""
     import shutil
 
-    from scripts.bench_java_peers import (
+    from scripts.bench_orphans import build as build_orphans_table
+    from scripts.bench_peers import (
         copy_table,
-        prepare_java,
-        ratio_line,
+        describe_ratio,
+        java_unavailable,
+        job_config,
         relative_files,
-        run_java_process,
+        run_java,
         run_job_process,
     )
-    from scripts.bench_orphans import build as build_orphans_table
 
-    prepare_java()
+    unavailable = java_unavailable()
+    if unavailable:
+        raise SystemExit(f"the Java peer cannot run: {unavailable}")
     workdir = Path(tempfile.mkdtemp(prefix="bench-expire-java-"))
     ours, java = workdir / "ours", workdir / "java"
     start = time.perf_counter()
@@ -164,21 +167,24 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     copy_table(ours, java)
     print(f"[{files:,}] built two copies in {time.perf_counter() - start:.1f} s", flush=True)
     keep = {"retain_min": 1, "retain_max": 1, "max_deletes": 1000}
-    job = run_job_process("expire-snapshots", str(ours), "db.t", {**keep, "older_than": FUTURE})
-    peer = run_java_process("expire_snapshots", path=str(java / "db.db" / "t"), time_retained_ms=1, **keep)
-    expired = job.result["counts"]["snapshots_expired"]
+    config = job_config(str(ours / "db.db" / "t"), {**keep, "older_than": FUTURE})
+    job, record = run_job_process("expire-snapshots", config, workdir)
+    peer = run_java(
+        lambda oracle: oracle.expire_snapshots(path=str(java / "db.db" / "t"), time_retained_ms=1, **keep)
+    )
+    expired = record["counts"]["snapshots_expired"]
     assert expired == peer.result == 9, (expired, peer.result)
     left_ours = relative_files(str(ours / "db.db" / "t")) - {"snapshot/EARLIEST", "snapshot/LATEST"}
     left_java = relative_files(str(java / "db.db" / "t")) - {"snapshot/EARLIEST", "snapshot/LATEST"}
     assert left_ours == left_java, (sorted(left_ours - left_java)[:5], sorted(left_java - left_ours)[:5])
     print(
-        f"[{files:,}] expire 9 of 10 snapshots: {ratio_line('expiry', peer, job)}; "
-        f"both left {len(left_ours):,} files; ours ran in the {job.result['details'].get('executed_in')}; "
-        f"retained side: {job.result['details'].get('retained_side')}",
+        f"[{files:,}] expire 9 of 10 snapshots: {describe_ratio(job, peer)}; "
+        f"both left {len(left_ours):,} files; ours ran in the {record['details'].get('executed_in')}; "
+        f"retained side: {record['details'].get('retained_side')}",
         flush=True,
     )
     shutil.rmtree(workdir)
-    return {"files": files, "java_s": peer.seconds, "ours_s": job.seconds}
+    return {"files": files, "java_s": peer.total_s, "ours_s": job.total_s}
 
 
 def main() -> None:

@@ -191,29 +191,35 @@ def race_java(files: int, manifests: int) -> dict[str, float]:
     """Our dry run and Java's orphan cleaning (dry run), each a whole process, on the same table."""
     import datetime as dt
 
-    from scripts.bench_java_peers import prepare_java, ratio_line, run_java_process, run_job_process
+    from scripts.bench_peers import describe_ratio, java_unavailable, job_config, run_java, run_job_process
 
-    prepare_java()
+    unavailable = java_unavailable()
+    if unavailable:
+        raise SystemExit(f"the Java peer cannot run: {unavailable}")
     workdir = tempfile.mkdtemp(prefix="bench-orphans-java-")
     start = time.perf_counter()
-    table, planted = build(str(Path(workdir) / "db.db" / "t"), files, manifests)
+    root = str(Path(workdir) / "db.db" / "t")
+    table, planted = build(root, files, manifests)
     print(
         f"[{files:,}] built {files + planted:,} data files in {time.perf_counter() - start:.1f} s", flush=True
     )
-    job = run_job_process(
-        "remove-orphan-files", workdir, "db.t", {"older_than": "0 ms", "force": True}, dry_run=True
+    settings = {"older_than": "0 ms", "force": True}
+    job, record = run_job_process(
+        "remove-orphan-files", job_config(root, settings), Path(workdir), dry_run=True
     )
     cutoff = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) + dt.timedelta(minutes=1)
-    peer = run_java_process("remove_orphan_files", path=table.path, older_than=cutoff, dry_run=True)
-    assert job.result["counts"]["orphan_files"] == planted, job.result["counts"]
+    peer = run_java(
+        lambda oracle: oracle.remove_orphan_files(path=table.path, older_than=cutoff, dry_run=True)
+    )
+    assert record["counts"]["orphan_files"] == planted, record["counts"]
     assert len(peer.result) == planted, len(peer.result)
     print(
-        f"[{files:,}] orphan cleaning dry run: {ratio_line('orphans', peer, job)}; "
-        f"ours ran in the {job.result['details'].get('executed_in')}",
+        f"[{files:,}] orphan cleaning dry run: {describe_ratio(job, peer)}; "
+        f"ours ran in the {record['details'].get('executed_in')}",
         flush=True,
     )
     shutil.rmtree(workdir)
-    return {"files": files, "java_s": peer.seconds, "ours_s": job.seconds}
+    return {"files": files, "java_s": peer.total_s, "ours_s": job.total_s}
 
 
 def main() -> None:
