@@ -140,9 +140,14 @@ class WrittenDeletes:
 
 
 def scan_manifests_task(
-    batches: Iterable[pa.RecordBatch], table: Table, wanted: Callable[[bytes], bool]
+    batches: Iterable[pa.RecordBatch],
+    table: Table,
+    wanted: Callable[[bytes], bool],
+    count_others: bool = True,
 ) -> Iterator[pa.RecordBatch]:
-    """Per manifest: pickled record lists of wanted partitions, net counts of the others.
+    """Per manifest: pickled record lists of wanted partitions, net counts of the others (none
+    without `count_others`: when manifests were skipped by their stats, an unwanted partition's
+    ADDs and DELETEs may be in different ones, so its counts would be wrong, even negative).
 
     The per-entry work is a fastavro decode, a dict lookup by partition bytes and a list append
     (wanted) or three additions (unwanted); `wanted` runs once per distinct partition.
@@ -151,7 +156,7 @@ def scan_manifests_task(
     for batch in batches:
         columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
         for index, name, size in zip(*columns, strict=True):
-            yield _scan_manifest(table, index, name, size, wanted, decided)
+            yield _scan_manifest(table, index, name, size, wanted, decided, count_others)
 
 
 def _scan_manifest(
@@ -161,6 +166,7 @@ def _scan_manifest(
     size: int | None,
     wanted: Callable[[bytes], bool],
     decided: dict[bytes, bool],
+    count_others: bool,
 ) -> pa.RecordBatch:
     path = table.manifest_path(name)
     data = table.file_io.read_bytes(path)
@@ -182,6 +188,8 @@ def _scan_manifest(
                         want = decided[partition] = bool(wanted(partition))
                     if want:
                         chunks[partition] = [raw_entry(record, datum)]
+                        continue
+                    if not count_others:
                         continue
                     net = counts[partition] = [0, 0, 0]
                 sign = 1 if record["_KIND"] == ADD else -1  # iter_raw_records refuses other kinds
@@ -576,9 +584,12 @@ def scan_partitions(
     added twice sends the scan down the merge path, which refuses it.
 
     `may_hold(manifest)` False: its partition stats prove it holds no wanted partition
-    (`paimon_format.partition_pruning`), so it is not read; the summaries then leave out the
-    partitions only such manifests hold, so it suits the scans that need only the wanted ones.
+    (`paimon_format.partition_pruning`), so it is not read. The summaries then cover the wanted
+    partitions only (an unwanted one's ADD and DELETE may be in a read and a skipped manifest), so
+    it suits the scans that need only those; it cannot go with `summarize_all`.
     """
+    if may_hold is not None and summarize_all:
+        raise ValueError("a pruned scan summarises the wanted partitions only: not with summarize_all")
     if snapshot is None:
         return PartitionScan(table, 0, [], WrittenDeletes(0, [], 0, 0, 0) if write else None)
     listed = data_manifests(table, snapshot)
@@ -601,7 +612,9 @@ def scan_partitions(
         )
     started = time.perf_counter()
     entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
-    arrange = functools.partial(_scan_and_merge, spark, table, snapshot, manifests, wanted)
+    arrange = functools.partial(
+        _scan_and_merge, spark, table, snapshot, manifests, wanted, count_others=may_hold is None
+    )
     found = None
     if direct and not any(m.num_deleted_files for m in manifests):
         found = _scan_and_drop(spark, table, snapshot, manifests, wanted, write or keep, summarize_all)
@@ -644,6 +657,7 @@ def _scan_and_merge(
     wanted: Callable[[bytes], bool],
     write: bool,
     keep: bool,
+    count_others: bool = True,
 ) -> tuple[list[PartitionStats], WrittenDeletes, Any]:
     """The merge path: scan, shuffle by partition, merge; the persisted rows too with `keep`."""
     from pyspark import StorageLevel
@@ -652,7 +666,7 @@ def _scan_and_merge(
     entries = sum(m.num_added_files + m.num_deleted_files for m in manifests)
     tasks = max(parallelism, min(-(-entries // FILES_PER_WRITER), parallelism * 4))
     scanned = manifest_frame(spark, manifests).mapInArrow(
-        functools.partial(scan_manifests_task, table=table, wanted=wanted), SCANNED
+        functools.partial(scan_manifests_task, table=table, wanted=wanted, count_others=count_others), SCANNED
     )
     arranged = scanned.repartition(tasks, "partition").sortWithinPartitions("partition", "ord")
     if keep:

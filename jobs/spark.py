@@ -146,21 +146,23 @@ def stop_session(spark: Any) -> None:
     if server is not None:
         server.handle_error = _ignore_hang_up  # the JVM hangs up on its handler when it exits
         context._accumulatorServer = None  # stop() would wait for its next poll
-    spark.stop()
-    gateway = SparkContext._gateway
-    process = getattr(gateway, "proc", None)  # None: spark-submit's JVM, which outlives us
-    if process is not None and not launched_by_spark_submit():
-        SparkContext._gateway = None
-        SparkContext._jvm = None
-        gateway.shutdown()
-        if process.stdin is not None:
-            process.stdin.close()  # the JVM's gateway server exits on end of input
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            log.warning("the Spark JVM (pid %d) did not exit within 30 s of its session's end", process.pid)
-    if server is not None:
-        threading.Thread(target=server.shutdown, name="accumulator-server-shutdown", daemon=True).start()
+    try:
+        spark.stop()
+        gateway = SparkContext._gateway
+        process = getattr(gateway, "proc", None)  # None: spark-submit's JVM, which outlives us
+        if process is not None and not launched_by_spark_submit():
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+            gateway.shutdown()
+            if process.stdin is not None:
+                process.stdin.close()  # the JVM's gateway server exits on end of input
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                log.warning("the Spark JVM (pid %d) did not exit within 30 s of its end", process.pid)
+    finally:
+        if server is not None:
+            threading.Thread(target=server.shutdown, name="accumulator-server-shutdown", daemon=True).start()
 
 
 def _ignore_hang_up(_request: Any, _client_address: Any) -> None:

@@ -271,14 +271,14 @@ def iter_wanted_deletes(
                 partition = record["_PARTITION"]
                 want = decided.get(partition)
                 if want is None:
-                    want = decided[partition] = bool(wanted(partition))
+                    want = decided[partition] = bool(_called(wanted, partition))
                 if want:
                     if copied and raw[position : position + 2] == _VERSION_AND_ADD:
                         yield _built(record, DELETE, _VERSION_AND_DELETE + raw[position + 2 : end] + padding)
                     else:  # a layout we do not copy: encoded in ours through the models
                         yield raw_entry(record, None).as_delete()
                 elif unwanted is not None:
-                    unwanted(record)
+                    _called(unwanted, record)
                 position = end
             if copied and position != len(raw):
                 raise CorruptFileError(
@@ -286,10 +286,27 @@ def iter_wanted_deletes(
                 )
     except (CorruptFileError, InvalidTableStateError):
         raise
+    except _CallbackFailed as failed:
+        raise failed.error from None  # the caller's selection failed, not the manifest
     except KeyError as error:
         raise CorruptFileError(path, f"required field {error} is missing from a manifest entry") from None
     except Exception as error:  # noqa: BLE001 - mapped as the model decoder maps it
         raise decode_error(error, path, index, "manifest") from None
+
+
+class _CallbackFailed(Exception):
+    """A caller's function failed inside a manifest loop: its error, not a decode error."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _called(function: Callable[[Any], Any], argument: Any) -> Any:
+    try:
+        return function(argument)
+    except Exception as error:  # noqa: BLE001 - handed back unchanged by the loop
+        raise _CallbackFailed(error) from error
 
 
 def _unexpected_kind(path: str, record: dict[str, Any]) -> Exception:

@@ -9,8 +9,8 @@ partitions.
 Safety: a manifest is skipped only when its stats prove that no entry's partition is selected, so
 every entry of a selected partition, and every DELETE that cancels one (it has the same partition),
 is in a manifest that is read. Whatever is not proven is read: stats of another arity or that do
-not decode, a bound that is NaN or missing while values exist, a column type whose order we do not
-share with Java's stats (binary), a comparison Python cannot make.
+not decode, a bound that is missing while values exist, a column type whose order we do not share
+with every writer's stats (binary, and floats with their NaN), a comparison Python cannot make.
 
 How: for each part of a predicate, which of TRUE and FALSE some partition inside the ranges may
 give, taken wide where exactness would cost (columns are ranged independently, so combinations are
@@ -44,7 +44,10 @@ from paimon_format.types import DataType
 
 TRUE, FALSE = 1, 2  # outcome bits
 _EITHER = TRUE | FALSE
-_UNORDERED_ROOTS = {"BINARY", "VARBINARY"}  # Java's byte order for these is not one we rely on
+# Columns never ranged: Java's byte order for binaries is not one we rely on; floats have NaN,
+# which Java's stats order last, Python compares with nothing (`x != 'NaN'` holds for every x) and
+# pypaimon's min/max can leave out of a range altogether.
+_UNRANGED_ROOTS = {"BINARY", "VARBINARY", "FLOAT", "DOUBLE"}
 
 ManifestTest = Callable[[ManifestFileMeta], bool]  # True: the manifest may hold a selected partition
 
@@ -96,7 +99,7 @@ def column_ranges(meta: ManifestFileMeta, types: Sequence[DataType]) -> list[Col
         has_values = null_count is None or null_count < entries
         low, high = lows[index], highs[index]
         ordered = (
-            data_type.root not in _UNORDERED_ROOTS
+            data_type.root not in _UNRANGED_ROOTS
             and low is not None
             and high is not None
             and not _is_nan(low)

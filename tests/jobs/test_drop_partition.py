@@ -448,3 +448,30 @@ def test_manifests_whose_partition_stats_rule_the_selection_out_are_not_read(spa
     assert record.details["manifests_skipped"] == 4  # of 5: the other days' and the DELETEs of 2024-01-03
     assert record.details["missing_partitions"] == ["{'dt': '2024-01-05'}"]
     assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] in ("2024-01-01", "2024-01-04")]
+
+
+def test_a_read_manifest_deleting_a_file_of_an_unread_one_does_not_look_inconsistent(spark_session, tmp_path):
+    """Pruning and the merge path: the manifest that is read deletes a file of another partition
+    whose ADD sits in a manifest that is not read. That partition is not counted (its counts would
+    be negative), so the table is not taken for inconsistent, and the drop is right."""
+    from paimon_format.commit import SnapshotCommit
+
+    table = make_table(str(tmp_path / "db.db" / "t"), partition_keys=("dt",))
+    first, second, third = (data_file(f"data-{n}.parquet") for n in "abc")
+    committer = SnapshotCommit(table)
+    committer.append([message(table, ["2024-01-01"], first)])
+    committer.append([message(table, ["2024-01-02"], second)])
+    committer.append([message(table, ["2024-01-01"], deleted=[first]), message(table, ["2024-01-05"], third)])
+    assert sum(m.num_deleted_files for m in data_manifests_of(table)) == 1
+
+    for selection in ({"specs": [{"dt": "2024-01-05"}]}, {"where": "dt = '2024-01-05'"}):
+        record = drop_partition(spark_session, table, dry_run=True, **selection)
+        assert record.details["manifests_skipped"] == 2 and record.counts["partitions"] == 1
+    drop_partition(spark_session, table, specs=[{"dt": "2024-01-05"}])
+    assert set(live_files(table)) == {"data-b.parquet"}
+
+
+def data_manifests_of(table: Table):
+    from paimon_format.scan import data_manifests
+
+    return data_manifests(table, table.snapshot_manager.latest())

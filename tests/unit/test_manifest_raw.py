@@ -137,6 +137,13 @@ def test_the_deletes_of_wanted_partitions_are_the_models_deletes(layout):
     assert sorted(asked) == sorted({e.partition for e in adds})  # once each
     assert list(iter_wanted_deletes(data, "m", lambda p: 1 / 0, decided)) != []  # decided is reused
 
+    def broken_selection(partition: bytes) -> bool:
+        raise TypeError("a selection that cannot compare")
+
+    with pytest.raises(TypeError, match="cannot compare"):  # the caller's error, not a corrupt manifest
+        list(iter_wanted_deletes(data, "m", broken_selection, {}))
+    with pytest.raises(ZeroDivisionError):
+        list(iter_wanted_deletes(data, "m", lambda p: False, {}, lambda record: 1 / 0))
     with pytest.raises(InvalidTableStateError, match="m-del: holds a DELETE of file data-4.parquet"):
         list(iter_wanted_deletes(_avro(LAYOUTS[layout](), _entries(6)), "m-del", wanted, {}))
     with pytest.raises(CorruptFileError, match="m-cut"):

@@ -141,8 +141,52 @@ def test_stats_that_prove_nothing_leave_the_manifest_read(stats):
     assert partitions_pruner([_row([wanted, 0, None])], COLUMNS.types)(meta)
 
 
+FLOATS = PartitionColumns(("x",), (parse_type("DOUBLE"),))
+FLOAT_VALUES = [float("nan"), -0.0, 0.0, 1.5, 2.5, None]
+
+
+def _float_stats_as_pypaimon_writes_them(values: list) -> SimpleStats:
+    """Python's min/max over the values, which can leave a NaN out of the range ([1.5, NaN] -> 1.5)."""
+    present = [v for v in values if v is not None]
+    low = min(present) if present else None
+    high = max(present) if present else None
+    return SimpleStats(
+        serialize_row([low], FLOATS.types), serialize_row([high], FLOATS.types), [values.count(None)]
+    )
+
+
+@pytest.mark.parametrize("writer", ["ours", "pypaimon"])
+def test_float_columns_are_never_ranged_so_nan_cannot_hide(writer):
+    """NaN compares with nothing in Python (`x != 'NaN'` holds for every x, `x < 'NaN'` for none),
+    Java orders it last and pypaimon's min/max can leave it out: a manifest of a float partition
+    column is read whenever it has values, whatever the predicate or the stats' writer."""
+    rng = random.Random(5)
+    ops = ["=", "!=", "<", "<=", ">", ">="]
+    for _ in range(2000):
+        values = [rng.choice(FLOAT_VALUES) for _ in range(rng.randint(1, 3))]
+        rows = [serialize_row([v], FLOATS.types) for v in values]
+        stats = (
+            partition_stats(rows, FLOATS.types)
+            if writer == "ours"
+            else _float_stats_as_pypaimon_writes_them(values)
+        )
+        meta = ManifestFileMeta("m", 1, len(rows), 0, stats, 0)
+        literal = rng.choice(["'NaN'", "0", "1.5", "-0.0", "2"])
+        text = rng.choice(
+            [
+                f"x {rng.choice(ops)} {literal}",
+                f"NOT (x {rng.choice(ops)} {literal})",
+                f"x NOT IN ({literal})",
+            ]
+        )
+        test = predicate_test(text, FLOATS)
+        may_hold = predicate_pruner(text, FLOATS)(meta)
+        assert may_hold or not any(selects(test, [v]) for v in values), f"{text}: {values} skipped"
+        assert partitions_pruner(rows[:1], FLOATS.types)(meta), values
+
+
 def test_nan_bounds_and_binary_columns_are_not_ranged():
-    floats = PartitionColumns(("x",), (parse_type("DOUBLE"),))
+    floats = FLOATS
     nan = float("nan")
     meta = ManifestFileMeta(
         "m",
@@ -154,7 +198,8 @@ def test_nan_bounds_and_binary_columns_are_not_ranged():
     )
     assert predicate_pruner("x < 1", floats)(meta) and predicate_pruner("x = 5", floats)(meta)
     ranged = _meta([serialize_row([2.0], floats.types)], floats.types)
-    assert not predicate_pruner("x < 1", floats)(ranged)
+    assert predicate_pruner("x < 1", floats)(ranged)  # floats are never ranged (NaN)
+    assert not predicate_pruner("x IS NULL", floats)(ranged)  # null counts still prove
 
     binary = PartitionColumns(("b",), (parse_type("VARBINARY(8)"),))
     rows = [serialize_row([b"\x01"], binary.types), serialize_row([b"\x02"], binary.types)]
