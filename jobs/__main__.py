@@ -17,11 +17,11 @@ import os
 import sys
 from collections.abc import Sequence
 
-from jobs.config import load_config
-from jobs.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, describe, exit_code_for
-from jobs.logs import LOG_LEVELS, JobLogging, reclaim_stderr_from_spark_submit
-from jobs.registry import OPERATIONS, JobContext, load
-from jobs.report import RunRecord
+from jobs.runtime.config import load_config
+from jobs.runtime.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, describe, exit_code_for
+from jobs.runtime.logs import LOG_LEVELS, JobLogging, reclaim_stderr_from_spark_submit
+from jobs.runtime.registry import OPERATIONS, JobContext, load
+from jobs.runtime.report import RunRecord
 
 _STATUS = {EXIT_OK: "done", EXIT_REFUSED: "refused"}
 

@@ -2,14 +2,14 @@
 
 Append tables get their small files bin-packed (Paimon's append compaction rules), primary-key
 tables get every bucket fully compacted: all sorted runs merged by key with the table's merge
-engine into files at the top level. See `paimon_format.compact_rules` for the picking rules and
-`paimon_format.compact_rewrite` for what one bin's task writes. On primary-key tables with
+engine into files at the top level. See `paimon_format.compaction.rules` for the picking rules and
+`paimon_format.compaction.rewrite` for what one bin's task writes. On primary-key tables with
 `changelog-producer` lookup or full-compaction each task also writes the changelog of its rewrite
-(`paimon_format.compaction_changelog`, Paimon's rules), which the COMPACT snapshot commits in its
+(`paimon_format.compaction.changelog`, Paimon's rules), which the COMPACT snapshot commits in its
 changelog manifest list, as Paimon's compaction does.
 
 The run, and why in this order (crash ordering):
-1. Plan on the executors from the latest snapshot's manifests (`jobs.compact_plan`); the driver
+1. Plan on the executors from the latest snapshot's manifests (`jobs.compaction.plan`); the driver
    gets one summary row per bin. Nothing is written.
 2. One task per bin writes the new data files (and changelog files, on lookup / full-compaction
    changelog tables). A crash here leaves only unreferenced files
@@ -45,7 +45,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.compact_plan import (
+from jobs.compaction.plan import (
     BinSummary,
     PlanShape,
     bins_frame,
@@ -54,20 +54,19 @@ from jobs.compact_plan import (
     limit_buckets,
     live_files_frame,
 )
-from jobs.config import TableJobConfig, check_partition_specs, check_predicate_syntax
-from jobs.errors import BadInputError, CommitRaceLost
-from jobs.partitions import RECORD_PARTITION_LIMIT, partition_label
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from jobs.table_open import open_existing_table
+from jobs.partitions.commit import RECORD_PARTITION_LIMIT, partition_label
+from jobs.runtime.config import TableJobConfig, check_partition_specs, check_predicate_syntax
+from jobs.runtime.errors import BadInputError, CommitRaceLost
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, PrewrittenDelta, SnapshotCommit
-from paimon_format.compact_rewrite import RewriteSpec, rewrite_bin
-from paimon_format.compact_rules import CompactionSettingError, CompactionSettings
-from paimon_format.compaction_changelog import PRODUCERS_AT_COMPACTION, changelog_rule
-from paimon_format.crash_points import crash_point
-from paimon_format.deletion_vectors import DELETION_VECTORS_INDEX, snapshot_deletion_files
+from paimon_format.compaction.changelog import PRODUCERS_AT_COMPACTION, changelog_rule
+from paimon_format.compaction.rewrite import RewriteSpec, rewrite_bin
+from paimon_format.compaction.rules import CompactionSettingError, CompactionSettings
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
-from paimon_format.manifest import (
+from paimon_format.index.deletion_vectors import DELETION_VECTORS_INDEX, snapshot_deletion_files
+from paimon_format.manifest.entries import (
     ADD,
     DELETE,
     IndexManifestEntry,
@@ -75,11 +74,12 @@ from paimon_format.manifest import (
     ManifestFileMeta,
     read_manifest,
 )
-from paimon_format.manifest_files import rolling_write_manifests
-from paimon_format.options import CoreOptions, parse_duration_ms, parse_memory_size
-from paimon_format.partition_predicate import PartitionTest
-from paimon_format.scan import index_entries, read_list
+from paimon_format.manifest.files import rolling_write_manifests
+from paimon_format.model.options import CoreOptions, parse_duration_ms, parse_memory_size
+from paimon_format.scan.partition_predicate import PartitionTest
+from paimon_format.scan.snapshot_scan import index_entries, read_list
 from paimon_format.snapshot import Snapshot
+from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 
 Scalar = str | int | float | bool | None
@@ -229,7 +229,7 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
             )
     if schema.primary_keys:
         try:
-            from paimon_format.merge import check_merge_supported
+            from paimon_format.merge.sorted_runs import check_merge_supported
         except ImportError as error:  # the merge module is part of the package; a broken install
             raise BadInputError(f"{table.path}: primary-key compaction is unavailable: {error}") from None
         try:
@@ -374,7 +374,7 @@ def _only_buckets(spark: Any, files: Any, buckets: Collection[tuple[bytes, int]]
     import pyarrow as pa
     from pyspark.sql import functions as F
 
-    from jobs.spark import driver_list_frame
+    from jobs.runtime.spark import driver_list_frame
 
     pairs = sorted(set(buckets))
     chosen = driver_list_frame(

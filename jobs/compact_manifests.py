@@ -3,7 +3,7 @@
 Plan on the driver from the manifest list only (names and sizes): which groups of manifests merge.
 Then, per `order`:
 - `none` (default, what Paimon's own merge does): each group is merged by Avro blocks in the driver
-  process (`paimon_format.manifest_concat`): a manifest no DELETE of the group can touch is copied
+  process (`paimon_format.manifest.concat`): a manifest no DELETE of the group can touch is copied
   block by block without decoding an entry, the others are read entry by entry and only cancelled
   ADD/DELETE pairs are dropped; entries keep their order. Memory: one manifest, one new manifest
   and the group's DELETE identifiers, at any table size; no Spark job runs.
@@ -28,21 +28,21 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError
-from jobs.local_exec import ENGINE_DRIVER, LocalRunOptions, run_where_it_fits
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from jobs.spark import driver_list_frame
-from jobs.table_open import open_existing_table
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.local_exec import ENGINE_DRIVER, LocalRunOptions, run_where_it_fits
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from jobs.runtime.spark import driver_list_frame
+from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
-from paimon_format.manifest import ManifestFileMeta
-from paimon_format.manifest_concat import merge_by_blocks, read_deletes
-from paimon_format.manifest_files import rolling_write_raw_manifests
-from paimon_format.manifest_raw import RawEntry, read_raw_manifest
-from paimon_format.options import CoreOptions, parse_memory_size
-from paimon_format.scan import EntryMerger, data_manifests
+from paimon_format.manifest.concat import merge_by_blocks, read_deletes
+from paimon_format.manifest.entries import ManifestFileMeta
+from paimon_format.manifest.files import rolling_write_raw_manifests
+from paimon_format.manifest.raw import RawEntry, read_raw_manifest
+from paimon_format.model.options import CoreOptions, parse_memory_size
+from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests
 from paimon_format.table import Table
 
 RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary, survivors long, error string"

@@ -22,17 +22,17 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError
 from jobs.expire_snapshots import cutoff_ms
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from jobs.table_open import check_branch_name, open_branch, open_existing_table
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
 from paimon_format.errors import SnapshotNotFoundError
-from paimon_format.options import parse_duration_ms
+from paimon_format.maintenance.tag_periods import missing_automatic_tags
+from paimon_format.model.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot, validate_tag_name
 from paimon_format.table import Table
-from paimon_format.tag_periods import missing_automatic_tags
 
 OPERATION = "create-tag"
 DEFAULT_TIME_RETAINED = "tag.default-time-retained"
@@ -221,7 +221,7 @@ def create_automatic_tags(
     log: Any = None,
 ) -> RunRecord:
     """The tags the table's `tag.automatic-creation` asks for and that are missing (see
-    `paimon_format.tag_periods.missing_automatic_tags`), each created if absent with the table's
+    `paimon_format.maintenance.tag_periods.missing_automatic_tags`), each created if absent with the table's
     `tag.default-time-retained`; `batch` replaces the day's `batch-write-<date>` tag when it names an
     older snapshot. A table without automatic creation gets nothing (recorded)."""
     log = log or logging.getLogger("jobs.create_tag")

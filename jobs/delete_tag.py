@@ -1,6 +1,6 @@
 """delete-tag: delete tags by name or glob, and the files only they used (Paimon's delete_tag).
 
-See `jobs/tag_deletion.py` for what goes and in which order: the tag files first (as Paimon), then the
+See `jobs/deletion/tags.py` for what goes and in which order: the tag files first (as Paimon), then the
 files no snapshot, other tag, branch or long-lived changelog needs, in expire-snapshots' stages. A
 crash between the two leaves unreferenced files that remove-orphan-files clears; a rerun finds the
 tags gone and deletes nothing more.
@@ -16,12 +16,12 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from jobs.table_open import check_branch_name, open_branch, open_existing_table
-from jobs.tag_deletion import TagSteps, delete_tags
+from jobs.deletion.tags import TagSteps, delete_tags
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
 from paimon_format.table import Table
 
 OPERATION = "delete-tag"

@@ -4,8 +4,8 @@ Partitions are named by specs (`{dt: "2024-05-14", hr: "01"}`, several at once, 
 some keys) or by a predicate on the partition columns (`dt < '2024-01-01' AND hr IN ('01', '02')`).
 Executors read every manifest of the latest snapshot once: they test each partition against the
 selection, summarise the matching ones and write a DELETE entry for each of their live files in the
-same job (`jobs/partition_scan.py`); the driver checks the summaries against the specs and commits
-the DELETE manifests (`jobs/partitions.py`). The data files stay on storage until
+same job (`jobs/partitions/scan.py`); the driver checks the summaries against the specs and commits
+the DELETE manifests (`jobs/partitions/commit.py`). The data files stay on storage until
 expire-snapshots expires the snapshots that still read them; older snapshots keep the partitions.
 
 A spec that matches no partition is reported (`details.missing_partitions`), and is an error (exit 2)
@@ -24,21 +24,22 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.config import TableJobConfig, check_partition_specs, check_predicate_syntax
-from jobs.errors import BadInputError
-from jobs.local_exec import LocalRunOptions, run_where_it_fits
-from jobs.partition_scan import remove_manifests, scan_partitions
-from jobs.partitions import (
+from jobs.partitions.commit import (
     drop_partitions,
     open_partitioned_table,
     partition_label,
     record_drop,
     record_partitions,
 )
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from paimon_format.binary_row import deserialize_row
-from paimon_format.partition_predicate import (
+from jobs.partitions.scan import remove_manifests, scan_partitions
+from jobs.runtime.config import TableJobConfig, check_partition_specs, check_predicate_syntax
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from paimon_format.model.binary_row import deserialize_row
+from paimon_format.model.types import DataType
+from paimon_format.scan.partition_predicate import (
     PartitionColumns,
     PartitionTest,
     PredicateError,
@@ -46,9 +47,8 @@ from paimon_format.partition_predicate import (
     selects,
     spec_test,
 )
-from paimon_format.partition_pruning import ManifestTest, any_of, predicate_pruner, spec_pruner
+from paimon_format.scan.partition_pruning import ManifestTest, any_of, predicate_pruner, spec_pruner
 from paimon_format.table import Table
-from paimon_format.types import DataType
 
 Scalar = str | int | float | bool | None
 

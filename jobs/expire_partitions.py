@@ -1,12 +1,12 @@
 """expire-partitions: drop the partitions whose time is older than an expiration time (seed 004).
 
-Paimon's `partition.expiration-*` rules (see `paimon_format/partition_expiry.py`): `values-time` reads
+Paimon's `partition.expiration-*` rules (see `paimon_format/maintenance/partition_expiry.py`): `values-time` reads
 the time from the partition values (`timestamp_pattern`, `timestamp_formatter`), `update-time` uses
 the creation time of the partition's newest file. Every key falls back to the table option of the
 same meaning, so a table configured for Paimon's own expiry needs only `warehouse` and `table`.
 
 The executors read every manifest once and summarise the partitions (one row per partition, never per
-file; `jobs/partition_scan.py`), the expired ones are chosen on the driver (ordered by their values,
+file; `jobs/partitions/scan.py`), the expired ones are chosen on the driver (ordered by their values,
 at most `max_expires` per run) and dropped in commits of `batch_size` partitions each, every one an
 OVERWRITE snapshot as drop-partition makes. With `values-time` the executors already know which
 partitions are expired by value: on a snapshot without DELETE entries they write those partitions'
@@ -29,22 +29,20 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError
-from jobs.local_exec import LocalRunOptions, run_where_it_fits
-from jobs.partition_scan import scan_partitions
-from jobs.partitions import (
+from jobs.partitions.commit import (
     drop_partitions,
     open_partitioned_table,
     partition_label,
     record_drop,
     record_partitions,
 )
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from paimon_format.binary_row import deserialize_row
-from paimon_format.options import parse_duration_ms
-from paimon_format.partition_expiry import (
+from jobs.partitions.scan import scan_partitions
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from paimon_format.maintenance.partition_expiry import (
     DEFAULT_MAX_EXPIRES,
     VALUES_TIME,
     ExpiryConfigError,
@@ -53,9 +51,11 @@ from paimon_format.partition_expiry import (
     partition_time,
     select_expired,
 )
-from paimon_format.partition_predicate import PartitionColumns
+from paimon_format.model.binary_row import deserialize_row
+from paimon_format.model.options import parse_duration_ms
+from paimon_format.model.types import DataType
+from paimon_format.scan.partition_predicate import PartitionColumns
 from paimon_format.table import Table
-from paimon_format.types import DataType
 
 EXPIRATION_TIME = "partition.expiration-time"
 STRATEGY = "partition.expiration-strategy"

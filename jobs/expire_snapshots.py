@@ -1,14 +1,14 @@
 """expire-snapshots: remove old snapshots and the files only they used (seed 004, issue #4).
 
 Plan (driver, small): snapshot ids and a few commit times give the range [begin, end) to expire
-(`paimon_format.expire.plan_range`). Everything else is DataFrames built on the executors:
+(`paimon_format.maintenance.expire.plan_range`). Everything else is DataFrames built on the executors:
 
 - data files: the delta manifests of snapshots (begin, end]; per file path the last operation in
   that order wins (ADD then DELETE: a candidate; DELETE then ADD: kept);
 - changelog files and index files of the expired snapshots, their manifests, index manifests,
   statistics and manifest lists;
 - minus (LEFT ANTI JOIN) everything the remaining roots need: snapshots >= end, every tag, every
-  branch, long-lived changelogs (`jobs.root_deletion.retained_needs`, read strictly: a failed read is
+  branch, long-lived changelogs (`jobs.deletion.roots.retained_needs`, read strictly: a failed read is
   an error). Retained snapshots of the expired branch and their tags are not read in full: their
   manifests are kept by name, and a candidate (last entry in (begin, end] a DELETE) can only be
   live in them again if a retained delta ADDs it (`orphans.chained_root_references`); older tags,
@@ -36,7 +36,7 @@ keeping more than the snapshot settings of this run; unset changelog options fal
   base list) is protected from the plan on, as a root (`CHANGELOG_TO_WRITE_ROOT`), so the anti join
   keeps exactly what Paimon's ExpireSnapshotsImpl keeps when decoupled;
 - then the changelogs beyond the changelog retention go (Paimon's ExpireChangelogImpl range, see
-  `paimon_format.expire.plan_changelog_range`): their lists, manifests, changelog files and the
+  `paimon_format.maintenance.expire.plan_changelog_range`): their lists, manifests, changelog files and the
   files their deltas name, minus what every retained snapshot, tag, branch and changelog needs;
   same stage order, then the `changelog-<id>` files oldest first, then `changelog/EARLIEST`
   (written before planning too when absent: pypaimon finds the earliest changelog only by it).
@@ -55,15 +55,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError, SafetyRefusal
-from jobs.expire_candidates import (
-    SNAPSHOT_LIMIT,
-    expiry_candidates,
-    future_changelog_roots,
-    snapshot_range_reader,
-)
-from jobs.expire_changelogs import (
+from jobs.deletion.changelogs import (
     STEP_CHANGELOG_DELETED,
     STEP_CHANGELOG_FILES,
     STEP_CHANGELOG_LISTS,
@@ -71,15 +63,22 @@ from jobs.expire_changelogs import (
     STEP_CHANGELOG_PLANNED,
     expire_changelogs,
 )
-from jobs.local_exec import LocalRunOptions, run_where_it_fits
-from jobs.registry import JobContext
-from jobs.report import SAMPLE_LIMIT, RunRecord
-from jobs.root_deletion import delete_stages, report_candidates
-from jobs.spark import assert_small
-from jobs.table_open import open_existing_table
-from paimon_format.crash_points import crash_point
+from jobs.deletion.expire_candidates import (
+    SNAPSHOT_LIMIT,
+    expiry_candidates,
+    future_changelog_roots,
+    snapshot_range_reader,
+)
+from jobs.deletion.roots import delete_stages, report_candidates
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError, SafetyRefusal
+from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.runtime.spark import assert_small
+from jobs.runtime.table_open import open_existing_table
 from paimon_format.errors import MissingFileError
-from paimon_format.expire import (
+from paimon_format.maintenance.expire import (
     ChangelogSettings,
     ExpireRange,
     ExpireSettings,
@@ -87,14 +86,15 @@ from paimon_format.expire import (
     decoupled_cause,
     plan_range,
 )
-from paimon_format.options import (
+from paimon_format.maintenance.orphan_rules import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
+from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,
     CHANGELOG_NUM_RETAINED_MIN,
     CHANGELOG_TIME_RETAINED,
     parse_duration_ms,
 )
-from paimon_format.orphans import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
 from paimon_format.snapshot import ConsumerManager
+from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import MAIN_BRANCH, Table
 
 OPERATION = "expire-snapshots"
@@ -103,7 +103,7 @@ STEP_FILES = f"{OPERATION}:files-deleted"
 STEP_MANIFESTS = f"{OPERATION}:manifests-deleted"
 STEP_LISTS = f"{OPERATION}:manifest-lists-deleted"
 STEP_SNAPSHOT = f"{OPERATION}:snapshot-deleted"  # passed once per snapshot file (PAIMON_CRASH_SKIP)
-# decoupled changelog retention only (the changelog expiry's own steps live in jobs.expire_changelogs)
+# decoupled changelog retention only (the changelog expiry's own steps live in jobs.deletion.changelogs)
 STEP_CHANGELOG_WRITTEN = f"{OPERATION}:changelog-written"  # once per changelog-<id>, before its snapshot goes
 STEPS = (
     STEP_PLANNED,

@@ -12,7 +12,7 @@ Which tags expire (Paimon's TagTimeExpire and TagAutoCreation rules):
   when the table creates tags automatically or `num_retained_max` is given.
 Times are local, as Paimon stores `tagCreateTime` (a LocalDateTime of the writer's clock).
 
-The deletion itself is delete-tag's (`jobs/tag_deletion.py`): tag files first, then the files no
+The deletion itself is delete-tag's (`jobs/deletion/tags.py`): tag files first, then the files no
 snapshot, other tag, branch or long-lived changelog needs; a crash in between leaves orphans that
 remove-orphan-files clears, and a rerun expires the tags that are left.
 
@@ -28,23 +28,23 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError
+from jobs.deletion.tags import TagSteps, delete_tags
 from jobs.expire_snapshots import cutoff_ms
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from jobs.table_open import check_branch_name, open_branch, open_existing_table
-from jobs.tag_deletion import TagSteps, delete_tags
-from paimon_format.fileio import FileIO
-from paimon_format.options import parse_duration_ms
-from paimon_format.snapshot import TAG_PREFIX, Snapshot
-from paimon_format.table import Table
-from paimon_format.tag_periods import (
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
+from paimon_format.maintenance.tag_periods import (
     AUTOMATIC_CREATION,
     DEFAULT_TIME_RETAINED,
     NUM_RETAINED_MAX,
     TagPeriod,
 )
+from paimon_format.model.options import parse_duration_ms
+from paimon_format.snapshot import TAG_PREFIX, Snapshot
+from paimon_format.storage.fileio import FileIO
+from paimon_format.table import Table
 
 OPERATION = "expire-tags"
 STEPS = TagSteps.of(OPERATION)

@@ -1,9 +1,9 @@
 """maintain: one scheduled run that maintains many tables (issue #9).
 
 For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
-compact, compact-manifests, remove-orphan-files (see `jobs.maintain_config`), each operation through its own
+compact, compact-manifests, remove-orphan-files (see `jobs.runtime.maintain_config`), each operation through its own
 `run(context, config)`, all in one SparkSession, started only when a step needs it (small tables run
-in the driver process, `jobs.local_exec`). Tables run concurrently on a thread pool of
+in the driver process, `jobs.runtime.local_exec`). Tables run concurrently on a thread pool of
 `parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
 `scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
 
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
-from jobs.errors import (
+from jobs.runtime.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
@@ -40,14 +40,14 @@ from jobs.errors import (
     describe,
     exit_code_for,
 )
-from jobs.maintain_config import MaintainConfig, TablePlan, plan_tables, table_asks_for
-from jobs.registry import JobContext, load
-from jobs.report import RunRecord
-from jobs.table_globs import resolve_tables
-from jobs.table_lock import TableLock, default_lock_dir, lock_path
-from jobs.table_open import open_existing_table
-from paimon_format.crash_points import crash_point
-from paimon_format.fileio import FileIO
+from jobs.runtime.maintain_config import MaintainConfig, TablePlan, plan_tables, table_asks_for
+from jobs.runtime.registry import JobContext, load
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_globs import resolve_tables
+from jobs.runtime.table_lock import TableLock, default_lock_dir, lock_path
+from jobs.runtime.table_open import open_existing_table
+from paimon_format.storage.crash_points import crash_point
+from paimon_format.storage.fileio import FileIO
 
 CONFIG_MODEL = MaintainConfig
 

@@ -1,14 +1,14 @@
 """Reading a Paimon table into a Spark DataFrame: splits planned on the driver, read on the executors.
 
 The driver resolves the snapshot (latest, an id, or a tag), plans the splits from metadata
-(`paimon_format.splits.plan_splits`) and ships each split, pickled, as one row of a small
-DataFrame; `mapInArrow` then runs `paimon_format.split_read.read_split` on the executors, one task
+(`paimon_format.scan.splits.plan_splits`) and ships each split, pickled, as one row of a small
+DataFrame; `mapInArrow` then runs `paimon_format.scan.split_read.read_split` on the executors, one task
 per split, so the rows never pass through the driver. What a split reads, and how primary-key
 buckets are merged and deletion vectors applied, is the format layer's business; this module only
 fans out and converts Arrow types to Spark's.
 
 `where` is a Spark SQL predicate applied to the result. Its top-level AND terms that name only
-partition columns (in the grammar of `paimon_format.partition_predicate`) also prune partitions
+partition columns (in the grammar of `paimon_format.scan.partition_predicate`) also prune partitions
 before any file is opened; the full predicate is still applied by Spark, so pruning only saves work.
 """
 
@@ -21,12 +21,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from jobs.errors import BadInputError
-from jobs.spark import parallelize_small
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.spark import parallelize_small
+from paimon_format.data.reader import output_arrow_schema
 from paimon_format.errors import PaimonFormatError
-from paimon_format.merge import check_merge_supported
-from paimon_format.options import CoreOptions
-from paimon_format.partition_predicate import (
+from paimon_format.merge.sorted_runs import check_merge_supported
+from paimon_format.model.options import CoreOptions
+from paimon_format.model.schema import TableSchema
+from paimon_format.scan.partition_predicate import (
     And,
     PartitionColumns,
     PartitionTest,
@@ -34,11 +36,9 @@ from paimon_format.partition_predicate import (
     parse_predicate,
     selects,
 )
-from paimon_format.read import output_arrow_schema
-from paimon_format.scan import resolve_snapshot
-from paimon_format.schema import TableSchema
-from paimon_format.split_read import projected_schema, read_split
-from paimon_format.splits import PartitionFilter, plan_splits
+from paimon_format.scan.snapshot_scan import resolve_snapshot
+from paimon_format.scan.split_read import projected_schema, read_split
+from paimon_format.scan.splits import PartitionFilter, plan_splits
 from paimon_format.table import Table
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ The order is what makes it safe against a writer committing meanwhile:
 2. Then read the referenced set on the executors: everything every snapshot, tag, branch and
    long-lived changelog needs. A commit that lands after step 1 wrote its files after the listing,
    so they are not candidates; one that lands before step 2 is in the referenced set.
-3. Candidates = listed files whose names Paimon writes there (`paimon_format.orphans`), modified
+3. Candidates = listed files whose names Paimon writes there (`paimon_format.maintenance.orphan_rules`), modified
    before (job start - `older_than`), LEFT ANTI JOIN referenced, by table-relative path.
 4. Circuit breakers: refuse (exit 3) when nothing is referenced or when the candidates exceed
    `max_orphan_ratio` of the listed files, unless `force`.
@@ -29,19 +29,17 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError, JobError, SafetyRefusal
-from jobs.listing import Listing, list_table_files, read_inventory
-from jobs.local_exec import LocalRunOptions, run_where_it_fits
-from jobs.local_frame import functions_for
-from jobs.orphan_deletion import delete_files, remove_empty_directories
-from jobs.referenced import referenced_paths
-from jobs.registry import JobContext
-from jobs.report import SAMPLE_LIMIT, RunRecord
-from jobs.table_open import open_existing_table
-from paimon_format.crash_points import crash_point
-from paimon_format.options import parse_duration_ms
-from paimon_format.orphans import (
+from jobs.deletion.deleter import delete_files, remove_empty_directories
+from jobs.deletion.listing import Listing, list_table_files, read_inventory
+from jobs.deletion.referenced import referenced_paths
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError, JobError, SafetyRefusal
+from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
+from jobs.runtime.local_frame import functions_for
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.runtime.table_open import open_existing_table
+from paimon_format.maintenance.orphan_rules import (
     DELETABLE,
     FOREIGN,
     OLDER_THAN_FLOOR_MS,
@@ -50,6 +48,8 @@ from paimon_format.orphans import (
     cutoff_ms,
     exceeds_ratio,
 )
+from paimon_format.model.options import parse_duration_ms
+from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 
 OPERATION = "remove-orphan-files"

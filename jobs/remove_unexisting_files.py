@@ -35,19 +35,23 @@ from typing import Any
 import pyarrow as pa
 from pydantic import Field
 
-from jobs.config import TableJobConfig
-from jobs.errors import SafetyRefusal
-from jobs.registry import JobContext
-from jobs.report import SAMPLE_LIMIT, RunRecord
-from jobs.spark import assert_small, parallelize_small
-from jobs.table_open import open_existing_table
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import SafetyRefusal
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.runtime.spark import assert_small, parallelize_small
+from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import OVERWRITE, AttemptContext, CommitMessage, SnapshotCommit
-from paimon_format.crash_points import crash_point
-from paimon_format.deletion_vectors import DELETION_VECTORS_INDEX, drop_deletion_vectors, index_file_path
 from paimon_format.errors import CommitConflictError
-from paimon_format.manifest import ADD, IndexManifestEntry, ManifestEntry, read_manifest
-from paimon_format.scan import data_manifests, index_entries
+from paimon_format.index.deletion_vectors import (
+    DELETION_VECTORS_INDEX,
+    drop_deletion_vectors,
+    index_file_path,
+)
+from paimon_format.manifest.entries import ADD, IndexManifestEntry, ManifestEntry, read_manifest
+from paimon_format.scan.snapshot_scan import data_manifests, index_entries
 from paimon_format.snapshot import Snapshot
+from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 
 OPERATION = "remove-unexisting-files"

@@ -31,16 +31,16 @@ from typing import Any
 
 from pydantic import Field, model_validator
 
-from jobs.config import TableJobConfig
-from jobs.errors import BadInputError, CommitRaceLost
-from jobs.report import SAMPLE_LIMIT, RunRecord
-from jobs.root_deletion import delete_stages, dropped_root_candidates, report_candidates
-from jobs.table_open import open_existing_table
-from jobs.tag_deletion import report_candidates_empty
-from paimon_format.crash_points import crash_point
+from jobs.deletion.roots import delete_stages, dropped_root_candidates, report_candidates
+from jobs.deletion.tags import report_candidates_empty
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError, CommitRaceLost
+from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.runtime.table_open import open_existing_table
 from paimon_format.errors import SnapshotNotFoundError
-from paimon_format.orphans import CHANGELOG_ROOT, SNAPSHOT_ROOT, TAG_ROOT
+from paimon_format.maintenance.orphan_rules import CHANGELOG_ROOT, SNAPSHOT_ROOT, TAG_ROOT
 from paimon_format.snapshot import Snapshot
+from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import MAIN_BRANCH, Table
 
 OPERATION = "rollback"

@@ -17,28 +17,28 @@ from typing import Any, Literal
 import pyarrow as pa
 from pydantic import Field, model_validator
 
-from jobs.config import StrictModel, TableJobConfig
-from jobs.errors import BadInputError
-from jobs.registry import JobContext
-from jobs.report import RunRecord
-from jobs.write_dynamic import (
+from jobs.runtime.config import StrictModel, TableJobConfig
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.registry import JobContext
+from jobs.runtime.report import RunRecord
+from jobs.writing.dynamic_bucket import (
     WRITTEN_FILE_SCHEMA,
     check_base_index,
     check_bucket_mode,
     index_relpath,
     is_dynamic_bucket,
 )
-from jobs.write_level0 import compact_written_buckets, compacts_level0
+from jobs.writing.level0 import compact_written_buckets, compacts_level0
 from paimon_format.commit import CommitMessage, IndexUpdate, SnapshotCommit
+from paimon_format.data.writer import conform, fit_string_lengths, write_bucket_outputs, write_table_files
 from paimon_format.errors import PaimonFormatError
-from paimon_format.manifest import ADD, read_manifest
-from paimon_format.options import CoreOptions
-from paimon_format.partition_spec import partition_bytes
-from paimon_format.scan import data_manifests
-from paimon_format.schema import TableSchema, new_table_schema
+from paimon_format.manifest.entries import ADD, read_manifest
+from paimon_format.model.options import CoreOptions
+from paimon_format.model.partition_spec import partition_bytes
+from paimon_format.model.schema import TableSchema, new_table_schema
+from paimon_format.model.types import DataType, from_arrow
+from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.table import Table
-from paimon_format.types import DataType, from_arrow
-from paimon_format.writer import conform, fit_string_lengths, write_bucket_outputs, write_table_files
 
 RECORD_PARTITION_LIMIT = 100
 
@@ -302,7 +302,7 @@ def _writer_task(table: Table, schema: TableSchema, first_sequence: int):
 
 def _bucket_task(schema: TableSchema):
     """Adds each row's Paimon bucket, so the shuffle can send a whole bucket to one task."""
-    from paimon_format.bucket import bucket_array, bucket_key_columns
+    from paimon_format.data.bucket import bucket_array, bucket_key_columns
 
     keys = bucket_key_columns(schema)
     key_types = [schema.field(k).type for k in keys]
@@ -423,7 +423,7 @@ def write_dataframe(
             written = _write_files_directly(spark, files, target, schema, first_sequence)
             record.details["path"] = "direct (executors read the Parquet source with pyarrow)"
         elif is_dynamic_bucket(schema):
-            from jobs.write_dynamic import write_dynamic
+            from jobs.writing.dynamic_bucket import write_dynamic
 
             written, index = write_dynamic(
                 df, target, schema, first_sequence, previous, mode, overwrite_filter
@@ -625,8 +625,8 @@ def _record_replaced(target: Table, snapshot: Any, scope: str, record: RunRecord
     The delta is streamed; the driver keeps counts and the distinct partitions (which a table has
     far fewer of than files), of which the record names the first RECORD_PARTITION_LIMIT.
     """
-    from paimon_format.manifest import DELETE
-    from paimon_format.scan import read_entries, read_list
+    from paimon_format.manifest.entries import DELETE
+    from paimon_format.scan.snapshot_scan import read_entries, read_list
 
     partitions: set[bytes] = set()
     files = rows = size = 0

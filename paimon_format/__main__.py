@@ -14,13 +14,13 @@ import sys
 from collections.abc import Sequence
 
 from paimon_format.errors import PaimonFormatError
-from paimon_format.fileio import FileIO
 from paimon_format.inspect import (
     describe_table,
     files_per_partition,
     render_files_per_partition,
     render_text,
 )
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 
 

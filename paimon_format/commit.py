@@ -27,7 +27,8 @@ from paimon_format.errors import (
     PaimonFormatError,
     SnapshotNotFoundError,
 )
-from paimon_format.manifest import (
+from paimon_format.manifest.concat import BlockMergeOps
+from paimon_format.manifest.entries import (
     ADD,
     DELETE,
     DataFileMeta,
@@ -38,12 +39,11 @@ from paimon_format.manifest import (
     write_index_manifest,
     write_manifest_list,
 )
-from paimon_format.manifest_concat import BlockMergeOps
-from paimon_format.manifest_files import rolling_write_manifests
-from paimon_format.manifest_merge import merge_manifests
-from paimon_format.options import CoreOptions
-from paimon_format.scan import EntryMerger, data_manifests, index_entries
-from paimon_format.schema import TableSchema
+from paimon_format.manifest.files import rolling_write_manifests
+from paimon_format.manifest.merge import merge_manifests
+from paimon_format.model.options import CoreOptions
+from paimon_format.model.schema import TableSchema
+from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests, index_entries
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from paimon_format.options import CoreOptions
-from paimon_format.scan import live_entries, resolve_snapshot
+from paimon_format.model.options import CoreOptions
+from paimon_format.scan.snapshot_scan import live_entries, resolve_snapshot
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 

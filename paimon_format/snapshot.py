@@ -36,7 +36,7 @@ from paimon_format.errors import (
 )
 
 if TYPE_CHECKING:
-    from paimon_format.fileio import FileIO
+    from paimon_format.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
 

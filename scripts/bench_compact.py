@@ -31,14 +31,14 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from jobs.compact import compact  # noqa: E402
-from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
+from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.commit import CommitMessage, SnapshotCommit  # noqa: E402
-from paimon_format.fileio import FileIO  # noqa: E402
-from paimon_format.scan import live_entries  # noqa: E402
-from paimon_format.schema import new_table_schema  # noqa: E402
+from paimon_format.data.writer import write_table_files  # noqa: E402
+from paimon_format.model.schema import new_table_schema  # noqa: E402
+from paimon_format.model.types import from_arrow  # noqa: E402
+from paimon_format.scan.snapshot_scan import live_entries  # noqa: E402
+from paimon_format.storage.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
-from paimon_format.types import from_arrow  # noqa: E402
-from paimon_format.writer import write_table_files  # noqa: E402
 from scripts.generate_events import events  # noqa: E402
 
 

@@ -36,11 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.compact_manifests import compact_manifests  # noqa: E402
-from jobs.spark import stop_session  # noqa: E402
-from paimon_format.binary_row import serialize_row  # noqa: E402
+from jobs.runtime.spark import stop_session  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
-from paimon_format.fileio import FileIO  # noqa: E402
-from paimon_format.manifest import (  # noqa: E402
+from paimon_format.manifest.entries import (  # noqa: E402
     ADD,
     DataFileMeta,
     ManifestEntry,
@@ -48,12 +46,14 @@ from paimon_format.manifest import (  # noqa: E402
     read_manifest,
     write_manifest_list,
 )
-from paimon_format.manifest_files import rolling_write_manifests, rolling_write_raw_manifests  # noqa: E402
-from paimon_format.manifest_raw import read_raw_manifest  # noqa: E402
-from paimon_format.scan import EntryMerger, data_manifests  # noqa: E402
+from paimon_format.manifest.files import rolling_write_manifests, rolling_write_raw_manifests  # noqa: E402
+from paimon_format.manifest.raw import read_raw_manifest  # noqa: E402
+from paimon_format.model.binary_row import serialize_row  # noqa: E402
+from paimon_format.model.types import parse_type  # noqa: E402
+from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
+from paimon_format.storage.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
-from paimon_format.types import parse_type  # noqa: E402
 from scripts.bench_peers import (  # noqa: E402
     describe_ratio,
     java_unavailable,
@@ -63,7 +63,7 @@ from scripts.bench_peers import (  # noqa: E402
     tree_cpu_seconds,
 )
 from scripts.bench_spark_startup import load, start_spark  # noqa: E402
-from tests.factories import data_file, make_table, partition_of  # noqa: E402
+from tests.support.factories import data_file, make_table, partition_of  # noqa: E402
 
 
 def realistic_file(rng: random.Random, prefix: str, number: int) -> DataFileMeta:

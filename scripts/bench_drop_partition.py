@@ -36,12 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.drop_partition import drop_partition  # noqa: E402
 from jobs.expire_partitions import expire_partitions  # noqa: E402
-from jobs.spark import stop_session  # noqa: E402
-from paimon_format.binary_row import deserialize_row  # noqa: E402
+from jobs.runtime.spark import stop_session  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
-from paimon_format.fileio import FileIO  # noqa: E402
-from paimon_format.partition_expiry import ExpiryRule  # noqa: E402
-from paimon_format.scan import live_entries  # noqa: E402
+from paimon_format.maintenance.partition_expiry import ExpiryRule  # noqa: E402
+from paimon_format.model.binary_row import deserialize_row  # noqa: E402
+from paimon_format.scan.snapshot_scan import live_entries  # noqa: E402
+from paimon_format.storage.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
 from scripts.bench_compact_manifests import build, partition_value  # noqa: E402
 from scripts.bench_peers import (  # noqa: E402

@@ -39,9 +39,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.expire_snapshots import expire_snapshots  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
-from paimon_format.manifest import (  # noqa: E402
+from paimon_format.manifest.entries import (  # noqa: E402
     ADD,
     DELETE,
     ManifestEntry,
@@ -49,10 +49,10 @@ from paimon_format.manifest import (  # noqa: E402
     write_manifest,
     write_manifest_list,
 )
-from paimon_format.manifest_files import manifest_file_meta  # noqa: E402
+from paimon_format.manifest.files import manifest_file_meta  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
-from tests.factories import data_file, make_table, partition_of  # noqa: E402
+from tests.support.factories import data_file, make_table, partition_of  # noqa: E402
 
 PARTITIONS = 10
 COMPACT_EVERY = 50

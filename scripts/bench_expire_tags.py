@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.expire_tags import expire_tags  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
 from scripts.bench_expire import build  # noqa: E402
 

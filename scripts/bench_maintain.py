@@ -31,14 +31,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.config import validate  # noqa: E402
 from jobs.maintain import run  # noqa: E402
-from jobs.maintain_config import MaintainConfig  # noqa: E402
-from jobs.registry import JobContext  # noqa: E402
-from jobs.report import RunRecord  # noqa: E402
-from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
+from jobs.runtime.config import validate  # noqa: E402
+from jobs.runtime.maintain_config import MaintainConfig  # noqa: E402
+from jobs.runtime.registry import JobContext  # noqa: E402
+from jobs.runtime.report import RunRecord  # noqa: E402
+from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
-from tests.factories import data_file, make_table, message  # noqa: E402
+from tests.support.factories import data_file, make_table, message  # noqa: E402
 
 TABLE_OPTIONS = {
     "manifest.merge-min-count": "1000",

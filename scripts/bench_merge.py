@@ -26,11 +26,11 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from paimon_format.merge import merge_sorted_runs  # noqa: E402
-from paimon_format.options import CoreOptions  # noqa: E402
-from paimon_format.schema import new_table_schema  # noqa: E402
-from paimon_format.types import parse_type  # noqa: E402
-from paimon_format.writer import file_arrow_schema  # noqa: E402
+from paimon_format.data.writer import file_arrow_schema  # noqa: E402
+from paimon_format.merge.sorted_runs import merge_sorted_runs  # noqa: E402
+from paimon_format.model.options import CoreOptions  # noqa: E402
+from paimon_format.model.schema import new_table_schema  # noqa: E402
+from paimon_format.model.types import parse_type  # noqa: E402
 
 
 def build_runs(directory: Path, schema, runs: int, rows: int, seed: int) -> list[Path]:
@@ -113,7 +113,7 @@ def main() -> None:
     _, rewrite_seconds = timed("pyarrow parquet rewrite (read + write)", total, rewrite)
     print(f"  merge / pyarrow rewrite speed: {rewrite_seconds / merge_seconds:.2f}")
     if args.spark:
-        from jobs.spark import get_or_create_spark, stop_session
+        from jobs.runtime.spark import get_or_create_spark, stop_session
 
         spark = get_or_create_spark("bench-merge", {"spark.master": "local[2]"})
         spark.read.parquet(str(paths[0])).count()  # warm up the JVM

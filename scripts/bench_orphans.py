@@ -41,15 +41,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files  # noqa: E402
-from jobs.spark import get_or_create_spark  # noqa: E402
+from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
-from paimon_format.manifest import ADD, ManifestEntry, write_manifest, write_manifest_list  # noqa: E402
-from paimon_format.manifest_files import manifest_file_meta  # noqa: E402
-from paimon_format.orphans import DELETABLE, FileNaming, judge_file  # noqa: E402
-from paimon_format.scan import referenced_files  # noqa: E402
+from paimon_format.maintenance.orphan_rules import DELETABLE, FileNaming, judge_file  # noqa: E402
+from paimon_format.manifest.entries import ADD, ManifestEntry, write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest.files import manifest_file_meta  # noqa: E402
+from paimon_format.scan.snapshot_scan import referenced_files  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
-from tests.factories import data_file, make_table, partition_of  # noqa: E402
+from tests.support.factories import data_file, make_table, partition_of  # noqa: E402
 
 PARTITIONS = 100
 BUCKETS = 4

@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.spark import get_or_create_spark, stop_session  # noqa: E402
+from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def load() -> str:
 
 
 def _passthrough(batches: Iterator[Any]) -> Iterator[Any]:
-    import paimon_format.manifest  # noqa: F401 - what a real job's workers import first
+    import paimon_format.manifest.entries  # noqa: F401 - what a real job's workers import first
 
     yield from batches
 

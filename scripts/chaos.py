@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     out = os.fdopen(os.dup(1), "w", buffering=1)
     with quiet(log_path):
-        from jobs.spark import get_or_create_spark
+        from jobs.runtime.spark import get_or_create_spark
         from tests.chaos import harness
 
         spark = get_or_create_spark("chaos", {"spark.master": "local[2]", "spark.ui.enabled": "false"})

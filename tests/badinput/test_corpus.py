@@ -1,7 +1,7 @@
 """The bad-input corpus: every job against broken configs and broken tables.
 
 Each case runs the CLI (`jobs.__main__.main`, in-process on the shared SparkSession) and asserts the
-contract of `jobs/errors.py`: exit 2 (bad input) or 3 (refused), a one-line cause in the run record
+contract of `jobs/runtime/errors.py`: exit 2 (bad input) or 3 (refused), a one-line cause in the run record
 and on stderr that names what is wrong and where, and not one byte of the warehouse changed (nothing
 half-written, nothing deleted). A new job joins the corpus by one line in `JOBS`.
 """
@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from paimon_format.scan import data_manifests
-from tests.table_states import (
+from paimon_format.scan.snapshot_scan import data_manifests
+from tests.support.table_states import (
     IDENTIFIER,
     build_sample_table,
     copy_warehouse,

@@ -19,8 +19,8 @@ import yaml
 from jobs.__main__ import main
 from paimon_format.table import Table
 from tests.badinput.test_corpus import truncated_manifest, unknown_schema_id
-from tests.pypaimon_reads import pypaimon_rows
-from tests.table_states import DATABASE, build_sample_table, fingerprint, row_ids
+from tests.support.pypaimon_reads import pypaimon_rows
+from tests.support.table_states import DATABASE, build_sample_table, fingerprint, row_ids
 
 GOOD = f"{DATABASE}.good"  # a copy of the sample table that every case leaves intact
 BROKEN = f"{DATABASE}.t"  # the sample table, which the table-state cases break

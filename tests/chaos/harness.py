@@ -1,7 +1,7 @@
 """The crash matrix: run a job with a fault, check the table, rerun it clean, check again.
 
 Shared by `tests/chaos` (a small CI subset) and `scripts/chaos.py` (the large, time-bounded matrix).
-A case is (job, fault): a storage fault from `paimon_format.faults` (`write:3:halt`, `delete:1`, ...)
+A case is (job, fault): a storage fault from `paimon_format.storage.faults` (`write:3:halt`, `delete:1`, ...)
 or a named crash step (`step:remove-orphan-files:listed`). Crashes are simulated in-process ("halt":
 storage freezes at that operation, as if the process had died there, so no cleanup code can tidy up)
 so that hundreds of cases share one SparkSession.
@@ -36,13 +36,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from paimon_format import faults
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.faults import FaultPlan, SimulatedCrash
-from paimon_format.scan import live_entries
+from paimon_format.data.writer import write_table_files
+from paimon_format.scan.snapshot_scan import live_entries
+from paimon_format.storage import faults
+from paimon_format.storage.faults import FaultPlan, SimulatedCrash
 from paimon_format.table import Table
-from paimon_format.writer import write_table_files
-from tests.table_states import (
+from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
     batch,
@@ -156,7 +156,7 @@ _STEP = re.compile(r"crash_point\(\s*f?\"(\{OPERATION\}|[\w-]+):([\w-]+)\"")
 def available_jobs(full: bool = False) -> list[str]:
     """The JOBS whose module is committed in this checkout (work in progress is left out); those
     of the CI subset unless `full` (the whole matrix of `scripts/chaos.py`)."""
-    from jobs.registry import OPERATIONS
+    from jobs.runtime.registry import OPERATIONS
 
     found = []
     for name, job in JOBS.items():
@@ -183,8 +183,8 @@ def crash_steps(operation: str) -> list[str]:
     shared deletion it declares as `STEPS = TagSteps.of(OPERATION)` (delete-tag, expire-tags)."""
     import importlib
 
-    from jobs.registry import OPERATIONS
-    from jobs.tag_deletion import TagSteps
+    from jobs.deletion.tags import TagSteps
+    from jobs.runtime.registry import OPERATIONS
 
     job, operation = operation, operation_of(operation)
     module = OPERATIONS[operation].module
@@ -284,7 +284,7 @@ def expire_first_two(table: Table) -> None:
 
 def branch_from_t2(table: Table) -> None:
     """Branch b from tag t2 with its own commits (`table_states.branch_from_t2`)."""
-    from tests.table_states import branch_from_t2 as make_branch
+    from tests.support.table_states import branch_from_t2 as make_branch
 
     make_branch(table)
 
@@ -609,7 +609,7 @@ def _check_leftovers(
     warehouse: str, template: Template, case_dir: str, result: CaseResult, run_orphan_job: bool
 ) -> None:
     """Leftovers must be unreferenced files remove-orphan-files deletes (by its rule, or by running it)."""
-    from paimon_format.orphans import DELETABLE, judge_file
+    from paimon_format.maintenance.orphan_rules import DELETABLE, judge_file
 
     left = unreferenced(open_table(warehouse))
     result.orphans_left = sorted(p for p in left if judge_file(p).rule != DELETABLE)
@@ -656,7 +656,7 @@ _WRITER = """
 import json, os, sys
 import pyarrow as pa
 from paimon_format.commit import SnapshotCommit
-from tests.table_states import append_rows, open_table
+from tests.support.table_states import append_rows, open_table
 warehouse, first_id, stop_file, min_commits, max_commits, partition = sys.argv[1:7]
 first_id, min_commits, max_commits = int(first_id), int(min_commits), int(max_commits)
 table = open_table(warehouse)

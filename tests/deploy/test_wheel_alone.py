@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.deploy.conftest import spark_submit_command, spark_submit_env
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.pypaimon_reads import pypaimon_rows
 
 pytestmark = pytest.mark.slow
 

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from paimon_format.binary_row import EMPTY_ROW
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.manifest import DataFileMeta, SimpleStats, read_manifest_list
+from paimon_format.manifest.entries import DataFileMeta, SimpleStats, read_manifest_list
+from paimon_format.model.binary_row import EMPTY_ROW
 from paimon_format.table import Table
-from tests.factories import make_table, partition_of
+from tests.support.factories import make_table, partition_of
 
 pypaimon = pytest.importorskip("pypaimon")
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from jobs.read import read_table
-from paimon_format.scan import live_entries
+from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.table import Table
 from tests.java.helpers import run_job
 from tests.java.oracle import JavaPaimon, Row, sort_key

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from paimon_format.fileio import FileIO
-from paimon_format.merge import merge_sorted_runs
+from paimon_format.merge.sorted_runs import merge_sorted_runs
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.interop import oracle
 
@@ -129,8 +129,8 @@ def test_merge_matches_pypaimon_reader(tables: dict[str, str], case: str) -> Non
 def test_our_scan_reader_and_merge_match_pypaimon(tables: dict[str, str], case: str) -> None:
     """The whole format-layer read path without pypaimon: live files from our manifest scan, rows
     from `read.read_data_file` (full key-value layout), runs ordered by sequence, merged."""
-    from paimon_format.read import read_data_file
-    from paimon_format.scan import live_entries
+    from paimon_format.data.reader import read_data_file
+    from paimon_format.scan.snapshot_scan import live_entries
 
     path = tables[case]
     table = Table(FileIO.for_path(path), path)

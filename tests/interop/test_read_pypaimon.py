@@ -11,15 +11,15 @@ import pyarrow as pa
 import pytest
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.fileio import FileIO
-from paimon_format.split_read import read_split
-from paimon_format.splits import plan_splits
+from paimon_format.data.writer import table_arrow_schema, write_table_files
+from paimon_format.model.types import DataField, parse_type
+from paimon_format.scan.split_read import read_split
+from paimon_format.scan.splits import plan_splits
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
-from paimon_format.types import DataField, parse_type
-from paimon_format.writer import table_arrow_schema, write_table_files
-from tests.factories import make_table
 from tests.interop import oracle
 from tests.interop.test_merge_pypaimon import CASES, tables  # noqa: F401 - the pypaimon tables fixture
+from tests.support.factories import make_table
 
 pytest.importorskip("pypaimon")
 

@@ -12,10 +12,10 @@ import pyarrow as pa
 import yaml
 
 from jobs.__main__ import main
-from paimon_format.fileio import FileIO
-from paimon_format.scan import resolve_snapshot
-from paimon_format.split_read import read_split
-from paimon_format.splits import plan_splits
+from paimon_format.scan.snapshot_scan import resolve_snapshot
+from paimon_format.scan.split_read import read_split
+from paimon_format.scan.splits import plan_splits
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.java.oracle import JavaPaimon, Row, sort_key
 from tests.java.tables import JavaTable, read_ref, refs_of
@@ -67,9 +67,9 @@ def lists_java_orphan_cleaning_loses(path: str, with_data_files: bool = False) -
     `with_data_files`, also the data files only such roots name (once the snapshots that shared them
     have expired, Java's cleaning takes those too). Absolute paths.
     """
-    from paimon_format.fileio import FileIO
-    from paimon_format.manifest import read_manifest, read_manifest_list
-    from paimon_format.scan import snapshot_sources
+    from paimon_format.manifest.entries import read_manifest, read_manifest_list
+    from paimon_format.scan.snapshot_scan import snapshot_sources
+    from paimon_format.storage.fileio import FileIO
     from paimon_format.table import Table
 
     table = Table(FileIO.for_path(path), path)

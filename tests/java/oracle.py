@@ -300,7 +300,7 @@ class JavaPaimon:
 
 
 def sort_key(row: Row) -> list[str]:
-    """A stable order for rows of any types (as tests/pypaimon_reads.py sorts)."""
+    """A stable order for rows of any types (as tests/support/pypaimon_reads.py sorts)."""
     return [str(row[k]) for k in sorted(row)]
 
 

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from paimon_format.fileio import FileIO
-from paimon_format.scan import live_entries, resolve_snapshot
+from paimon_format.scan.snapshot_scan import live_entries, resolve_snapshot
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.java.tables import PK_FIELDS, TYPE_FIELDS, type_row
 
@@ -73,8 +73,8 @@ def test_a_tag_whose_changelog_java_expired_needs_no_changelog(java_templates):
     Java reads there, and not its (gone) changelog list."""
     import json
 
-    from paimon_format.fileio import FileIO
-    from paimon_format.scan import referenced_files
+    from paimon_format.scan.snapshot_scan import referenced_files
+    from paimon_format.storage.fileio import FileIO
 
     warehouse, fixtures = java_templates
     path = fixtures["pk_changelog"].path(warehouse)
@@ -92,8 +92,8 @@ def test_a_tag_whose_changelog_java_expired_needs_no_changelog(java_templates):
 def test_java_partition_drop_and_manifest_compaction_on_our_table(java_paimon, tmp_path):
     """The Java peers the benchmarks time: Paimon's partition drop and manifest full compaction."""
     from paimon_format.commit import SnapshotCommit
-    from paimon_format.scan import data_manifests
-    from tests.factories import data_file, make_table, message
+    from paimon_format.scan.snapshot_scan import data_manifests
+    from tests.support.factories import data_file, make_table, message
 
     table = make_table(str(tmp_path / "db.db" / "t"))
     committer = SnapshotCommit(table)

@@ -14,7 +14,7 @@ import pytest
 from jobs.write import write_dataframe
 from paimon_format.table import Table
 from tests.java.oracle import sort_key
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.pypaimon_reads import pypaimon_rows
 
 pytestmark = pytest.mark.java
 pytest.importorskip("pypaimon")

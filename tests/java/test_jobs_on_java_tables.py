@@ -120,21 +120,21 @@ def test_maintain_on_the_java_warehouse(spark_session, java_paimon, java_templat
 
 
 def _table(path: str):
-    from paimon_format.fileio import FileIO
+    from paimon_format.storage.fileio import FileIO
     from paimon_format.table import Table
 
     return Table(FileIO.for_path(path), path)
 
 
 def _levels_of_latest(path: str) -> set[int]:
-    from paimon_format.scan import live_entries
+    from paimon_format.scan.snapshot_scan import live_entries
 
     table = _table(path)
     return {entry.file.level for entry in live_entries(table, table.snapshot_manager.latest())}
 
 
 def _top_level(path: str) -> int:
-    from paimon_format.compact_rules import CompactionSettings
+    from paimon_format.compaction.rules import CompactionSettings
 
     return CompactionSettings.of(_table(path).schema.options, has_primary_key=True).top_level
 
@@ -224,7 +224,7 @@ def test_drop_partition_leaves_the_index_java_leaves(
 
 def _latest_files(path: str) -> tuple[set[str], set[tuple]]:
     """(live data files, index files by partition, bucket and type) of the latest snapshot."""
-    from paimon_format.scan import index_entries, live_entries
+    from paimon_format.scan.snapshot_scan import index_entries, live_entries
 
     table = _table(path)
     snapshot = table.snapshot_manager.latest()

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from paimon_format.fileio import FileIO
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.java.helpers import (
     assert_reads_kept,
@@ -30,7 +30,7 @@ from tests.java.helpers import (
 )
 from tests.java.oracle import JavaPaimon, sort_key
 from tests.java.tables import JavaTable
-from tests.table_states import missing_needed, unreferenced
+from tests.support.table_states import missing_needed, unreferenced
 
 pytestmark = pytest.mark.java
 
@@ -150,7 +150,7 @@ def test_expire_snapshots_on_every_branch_keeps_shared_and_tagged_files(
 def test_remove_unexisting_files_after_a_lost_data_file(spark_session, java_paimon, pk, tmp_path):
     """A data file only the latest snapshot and t_latest name is lost: the repair commit removes it;
     Java and pypaimon read the repaired latest alike, every key the file did not hold as before."""
-    from paimon_format.scan import live_entries
+    from paimon_format.scan.snapshot_scan import live_entries
 
     table, path, base = pk
     ours = open_path(path)

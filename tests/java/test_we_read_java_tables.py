@@ -11,10 +11,10 @@ import os
 import fastavro
 import pytest
 
-from paimon_format.fileio import FileIO
-from paimon_format.manifest import decode_manifest
-from paimon_format.manifest_files import rolling_write_raw_manifests
-from paimon_format.manifest_raw import _padding_for, iter_raw_entries
+from paimon_format.manifest.entries import decode_manifest
+from paimon_format.manifest.files import rolling_write_raw_manifests
+from paimon_format.manifest.raw import _padding_for, iter_raw_entries
+from paimon_format.storage.fileio import FileIO
 from tests.java.helpers import our_read
 from tests.java.tables import JavaTable
 

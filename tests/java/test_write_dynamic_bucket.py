@@ -35,8 +35,8 @@ def _source(spark, tmp_path, rows: list[Row], name: str) -> dict:
 
 def _hash_index_by_bucket(path: str) -> dict[tuple[bytes, int], set[int]]:
     """(partition, bucket) -> the hashes of its HASH index file, in the latest snapshot."""
-    from paimon_format.hash_index import HASH_INDEX, read_hash_index
-    from paimon_format.scan import index_entries
+    from paimon_format.index.hash_index import HASH_INDEX, read_hash_index
+    from paimon_format.scan.snapshot_scan import index_entries
 
     table = _table(path)
     latest = table.snapshot_manager.latest()
@@ -52,14 +52,14 @@ def _hash_index_by_bucket(path: str) -> dict[tuple[bytes, int], set[int]]:
 
 
 def _index_entries(path: str) -> list:
-    from paimon_format.scan import index_entries
+    from paimon_format.scan.snapshot_scan import index_entries
 
     table = _table(path)
     return index_entries(table, table.snapshot_manager.latest())
 
 
 def _table(path: str):
-    from paimon_format.fileio import FileIO
+    from paimon_format.storage.fileio import FileIO
     from paimon_format.table import Table
 
     return Table(FileIO.for_path(path), path)
@@ -67,9 +67,9 @@ def _table(path: str):
 
 def _live_key_hashes(path: str) -> dict[tuple[bytes, int], set[int]]:
     """(partition, bucket) -> the key hashes of the keys in its live data files (latest snapshot)."""
-    from paimon_format.bucket import hash_array
-    from paimon_format.scan import live_entries
-    from paimon_format.types import BIGINT
+    from paimon_format.data.bucket import hash_array
+    from paimon_format.model.types import BIGINT
+    from paimon_format.scan.snapshot_scan import live_entries
 
     table = _table(path)
     result: dict[tuple[bytes, int], set[int]] = defaultdict(set)
@@ -132,7 +132,7 @@ def test_write_job_creates_and_rewrites_a_dynamic_bucket_table(spark_session, ja
     Java and pypaimon read each key once; Java writes on top; expire-snapshots and
     remove-orphan-files keep every live HASH index file (compact on dynamic-bucket tables, which leaves
     the HASH index as it is: tests/interop/test_compact_java.py)."""
-    from tests.pypaimon_reads import pypaimon_rows
+    from tests.support.pypaimon_reads import pypaimon_rows
 
     warehouse = str(tmp_path / "wh")
     path = os.path.join(warehouse, "db.db", "t")

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from jobs.config import TableJobConfig
-from jobs.registry import OPERATIONS, Operation
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.registry import OPERATIONS, Operation
 
 
 @pytest.fixture

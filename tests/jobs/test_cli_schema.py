@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from jobs.__main__ import main
-from jobs.config import interpolate, load_document
-from jobs.registry import OPERATIONS
+from jobs.runtime.config import interpolate, load_document
+from jobs.runtime.registry import OPERATIONS
 
 jsonschema = pytest.importorskip("jsonschema")
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -11,14 +11,14 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.compact import compact
-from jobs.errors import CommitRaceLost
+from jobs.runtime.errors import CommitRaceLost
 from jobs.write import write_dataframe
-from paimon_format import crash_points
 from paimon_format.commit import SnapshotCommit
-from paimon_format.scan import live_entries
+from paimon_format.scan.snapshot_scan import live_entries
+from paimon_format.storage import crash_points
 from paimon_format.table import Table
-from tests.pypaimon_reads import pypaimon_rows
-from tests.table_states import (
+from tests.support.pypaimon_reads import pypaimon_rows
+from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
     batch,
@@ -91,7 +91,7 @@ def test_full_strategy_partition_selection_and_order_by(spark_session, append_ta
     compacted = [e for e in after if table.partition_spec(e.partition) == {"dt": "2024-01-02"}]
     assert len(compacted) == 1 and len(after) == 1 + 2 * 8
     assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == expected
-    from paimon_format.read import read_data_file
+    from paimon_format.data.reader import read_data_file
 
     entry = compacted[0]
     values = pa.Table.from_batches(list(read_data_file(table, entry.partition, entry.bucket, entry.file)))
@@ -182,8 +182,8 @@ def test_crash_after_files_written_then_rerun_then_orphans_cleared(spark_session
 
 def test_primary_key_table_of_20_upserts_ends_with_one_top_level_file_per_bucket(spark_session, tmp_path):
     from paimon_format.commit import CommitMessage
-    from paimon_format.writer import write_table_files
-    from tests.factories import make_table
+    from paimon_format.data.writer import write_table_files
+    from tests.support.factories import make_table
 
     warehouse = str(tmp_path / "wh")
     table = make_table(
@@ -235,9 +235,9 @@ def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, 
     """changelog-producer lookup: the COMPACT snapshot names changelog files (prefix `changelog-`, at the
     top level, file source APPEND) with the rewrite's changes: keys with level-0 rows, each diffed
     against its row above level 0 (none: +I; else -U old, +U new); a key only above level 0: nothing."""
-    from paimon_format.manifest import read_manifest
-    from paimon_format.read import read_data_file
-    from paimon_format.scan import read_list
+    from paimon_format.data.reader import read_data_file
+    from paimon_format.manifest.entries import read_manifest
+    from paimon_format.scan.snapshot_scan import read_list
 
     warehouse = str(tmp_path / "wh")
     options = {"bucket": "1", "changelog-producer": "lookup"}
@@ -372,10 +372,10 @@ def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_sessi
 def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_path):
     from pyroaring import BitMap
 
-    from paimon_format.scan import index_entries
-    from paimon_format.schema import new_table_schema
-    from paimon_format.types import parse_type
-    from tests.dv_tables import delete_rows
+    from paimon_format.model.schema import new_table_schema
+    from paimon_format.model.types import parse_type
+    from paimon_format.scan.snapshot_scan import index_entries
+    from tests.support.dv_tables import delete_rows
 
     warehouse = str(tmp_path / "wh")
     table = Table.open(warehouse, IDENTIFIER)
@@ -403,8 +403,8 @@ def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_pat
 
 def test_fixed_bucket_append_table_compacts_windows_in_sequence_order(spark_session, tmp_path):
     from paimon_format.commit import CommitMessage
-    from paimon_format.writer import write_table_files
-    from tests.factories import make_table
+    from paimon_format.data.writer import write_table_files
+    from tests.support.factories import make_table
 
     warehouse = str(tmp_path / "wh")
     table = make_table(

@@ -9,15 +9,21 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.compact_manifests import compact_manifests, plan_compaction
-from paimon_format.binary_row import deserialize_row
 from paimon_format.commit import COMPACT, SnapshotCommit
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest import ManifestFileMeta, SimpleStats, delete_entry, read_manifest, write_manifest
-from paimon_format.manifest_files import manifest_file_meta
-from paimon_format.scan import data_manifests, live_entries
+from paimon_format.manifest.entries import (
+    ManifestFileMeta,
+    SimpleStats,
+    delete_entry,
+    read_manifest,
+    write_manifest,
+)
+from paimon_format.manifest.files import manifest_file_meta
+from paimon_format.model.binary_row import deserialize_row
+from paimon_format.scan.snapshot_scan import data_manifests, live_entries
 from paimon_format.table import Table
-from tests.factories import data_file, make_table, message
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.factories import data_file, make_table, message
+from tests.support.pypaimon_reads import pypaimon_rows
 
 NO_AUTO_MERGE = {"manifest.merge-min-count": "1000", "manifest.full-compaction-threshold-size": "1 gb"}
 

@@ -8,16 +8,16 @@ import os
 
 import pytest
 
-from jobs import partition_scan
 from jobs.__main__ import main
 from jobs.drop_partition import drop_partition
+from jobs.partitions.commit import scan as partition_scan
 from jobs.write import write_dataframe
 from paimon_format.commit import SnapshotCommit
-from paimon_format.manifest import ADD, DELETE
-from paimon_format.scan import live_entries, read_entries, read_list
+from paimon_format.manifest.entries import ADD, DELETE
+from paimon_format.scan.snapshot_scan import live_entries, read_entries, read_list
 from paimon_format.table import Table
-from tests.factories import data_file, make_table, message
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.factories import data_file, make_table, message
+from tests.support.pypaimon_reads import pypaimon_rows
 
 pytest.importorskip("pypaimon")
 
@@ -247,7 +247,7 @@ def test_after_a_crash_and_rerun_expiry_and_orphan_removal_delete_exactly_the_dr
 ):
     pytest.importorskip("jobs.expire_snapshots", reason="expire-snapshots is not committed yet")
     pytest.importorskip("jobs.remove_orphan_files", reason="remove-orphan-files is not committed yet")
-    from paimon_format.crash_points import set_crash_handler
+    from paimon_format.storage.crash_points import set_crash_handler
 
     warehouse = str(tmp_path / "wh")
     root = tmp_path / "wh" / "db.db" / "t"
@@ -356,7 +356,7 @@ def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spa
 
     from jobs.expire_snapshots import expire_snapshots
     from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
-    from paimon_format.scan import index_entries, index_file_relpaths
+    from paimon_format.scan.snapshot_scan import index_entries, index_file_relpaths
 
     warehouse = str(tmp_path / "wh")
     catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
@@ -472,6 +472,6 @@ def test_a_read_manifest_deleting_a_file_of_an_unread_one_does_not_look_inconsis
 
 
 def data_manifests_of(table: Table):
-    from paimon_format.scan import data_manifests
+    from paimon_format.scan.snapshot_scan import data_manifests
 
     return data_manifests(table, table.snapshot_manager.latest())

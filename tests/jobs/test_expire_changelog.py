@@ -2,7 +2,7 @@
 `changelog.time-retained`): Paimon's decoupled changelog retention.
 
 Oracles: pypaimon reads every retained snapshot and tag before and after; `changelog_needs` (in
-tests/table_states.py, shared with the chaos matrix) is written independently of the job from
+tests/support/table_states.py, shared with the chaos matrix) is written independently of the job from
 Paimon's rules (a changelog of a table without changelog producer is the delta: its delta and base
 lists, their manifests and the append-origin files the delta names, ADD or DELETE; with a producer:
 the changelog manifest list, its manifests and the files they ADD); after an expiry nothing a
@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from jobs.errors import BadInputError
 from jobs.expire_snapshots import (
     STEP_CHANGELOG_DELETED,
     STEP_CHANGELOG_FILES,
@@ -31,15 +30,16 @@ from jobs.expire_snapshots import (
     expire_snapshots,
 )
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
-from paimon_format import crash_points
+from jobs.runtime.errors import BadInputError
 from paimon_format.commit import COMPACT, CommitMessage, SnapshotCommit
-from paimon_format.expire import (
+from paimon_format.data.writer import write_table_files
+from paimon_format.maintenance.expire import (
     ChangelogSettings,
     ExpireSettings,
     decoupled_cause,
     plan_changelog_range,
 )
-from paimon_format.scan import (
+from paimon_format.scan.snapshot_scan import (
     changelog_entries,
     index_entries,
     index_file_relpaths,
@@ -47,9 +47,9 @@ from paimon_format.scan import (
     manifest_names,
     snapshot_metadata_files,
 )
-from paimon_format.writer import write_table_files
-from tests.factories import data_file, make_table, message, partition_of
-from tests.table_states import (
+from paimon_format.storage import crash_points
+from tests.support.factories import data_file, make_table, message, partition_of
+from tests.support.table_states import (
     TABLE_OPTIONS,
     append_rows,
     batch,

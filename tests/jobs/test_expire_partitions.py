@@ -12,11 +12,11 @@ from jobs.__main__ import main
 from jobs.expire_partitions import expire_partitions
 from jobs.write import write_dataframe
 from paimon_format.commit import SnapshotCommit
-from paimon_format.partition_expiry import ExpiryRule
-from paimon_format.scan import data_manifests, live_entries
+from paimon_format.maintenance.partition_expiry import ExpiryRule
+from paimon_format.scan.snapshot_scan import data_manifests, live_entries
 from paimon_format.table import Table
-from tests.factories import data_file, make_table, message
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.factories import data_file, make_table, message
+from tests.support.pypaimon_reads import pypaimon_rows
 
 pytest.importorskip("pypaimon")
 

@@ -24,11 +24,11 @@ from jobs.expire_snapshots import (
     STEP_SNAPSHOT,
     expire_snapshots,
 )
-from paimon_format.binary_row import deserialize_row
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.writer import write_table_files
-from tests.factories import data_file, make_table, message
-from tests.table_states import (
+from paimon_format.data.writer import write_table_files
+from paimon_format.model.binary_row import deserialize_row
+from tests.support.factories import data_file, make_table, message
+from tests.support.table_states import (
     append_rows,
     batch,
     build_sample_table,
@@ -49,7 +49,7 @@ def needed(table, first_retained: int | None = None) -> set[str]:
     Live files only: a file that a retained manifest names in a DELETE entry is not needed (Paimon's
     expiry deletes it too). `first_retained`: ignore snapshots below it (half-expired after a crash).
     """
-    from paimon_format.scan import (
+    from paimon_format.scan.snapshot_scan import (
         changelog_entries,
         index_entries,
         index_file_relpaths,
@@ -275,7 +275,7 @@ class _Crash(BaseException):
 
 def crash_in_process(spark, warehouse: str, step: str, skip: int) -> None:
     """The job stops at `step` by an exception the job cannot catch: what it wrote stays as it is."""
-    from paimon_format import crash_points
+    from paimon_format.storage import crash_points
 
     def crash(reached: str) -> None:
         raise _Crash(reached)
@@ -366,9 +366,9 @@ def test_branch_expiry_keeps_main_and_shared_files(spark_session, tmp_path, caps
     import yaml
 
     from jobs.__main__ import main
-    from tests.pypaimon_reads import pypaimon_rows
-    from tests.table_states import IDENTIFIER, row_ids
-    from tests.table_states import missing_needed as missing_needed_on_any_branch
+    from tests.support.pypaimon_reads import pypaimon_rows
+    from tests.support.table_states import IDENTIFIER, row_ids
+    from tests.support.table_states import missing_needed as missing_needed_on_any_branch
 
     warehouse = str(tmp_path / "wh")
     table = build_sample_table(warehouse, commits=4)  # tag t2
@@ -421,7 +421,7 @@ def test_chain_fast_path_reads_no_base_manifest_and_keeps_what_tags_branches_and
     name, not read; an older tag, a branch and a later delta re-adding a file still protect it."""
     import pypaimon
 
-    from tests.table_states import missing_needed as missing_needed_on_any_branch
+    from tests.support.table_states import missing_needed as missing_needed_on_any_branch
 
     warehouse = tmp_path / "wh"
     table = make_table(str(warehouse / "db.db" / "t"))

@@ -19,17 +19,17 @@ from pathlib import Path
 import pytest
 
 from jobs.__main__ import main
-from jobs.config import ConfigError, validate
-from jobs.errors import BadInputError
 from jobs.maintain import MaintenanceBadInput, MaintenanceFailed, TableOutcome, _report
-from jobs.maintain_config import MaintainConfig, plan_tables
-from jobs.report import RunRecord
-from jobs.table_globs import resolve_tables
-from jobs.table_lock import TableLock, default_lock_dir, lock_path
-from paimon_format import crash_points
-from paimon_format.fileio import FileIO
+from jobs.runtime.config import ConfigError, validate
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.maintain_config import MaintainConfig, plan_tables
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_globs import resolve_tables
+from jobs.runtime.table_lock import TableLock, default_lock_dir, lock_path
 from paimon_format.snapshot import SnapshotManager
-from tests.factories import make_table
+from paimon_format.storage import crash_points
+from paimon_format.storage.fileio import FileIO
+from tests.support.factories import make_table
 
 pytest.importorskip("pypaimon")
 from tests.interop import oracle  # noqa: E402 - needs pypaimon
@@ -270,7 +270,7 @@ def test_dry_run_reports_a_locked_table_as_skipped(spark_session, warehouse, tmp
 
 
 def test_the_example_config_loads_and_plans():
-    from jobs.config import load_config
+    from jobs.runtime.config import load_config
 
     config = load_config(Path(__file__).parents[2] / "conf" / "maintain.yaml", [], MaintainConfig)
     plans = {plan.table: plan for plan in plan_tables(config, ["db.events_eu", "db.audit_log"])}
@@ -334,8 +334,8 @@ def test_a_required_key_may_come_from_any_block_but_a_table_without_it_is_a_conf
 ):
     from pydantic import Field
 
-    from jobs import maintain_config
-    from jobs.config import TableJobConfig
+    from jobs.runtime import maintain_config
+    from jobs.runtime.config import TableJobConfig
 
     class NeedsCutoff(TableJobConfig):
         cutoff: str = Field(description="required, like expire-partitions' expiration_time")

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from jobs.__main__ import main
-from jobs.config import validate
-from jobs.maintain_config import BUILT_IN, MaintainConfig, plan_tables, table_asks_for
+from jobs.runtime.config import validate
+from jobs.runtime.maintain_config import BUILT_IN, MaintainConfig, plan_tables, table_asks_for
 from jobs.write import write_dataframe
 from paimon_format.table import Table
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.pypaimon_reads import pypaimon_rows
 
 pytest.importorskip("pypaimon")
 

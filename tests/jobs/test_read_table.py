@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from jobs.errors import BadInputError
 from jobs.read import read_table
+from jobs.runtime.errors import BadInputError
 from jobs.write import write_dataframe
 from paimon_format.table import Table
-from tests.factories import make_table
 from tests.interop import oracle
+from tests.support.factories import make_table
 
 pytest.importorskip("pypaimon")
 

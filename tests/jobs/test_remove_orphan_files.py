@@ -19,14 +19,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from jobs.__main__ import main
-from jobs.errors import SafetyRefusal, exit_code_for
-from jobs.listing import list_table_files
-from jobs.referenced import DRIVER_ROOTS, referenced_paths
+from jobs.deletion.listing import list_table_files
+from jobs.deletion.referenced import DRIVER_ROOTS, referenced_paths
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
+from jobs.runtime.errors import SafetyRefusal, exit_code_for
 from paimon_format.errors import StorageError
-from paimon_format.fileio import FileIO
-from paimon_format.orphans import FileNaming
-from paimon_format.scan import live_entries, referenced_files, snapshot_sources
+from paimon_format.maintenance.orphan_rules import FileNaming
+from paimon_format.scan.snapshot_scan import live_entries, referenced_files, snapshot_sources
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.interop import oracle
 
@@ -177,7 +177,7 @@ def test_distributed_referenced_set_equals_the_single_process_scan(spark_session
     tables = oracle.create_sample_tables(warehouse)
     ours = table_with_history(spark_session, str(tmp_path / "ours"))
     for driver_roots in (DRIVER_ROOTS, 0):
-        monkeypatch.setattr("jobs.referenced.DRIVER_ROOTS", driver_roots)
+        monkeypatch.setattr("jobs.deletion.referenced.DRIVER_ROOTS", driver_roots)
         for table in [Table.open(warehouse, info.identifier) for info in tables.values()] + [ours]:
             found = referenced_paths(spark_session, table)
             paths = {row["path"] for row in found.paths.select("path").distinct().collect()}
@@ -304,7 +304,7 @@ def test_the_circuit_breaker_trips_on_too_many_orphans(spark_session, tmp_path, 
 
 
 def test_the_circuit_breaker_trips_when_nothing_is_referenced(spark_session, tmp_path):
-    from tests.factories import make_table
+    from tests.support.factories import make_table
 
     table = make_table(str(tmp_path / "wh" / "db.db" / "t"))  # a schema, no snapshot
     orphan = plant(table.path, f"dt=a/bucket-0/data-{uid()}-0.parquet")

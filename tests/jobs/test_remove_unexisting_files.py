@@ -9,11 +9,11 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from jobs.errors import SafetyRefusal
 from jobs.remove_unexisting_files import remove_unexisting_files
-from paimon_format.scan import live_entries
-from tests.pypaimon_reads import pypaimon_rows
-from tests.table_states import (
+from jobs.runtime.errors import SafetyRefusal
+from paimon_format.scan.snapshot_scan import live_entries
+from tests.support.pypaimon_reads import pypaimon_rows
+from tests.support.table_states import (
     IDENTIFIER,
     build_sample_table,
     copy_warehouse,
@@ -85,13 +85,13 @@ def test_deletion_vectors_of_lost_files_leave_the_index(spark_session, tmp_path)
     files is dropped, one also naming a live file is rewritten with the live file's vector alone."""
     from pyroaring import BitMap
 
-    from paimon_format.deletion_vectors import deletion_vectors, write_index_file
-    from paimon_format.scan import index_entries
-    from paimon_format.schema import new_table_schema
+    from paimon_format.index.deletion_vectors import deletion_vectors, write_index_file
+    from paimon_format.model.schema import new_table_schema
+    from paimon_format.model.types import parse_type
+    from paimon_format.scan.snapshot_scan import index_entries
     from paimon_format.table import Table
-    from paimon_format.types import parse_type
-    from tests.dv_tables import commit_index_entries
-    from tests.table_states import append_rows, batch
+    from tests.support.dv_tables import commit_index_entries
+    from tests.support.table_states import append_rows, batch
 
     warehouse = str(tmp_path / "wh")
     table = Table.open(warehouse, IDENTIFIER)

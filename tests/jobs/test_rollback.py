@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from jobs.errors import BadInputError, CommitRaceLost
 from jobs.expire_snapshots import expire_snapshots
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
 from jobs.rollback import STEP_METADATA, STEP_PLANNED, STEP_SNAPSHOT, rollback
-from tests.table_states import (
+from jobs.runtime.errors import BadInputError, CommitRaceLost
+from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
     batch,
@@ -125,7 +125,7 @@ class _Crash(BaseException):
 
 
 def _with_crash_handler(step: str, handler, call) -> None:
-    from paimon_format import crash_points
+    from paimon_format.storage import crash_points
 
     monkeypatch = pytest.MonkeyPatch()
     monkeypatch.setenv(crash_points.CRASH_ENV, step)

@@ -19,13 +19,13 @@ from jobs.__main__ import main
 from jobs.create_tag import create_tag
 from jobs.delete_tag import STEPS as DELETE_STEPS
 from jobs.delete_tag import delete_tag, matching_tags
-from jobs.errors import BadInputError
 from jobs.expire_snapshots import expire_snapshots
 from jobs.expire_tags import expire_tags
-from paimon_format.binary_row import deserialize_row
+from jobs.runtime.errors import BadInputError
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.writer import write_table_files
-from tests.table_states import (
+from paimon_format.data.writer import write_table_files
+from paimon_format.model.binary_row import deserialize_row
+from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
     batch,
@@ -77,7 +77,7 @@ def test_create_tag_latest_by_id_and_by_time_read_by_pypaimon(small_table, tmp_p
     assert tags["first"].tag_time_retained_ms == 2 * DAY_MS
 
     seen = view(warehouse)  # pypaimon reads each tag through the table (scan.tag-name)
-    from tests.table_states import _rows_at_tag
+    from tests.support.table_states import _rows_at_tag
 
     for name, tag in tags.items():
         assert row_ids(_rows_at_tag(warehouse, name)) == row_ids(seen.rows_by_snapshot[tag.id])
@@ -229,7 +229,7 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_sessio
     """Paimon's order, the tag file first; its JSON is parked in tag-deletion/ just before, so a rerun
     (of any tag deletion, here one naming the gone tag again) finishes the files, which
     remove-orphan-files could not: the retained manifests still name some of them in DELETE entries."""
-    from paimon_format import crash_points
+    from paimon_format.storage import crash_points
 
     template, before = tagged
     reference = copy_warehouse(template, str(tmp_path / "reference"))
@@ -358,7 +358,7 @@ def test_automatic_tags_by_process_time_then_maintain_expires_beyond_the_maximum
     assert seen.rows_by_tag["2024-01-02"] == seen.rows_by_snapshot[4]
 
     set_table_option(warehouse, "tag.creation-delay", "1 h")  # 00:30 is within the delay: day 1 waits
-    from paimon_format.tag_periods import missing_automatic_tags
+    from paimon_format.maintenance.tag_periods import missing_automatic_tags
 
     for name in ("2024-01-01", "2024-01-02"):
         table.tag_manager.delete_tag(name)
@@ -369,7 +369,7 @@ def test_automatic_tags_by_process_time_then_maintain_expires_beyond_the_maximum
 
 
 def test_tag_periods_formats():
-    from paimon_format.tag_periods import TagPeriod
+    from paimon_format.maintenance.tag_periods import TagPeriod
 
     hourly = TagPeriod.of({"tag.creation-period": "hourly", "tag.period-formatter": "without_dashes"})
     import datetime as dt
@@ -385,8 +385,8 @@ def test_tag_periods_formats():
 
 @pytest.mark.parametrize("operation", ["create-tag", "delete-tag", "expire-tags", "rollback"])
 def test_the_example_configs_load(operation):
-    from jobs.config import load_config
-    from jobs.registry import load
+    from jobs.runtime.config import load_config
+    from jobs.runtime.registry import load
 
     path = Path(__file__).resolve().parents[2] / "conf" / f"{operation}.yaml"
     config = load_config(str(path), [], load(operation).CONFIG_MODEL)
@@ -400,8 +400,8 @@ def test_tags_on_a_branch_live_under_it_and_hold_its_files(spark_session, tmp_pa
     """create-tag / delete-tag with branch: b work on branch/branch-b/tag/; while the branch's tag
     holds its snapshot 3, expiring the branch keeps the file only that snapshot had (which the
     branch's overwrite replaced); deleting the tag then deletes it. Main is never touched."""
-    from paimon_format.scan import live_entries
-    from tests.table_states import branch_from_t2
+    from paimon_format.scan.snapshot_scan import live_entries
+    from tests.support.table_states import branch_from_t2
 
     warehouse = str(tmp_path / "wh")
     table = build_sample_table(warehouse, commits=4)  # tag t2 on snapshot 2

@@ -10,9 +10,9 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.write import write_dataframe
-from paimon_format.fileio import FileIO
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
-from tests.pypaimon_reads import pypaimon_rows
+from tests.support.pypaimon_reads import pypaimon_rows
 
 pytest.importorskip("pypaimon")
 
@@ -243,7 +243,7 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
 def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_written(
     spark_session, tmp_path, partition_keys, primary_keys, options, message
 ):
-    from jobs.errors import BadInputError
+    from jobs.runtime.errors import BadInputError
 
     with pytest.raises(BadInputError, match=message):
         write_dataframe(
@@ -263,9 +263,9 @@ def test_dynamic_bucket_write_onto_a_pypaimon_table_keeps_each_key_in_its_bucket
     open buckets past the target row number."""
     import pypaimon
 
-    from paimon_format.bucket import hash_array
-    from paimon_format.hash_index import hash_index_entries, read_hash_index
-    from paimon_format.types import BIGINT
+    from paimon_format.data.bucket import hash_array
+    from paimon_format.index.hash_index import hash_index_entries, read_hash_index
+    from paimon_format.model.types import BIGINT
 
     warehouse = str(tmp_path / "wh")
     catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})
@@ -334,11 +334,11 @@ def test_a_dynamic_bucket_commit_refuses_when_another_writer_changed_the_hash_in
     partition lands first: committing ours could put one key in two buckets, so it is a conflict."""
     import numpy as np
 
-    from jobs.write_dynamic import index_update
+    from jobs.writing.dynamic_bucket import index_update
     from paimon_format.commit import IndexUpdate, SnapshotCommit
     from paimon_format.errors import CommitConflictError
-    from paimon_format.hash_index import hash_index_entries, write_hash_index
-    from tests.factories import data_file, make_table, message, partition_of
+    from paimon_format.index.hash_index import hash_index_entries, write_hash_index
+    from tests.support.factories import data_file, make_table, message, partition_of
 
     table = make_table(str(tmp_path / "db.db" / "t"), primary_keys=("id", "dt"), options={"bucket": "-1"})
     a, b = partition_of(table, "a"), partition_of(table, "b")
@@ -400,7 +400,7 @@ def test_an_overwrite_record_says_what_it_replaced(spark_session, tmp_path):
 
 
 def _live_files(warehouse: str, snapshot_id: int) -> list[dict]:
-    from paimon_format.scan import live_entries
+    from paimon_format.scan.snapshot_scan import live_entries
 
     table = Table.open(warehouse, "db.t")
     snapshot = table.snapshot_manager.snapshot(snapshot_id)

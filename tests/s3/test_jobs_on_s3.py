@@ -19,11 +19,11 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from jobs.config import TableJobConfig, load_config
-from paimon_format.fileio import FileIO
+from jobs.runtime.config import TableJobConfig, load_config
 from paimon_format.snapshot import SnapshotManager
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
-from tests.table_states import (
+from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
     batch,

@@ -15,15 +15,15 @@ import pyarrow as pa
 import pytest
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.fileio import FileIO
-from paimon_format.scan import live_entries, manifest_names, snapshot_metadata_files
-from paimon_format.schema import new_table_schema
+from paimon_format.data.writer import write_table_files
+from paimon_format.model.schema import new_table_schema
+from paimon_format.model.types import parse_type
+from paimon_format.scan.snapshot_scan import live_entries, manifest_names, snapshot_metadata_files
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
-from paimon_format.types import parse_type
-from paimon_format.writer import write_table_files
-from tests.pypaimon_reads import pypaimon_rows
 from tests.s3.test_jobs_on_s3 import download, run_job
-from tests.table_states import (
+from tests.support.pypaimon_reads import pypaimon_rows
+from tests.support.table_states import (
     IDENTIFIER,
     TABLE_OPTIONS,
     append_rows,

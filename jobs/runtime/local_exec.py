@@ -1,0 +1,228 @@
+"""Small tables maintained in the driver process: the choice between Spark and `LocalSession`.
+
+A maintenance job over a small table spends most of its time in Spark's per-job cost, not in storage
+calls. The jobs that support it (expire-snapshots, compact-manifests `order: partition`,
+remove-orphan-files, drop-partition, expire-partitions) wrap their
+work in `run_where_it_fits`: it sizes the table from a few metadata reads and hands the same job
+function either a `jobs.runtime.local_frame.LocalSession` (the work runs in this process, same code, same
+safety checks) or the SparkSession. The run record says which (`details.executed_in`).
+
+Sizing is cheap and bounded: per branch one directory listing of snapshots, tags and changelogs and
+the latest snapshot's manifest lists (their entry counts), never a manifest. That cannot see a file
+only an old snapshot or tag names, nor orphans, so the local run itself is bounded too: no frame may
+hold more than `row_limit` rows. A frame past it aborts the local run before it grows (LocalLimitExceeded)
+and the job runs again on Spark, from the start. Every job plans completely before its first
+deletion or commit, so an abort almost always comes before anything changed; one that comes later
+(expire-snapshots' changelog phase after its snapshot phase) is a crash followed by a rerun, which
+every one of these jobs is built to survive: the rerun plans from what is left.
+
+expire-snapshots is sized by its work as well (`names_bound`): it reads the expiring snapshots'
+deltas and names what the retained roots need, not every file of the table, so a table of a million
+files expiring a few snapshots runs in the driver when the roots times the manifests they name fit
+the row limit (`TableSize.names_fit`); Spark's start-up alone costs more than such an expiry.
+
+drop-partition and expire-partitions are sized by their scan (`scan_bound`): on a latest snapshot
+whose manifest lists count no DELETE entry their scan streams (one manifest's entries at a time, a
+summary per partition, the DELETEs written as they go, 8 bytes per dropped file for the duplicate
+check), so the driver reads up to `local_max_scan_entries` entries itself: decoding them (~60,000
+per CPU-second) costs less than Spark's start-up and first job up to about half a million
+(`TableSize.scan_fits`). drop-partition reads only the manifests whose partition stats may hold its
+selection, so only theirs count (`TableSize.scan_entries`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from jobs.runtime.local_frame import LocalLimitExceeded, LocalSession
+from jobs.runtime.report import RunRecord
+from paimon_format.manifest.entries import ManifestFileMeta, read_manifest_list
+from paimon_format.table import MAIN_BRANCH, Table
+
+DEFAULT_MAX_ENTRIES = 10_000
+DEFAULT_MAX_FILES = 50_000
+DEFAULT_MAX_SCAN_ENTRIES = 500_000
+MAX_BRANCHES_SIZED = 64  # more branches than this: not a small table, without reading them all
+ENGINE_DRIVER, ENGINE_SPARK = "driver", "spark"
+
+
+class LocalRunOptions(BaseModel):
+    """The keys of a job that can run a small table in the driver process."""
+
+    local: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="auto: small tables (local_max_entries / local_max_files) run in the driver process "
+        "without Spark jobs; always: every table does; never: always Spark",
+    )
+    local_max_entries: int = Field(
+        default=DEFAULT_MAX_ENTRIES,
+        ge=0,
+        description="at most this many manifest entries (latest snapshots) plus snapshots, tags, changelogs",
+    )
+    local_max_files: int = Field(
+        default=DEFAULT_MAX_FILES, ge=0, description="at most this many live data files (latest snapshots)"
+    )
+    local_max_scan_entries: int = Field(
+        default=DEFAULT_MAX_SCAN_ENTRIES,
+        ge=0,
+        description="drop-partition, expire-partitions: a latest snapshot without DELETE entries is "
+        "scanned in the driver up to this many manifest entries (streamed, not held)",
+    )
+
+
+@dataclass(frozen=True)
+class TableSize:
+    """What a table's metadata says about its size, from the latest snapshot of each branch."""
+
+    manifest_entries: int  # ADD and DELETE entries the latest snapshots' manifest lists count
+    live_files: int  # added minus deleted files of the latest snapshots' base and delta lists
+    roots: int  # snapshots, tags and long-lived changelogs: each is read by the jobs
+    branches: int
+    manifests: int = 0  # manifests the latest snapshots' lists name
+    deleted_entries: int = 0  # DELETE entries the latest snapshots' base and delta lists count
+    # what a partition job's scan reads: the main branch's latest data manifests that may hold a
+    # wanted partition (all of them without a `may_hold` test), their entries and DELETE entries
+    scan_entries: int = 0
+    scan_deleted_entries: int = 0
+
+    def fits(self, max_entries: int, max_files: int) -> bool:
+        return (
+            self.branches <= MAX_BRANCHES_SIZED
+            and self.manifest_entries + self.roots <= max_entries
+            and self.live_files <= max_files
+        )
+
+    def scan_fits(self, max_scan_entries: int) -> bool:
+        """Whether a partition job's scan streams in the driver: no DELETE entry to merge (each
+        task drops what it reads) and at most `max_scan_entries` entries to read."""
+        return self.scan_deleted_entries == 0 and self.scan_entries <= max_scan_entries
+
+    def names_fit(self, max_entries: int, max_files: int) -> bool:
+        """Whether naming what every root needs fits a local run: each root's lists and the manifests
+        they name (the latest snapshots' count stands for each root's), one row each."""
+        return self.branches <= MAX_BRANCHES_SIZED and self.roots * (self.manifests + 3) <= row_limit(
+            max_entries, max_files
+        )
+
+
+def measure(table: Table, may_hold: Callable[[ManifestFileMeta], bool] | None = None) -> TableSize:
+    """Size the table from its directory listings and latest manifest lists (see the module docstring).
+
+    `may_hold`: a partition job's manifest test (`paimon_format.scan.partition_pruning`): its scan reads
+    only the main branch's data manifests it passes, so only those count as `scan_entries`.
+    Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
+    """
+    scan_entries = scan_deleted = 0
+    latest = table.snapshot_manager.latest()
+    if latest is not None:
+        for name in (latest.base_manifest_list, latest.delta_manifest_list):
+            for meta in read_manifest_list(table.file_io, table.manifest_path(name)) if name else []:
+                if may_hold is None or may_hold(meta):
+                    scan_entries += meta.num_added_files + meta.num_deleted_files
+                    scan_deleted += meta.num_deleted_files
+    branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
+    entries = files = roots = manifests = deleted = 0
+    if len(branches) > MAX_BRANCHES_SIZED:
+        return TableSize(0, 0, 0, len(branches), 0, 0, scan_entries, scan_deleted)
+    for branch in branches:
+        branch_table = table.for_branch(branch)
+        manager = branch_table.snapshot_manager
+        roots += len(manager.snapshot_ids()) + len(manager.changelog_ids())
+        roots += len(branch_table.tag_manager.tag_names())
+        latest = manager.latest()
+        if latest is None:
+            continue
+        for name, counts_files in (
+            (latest.base_manifest_list, True),
+            (latest.delta_manifest_list, True),
+            (latest.changelog_manifest_list, False),
+        ):
+            if not name:
+                continue
+            for meta in read_manifest_list(branch_table.file_io, branch_table.manifest_path(name)):
+                manifests += 1
+                entries += meta.num_added_files + meta.num_deleted_files
+                if counts_files:
+                    files += meta.num_added_files - meta.num_deleted_files
+                    deleted += meta.num_deleted_files
+    return TableSize(entries, files, roots, len(branches), manifests, deleted, scan_entries, scan_deleted)
+
+
+def row_limit(max_entries: int, max_files: int) -> int:
+    """The most rows one frame of a local run may hold: room for the listing and the entries read."""
+    return 2 * (max_entries + max_files)
+
+
+def run_where_it_fits(
+    context: Any,
+    table: Table,
+    config: Any,
+    job: Callable[[Any], None],
+    allowed: bool = True,
+    names_bound: bool = False,
+    scan_bound: bool = False,
+    may_hold: Callable[[ManifestFileMeta], bool] | None = None,
+) -> None:
+    """Run `job(session)` in the driver process when the table is small enough, else on Spark.
+    `allowed` False: this run needs Spark whatever the table's size (e.g. it reads an inventory).
+    `names_bound`: the job's work is bounded by naming what each root needs (`TableSize.names_fit`)
+    plus what its own plan reads, not by the table's file count (expire-snapshots: a large table
+    expiring a few snapshots); a table that fits so is tried in the driver too, and a plan that
+    outgrows the row limit there goes to Spark as any other. `scan_bound`: the job is a partition
+    scan that streams on a snapshot without DELETE entries (`TableSize.scan_fits`), reading the
+    manifests `may_hold` passes (all without it).
+
+    `job` reads and fills `context.record`; during a local attempt that is a scratch record, merged
+    into the real one when the attempt ends (also when it fails, so a failure's record shows what
+    ran), and dropped when the attempt is abandoned for Spark (LocalLimitExceeded).
+    """
+    record: RunRecord = context.record
+    mode = getattr(config, "local", "never") if allowed else "never"
+    limit: int | None = None
+    if mode == "auto":
+        size = measure(table, may_hold)
+        record.details["table_size"] = asdict(size)
+        fits = (
+            size.fits(config.local_max_entries, config.local_max_files)
+            or (names_bound and size.names_fit(config.local_max_entries, config.local_max_files))
+            or (scan_bound and size.scan_fits(config.local_max_scan_entries))
+        )
+        if not fits:
+            mode = "never"
+        limit = row_limit(config.local_max_entries, config.local_max_files)
+        if scan_bound:  # a streaming scan's frames: a row per partition at most, never one per file
+            limit = max(limit, 2 * config.local_max_scan_entries)
+    if mode != "never":
+        scratch = RunRecord(operation=record.operation, table=record.table, dry_run=record.dry_run)
+        context.record = scratch
+        try:
+            job(LocalSession(row_limit=limit))
+        except LocalLimitExceeded as error:
+            context.log.info("not small after all (%s): running on Spark", error)
+            record.details["local_abandoned"] = str(error)
+        except BaseException:
+            _merge(record, scratch, ENGINE_DRIVER)
+            raise
+        else:
+            _merge(record, scratch, ENGINE_DRIVER)
+            return
+        finally:
+            context.record = record
+    record.details["executed_in"] = ENGINE_SPARK
+    job(context.spark)
+
+
+def _merge(record: RunRecord, scratch: RunRecord, engine: str) -> None:
+    for key, value in scratch.counts.items():
+        record.count(key, value)
+    for key, value in scratch.bytes.items():
+        record.add_bytes(key, value)
+    for key, paths in scratch.samples.items():
+        record.sample(key, paths)
+    record.snapshot_ids.update(scratch.snapshot_ids)
+    record.details.update(scratch.details)
+    record.details["executed_in"] = engine

@@ -1,0 +1,144 @@
+"""Which operations exist, where their code lives, and how they plug into the frame.
+
+An operation is a module with two names:
+
+    CONFIG_MODEL: type[TableJobConfig]        # its YAML keys (a subclass, extra keys forbidden)
+    def run(context: JobContext, config) -> None:
+        ...                                    # plan, distribute, commit; fill context.record;
+                                               # raise BadInputError / SafetyRefusal / CommitRaceLost
+
+and, to be runnable by spark-submit, ends with
+`if __name__ == "__main__": from jobs.entry import run_entry; run_entry("<operation>")`.
+
+Modules are imported lazily, so `--help` and configuration errors never import Spark or start it.
+`register()` adds an operation at runtime (a plug-in package, or a test's fake operation).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.report import ProgressLogger, RunRecord
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str  # with dashes, as typed on the command line: expire-snapshots
+    module: str  # importable module path: jobs.expire_snapshots
+    description: str  # one line for `python -m jobs --help`
+
+
+class OperationNotImplemented(BadInputError):
+    """The operation is registered but its module does not exist yet."""
+
+
+OPERATIONS: dict[str, Operation] = {}
+
+
+def register(name: str, module: str, description: str) -> Operation:
+    operation = OPERATIONS[name] = Operation(name, module, description)
+    return operation
+
+
+register("write", "jobs.write", "write files or a query into a table, creating it if needed")
+register(
+    "expire-snapshots", "jobs.expire_snapshots", "expire old snapshots and delete the files only they used"
+)
+register(
+    "remove-orphan-files", "jobs.remove_orphan_files", "delete files no snapshot, tag or branch references"
+)
+register("compact", "jobs.compact", "rewrite small files and sorted runs into fewer, larger files")
+register("compact-manifests", "jobs.compact_manifests", "rewrite manifests into fewer, partition-sorted ones")
+register(
+    "drop-partition", "jobs.drop_partition", "drop partitions by spec or predicate (an OVERWRITE commit)"
+)
+register("expire-partitions", "jobs.expire_partitions", "drop partitions older than an expiration time")
+register(
+    "create-tag", "jobs.create_tag", "tag a snapshot (by id, time or the latest), as Paimon's create_tag"
+)
+register("delete-tag", "jobs.delete_tag", "delete tags by name or glob and the files only they used")
+register("expire-tags", "jobs.expire_tags", "delete tags past their retention or beyond tag.num-retained-max")
+register(
+    "rollback",
+    "jobs.rollback",
+    "roll the table back to a snapshot or tag; newer snapshots, tags and their files go",
+)
+register(
+    "remove-unexisting-files",
+    "jobs.remove_unexisting_files",
+    "repair: remove the latest snapshot's entries of lost data files (one commit)",
+)
+register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
+
+
+def load(name: str) -> ModuleType:
+    """The module of a registered operation; OperationNotImplemented (exit 2) if it does not exist."""
+    operation = OPERATIONS[name]
+    try:
+        module = importlib.import_module(operation.module)
+    except ModuleNotFoundError as error:
+        if error.name != operation.module:
+            raise  # the module exists but one of its imports is missing: a broken install
+        raise OperationNotImplemented(
+            f"operation {name} is not implemented yet (no module {operation.module})"
+        ) from None
+    for attribute in ("CONFIG_MODEL", "run"):
+        if not hasattr(module, attribute):
+            raise TypeError(f"{operation.module} does not define {attribute}, so it is no operation module")
+    return module
+
+
+@dataclass
+class JobContext:
+    """What an operation gets from the frame: its Spark session, the dry-run flag, a logger, a record.
+
+    The session is created on first use of `spark`, so an operation that fails its own checks
+    before touching data never pays for a JVM.
+    """
+
+    operation: str
+    config: Any
+    dry_run: bool
+    record: RunRecord
+    log: logging.Logger | logging.LoggerAdapter
+    spark_log_level: str | None = "WARN"  # Spark's own log level for a session this run creates
+    console_progress: bool = False  # Spark's stage progress bar on the terminal
+    # Where `spark` comes from when given: a session shared by many contexts (maintain's steps),
+    # asked for only when a step needs Spark, so a run whose tables all run in the driver starts none.
+    spark_provider: Callable[[], Any] | None = field(default=None, repr=False)
+    _spark: Any = field(default=None, repr=False)
+    _owns_spark: bool = field(default=False, repr=False)
+
+    @property
+    def spark(self):  # -> SparkSession
+        if self._spark is None and self.spark_provider is not None:
+            self._spark = self.spark_provider()
+        if self._spark is None:
+            from jobs.runtime.spark import get_or_create_spark, spark_is_running
+
+            self._owns_spark = not spark_is_running()
+            self._spark = get_or_create_spark(
+                f"paimon-jobs {self.operation}",
+                getattr(self.config, "spark", None),
+                self.spark_log_level,
+                self.console_progress,
+            )
+        return self._spark
+
+    def progress(self, what: str, interval_s: float = 10.0) -> ProgressLogger:
+        """A ProgressLogger on this job's log, e.g. `context.progress("files deleted")`."""
+        return ProgressLogger(self.log, what, interval_s)
+
+    def close(self) -> None:
+        """Stop the session if this run created it; a session from a test or notebook stays."""
+        if self._spark is not None and self._owns_spark:
+            from jobs.runtime.spark import stop_session
+
+            stop_session(self._spark)
+        self._spark = None

@@ -1,0 +1,253 @@
+"""Rewriting one compaction bin: its files read, merged or concatenated, written as new files.
+
+Runs inside one Spark task per bin (and in plain Python in tests). The inputs stay untouched: the
+new files are only referenced once the driver commits the COMPACT snapshot, and until then they
+are unreferenced files that `abort` (or, after a crash, remove-orphan-files) deletes.
+
+Append bins: the files are read in sequence order (deletion vectors applied by the reader) and
+written again at level 0 with file source COMPACT; the output's sequence numbers start at the
+first input's, as Paimon's append compaction numbers them, so a fixed bucket keeps its order.
+`order_by` sorts the bin's rows by columns first (`order`), or by a Z-order value interleaving
+the bits of the columns' ranks (`zorder`), to cluster the data for file pruning.
+
+Primary-key bins: the bucket's sorted runs are merged by key with the table's merge engine
+(`paimon_format.merge.sorted_runs`), retractions dropped since the output goes to the top level, and the
+merged rows are written with their original sequence numbers and value kinds at level
+`num-levels - 1`, rolled at the target size. On tables whose changelog Paimon produces while it
+compacts (`changelog-producer` lookup / full-compaction) the same merge also yields the changelog
+of the rewrite (`paimon_format.compaction.changelog`), written into changelog files alongside.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from paimon_format.compaction.changelog import CHANGELOG_FILE_SOURCE, ChangelogSink, changelog_rule
+from paimon_format.data.writer import BucketWriter, conform
+from paimon_format.index.deletion_vectors import DeletionFile, read_deletion_vectors
+from paimon_format.manifest.entries import DataFileMeta
+from paimon_format.merge.engines import uses_lookup_merge
+from paimon_format.model.file_layout import file_arrow_schema, key_fields
+from paimon_format.model.options import CoreOptions
+from paimon_format.table import Table
+
+COMPACT_FILE_SOURCE = 1
+
+
+@dataclass(frozen=True)
+class RewriteSpec:
+    """What every bin of one run shares (small and picklable, shipped to the executors)."""
+
+    target_file_size: int
+    top_level: int
+    order_by: tuple[str, ...] = ()
+    order_strategy: str = "order"
+    batch_rows: int = 8192
+
+
+@dataclass
+class BinOutput:
+    """What one bin's rewrite wrote: the new data files, and the changelog files of the rewrite
+    (empty unless the table's changelog producer works at compaction)."""
+
+    files: list[DataFileMeta]
+    changelog_files: list[DataFileMeta]
+
+
+def rewrite_bin(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    deletion_files: Mapping[str, DeletionFile] | None = None,
+) -> BinOutput:
+    """Write the bin's rows into new files and return their metadata; nothing is committed here.
+
+    `deletion_files` (data file name -> its deletion vector) are applied: deleted rows are not
+    written again, so the new files need no deletion vectors.
+
+    On any failure the files written so far (data and changelog) are deleted before the error
+    propagates.
+    """
+    schema = table.schema
+    options = CoreOptions(schema.options)
+    primary_key = bool(schema.primary_keys)
+    ordered = sorted(files, key=lambda f: (f.min_sequence_number, f.file_name))
+    deleted = read_deletion_vectors(table, deletion_files) if deletion_files else {}
+    writer = BucketWriter(
+        table.file_io,
+        table.path,
+        schema,
+        table.partition_values(partition),
+        bucket,
+        ordered[0].min_sequence_number if ordered else 0,
+        options,
+        level=spec.top_level if primary_key else 0,
+        file_source=COMPACT_FILE_SOURCE,
+        target_file_size=spec.target_file_size,
+    )
+    rule = changelog_rule(schema, options, spec.top_level) if primary_key else None
+    sink = None
+    if rule is not None:
+        sink = ChangelogSink(
+            rule,
+            schema,
+            options,
+            BucketWriter(
+                table.file_io,
+                table.path,
+                schema,
+                table.partition_values(partition),
+                bucket,
+                0,
+                options,
+                level=spec.top_level,
+                file_source=CHANGELOG_FILE_SOURCE,
+                target_file_size=spec.target_file_size,
+                file_prefix=options.changelog_file_prefix,
+            ),
+        )
+    try:
+        if primary_key:
+            layout = file_arrow_schema(schema, options)
+            merged = _merged_key_values(table, partition, bucket, ordered, options, spec, deleted, sink)
+            for batch in merged:
+                rows = pa.Table.from_batches([batch])
+                writer.write_key_values(rows.select(layout.names).cast(layout))
+        elif spec.order_by:
+            batches = list(_append_batches(table, partition, bucket, ordered, spec, deleted))
+            rows = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
+            if rows is None:
+                return BinOutput(writer.close(), [])
+            writer.write(conform(sort_rows(rows, spec.order_by, spec.order_strategy), schema))
+        else:
+            for batch in _append_batches(table, partition, bucket, ordered, spec, deleted):
+                writer.write(conform(pa.Table.from_batches([batch]), schema))
+        outputs = writer.close()
+        return BinOutput(outputs, sink.close() if sink is not None else [])
+    except BaseException:
+        writer.abort()
+        if sink is not None:
+            sink.abort()
+        raise
+
+
+def _append_batches(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    deleted: Mapping[str, Any],
+) -> Iterator[pa.RecordBatch]:
+    from paimon_format.data.reader import read_data_file
+
+    for meta in files:
+        yield from read_data_file(
+            table,
+            partition,
+            bucket,
+            meta,
+            deleted_rows=deleted.get(meta.file_name),
+            batch_rows=spec.batch_rows,
+        )
+
+
+def _merged_key_values(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    files: Sequence[DataFileMeta],
+    options: CoreOptions,
+    spec: RewriteSpec,
+    deleted: Mapping[str, Any],
+    sink: ChangelogSink | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The bucket's rows merged by key, retractions dropped; the run levels go to the merge (a
+    lookup table's merge keeps one row above level 0 per key) and each window to `sink`."""
+    from paimon_format.data.reader import read_data_file
+    from paimon_format.merge.sorted_runs import merge_sorted_runs
+    from paimon_format.scan.splits import sorted_runs
+
+    def run_batches(run: Sequence[DataFileMeta]) -> Iterator[pa.RecordBatch]:
+        return itertools.chain.from_iterable(
+            read_data_file(
+                table,
+                partition,
+                bucket,
+                meta,
+                system_columns=True,
+                deleted_rows=deleted.get(meta.file_name),
+                batch_rows=spec.batch_rows,
+            )
+            for meta in run
+        )
+
+    key_types = [field.type for field in key_fields(table.schema)]
+    file_runs = sorted_runs(list(files), key_types)
+    yield from merge_sorted_runs(
+        [run_batches(run) for run in file_runs],
+        table.schema,
+        options,
+        drop_deletes=True,
+        batch_rows=spec.batch_rows,
+        run_levels=[run[0].level for run in file_runs],
+        on_window=sink,
+        merge_single_retractions=lookup_compaction(options) and any(f.level == 0 for f in files),
+    )
+
+
+def lookup_compaction(options: CoreOptions) -> bool:
+    """Does Paimon compact this table with its lookup rewriter, whose merge wrapper sends every key
+    through the merge function when the compaction holds level-0 files? It does when its writer
+    looks keys up (lookup producer, deletion vectors, first-row, force-lookup), unless the changelog
+    producer is full-compaction (whose wrapper passes a lone row through)."""
+    if options.changelog_producer == "full-compaction":
+        return False
+    return options.merge_engine == "first-row" or uses_lookup_merge(options)
+
+
+# -- ordering append rows ------------------------------------------------------------------------
+
+
+def sort_rows(rows: pa.Table, columns: Sequence[str], strategy: str) -> pa.Table:
+    """The rows ordered by `columns` (nulls last), or along a Z-order curve over them."""
+    if rows.num_rows <= 1:
+        return rows
+    if strategy == "zorder":
+        return rows.take(np.argsort(zorder_values(rows, columns), kind="stable"))
+    return rows.take(
+        pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in columns], null_placement="at_end")
+    )
+
+
+def zorder_values(rows: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """One uint64 per row interleaving the bits of each column's normalised value.
+
+    Each column is normalised to its dense rank (any orderable type; nulls rank last), scaled to
+    `64 // len(columns)` bits, and the bits are interleaved most significant first, so rows close
+    in every column are close on the curve.
+    """
+    bits = max(64 // len(columns), 1)
+    scaled: list[np.ndarray] = []
+    for column in columns:
+        ranks = pc.rank(
+            rows.column(column), sort_keys="ascending", null_placement="at_end", tiebreaker="dense"
+        )
+        values = ranks.to_numpy().astype(np.float64) - 1.0
+        top = max(values.max(), 1.0)
+        limit = float((1 << bits) - 1)
+        scaled.append(np.floor(values / top * limit).astype(np.uint64))
+    result = np.zeros(rows.num_rows, dtype=np.uint64)
+    for bit in range(bits - 1, -1, -1):
+        for values in scaled:
+            result = (result << np.uint64(1)) | ((values >> np.uint64(bit)) & np.uint64(1))
+    return result
