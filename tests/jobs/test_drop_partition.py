@@ -10,7 +10,7 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.drop_partition import drop_partition
-from jobs.partitions.commit import scan as partition_scan
+from jobs.partitions import scan as partition_scan
 from jobs.write import write_dataframe
 from paimon_format.commit import SnapshotCommit
 from paimon_format.manifest.entries import ADD, DELETE
