@@ -31,8 +31,9 @@ from jobs.runtime.table_open import check_branch_name, open_branch, open_existin
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.maintenance.tag_periods import missing_automatic_tags
 from paimon_format.model.options import parse_duration_ms
-from paimon_format.snapshot import Snapshot, validate_tag_name
+from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
+from paimon_format.tags import validate_tag_name
 
 OPERATION = "create-tag"
 DEFAULT_TIME_RETAINED = "tag.default-time-retained"

@@ -77,6 +77,8 @@ from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import assert_small
 from jobs.runtime.table_open import open_existing_table
+from paimon_format.branches import MAIN_BRANCH
+from paimon_format.consumers import ConsumerManager
 from paimon_format.errors import MissingFileError
 from paimon_format.maintenance.expire import (
     ChangelogSettings,
@@ -93,9 +95,8 @@ from paimon_format.model.options import (
     CHANGELOG_TIME_RETAINED,
     parse_duration_ms,
 )
-from paimon_format.snapshot import ConsumerManager
 from paimon_format.storage.crash_points import crash_point
-from paimon_format.table import MAIN_BRANCH, Table
+from paimon_format.table import Table
 
 OPERATION = "expire-snapshots"
 STEP_PLANNED = f"{OPERATION}:planned"

@@ -42,9 +42,10 @@ from paimon_format.maintenance.tag_periods import (
     TagPeriod,
 )
 from paimon_format.model.options import parse_duration_ms
-from paimon_format.snapshot import TAG_PREFIX, Snapshot
+from paimon_format.snapshot import Snapshot
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
+from paimon_format.tags import TAG_PREFIX
 
 OPERATION = "expire-tags"
 STEPS = TagSteps.of(OPERATION)

@@ -7,33 +7,26 @@ listing: a stale or garbage hint must never make us lose a snapshot, so we verif
 Java's `HintFileUtils` does and fall back to listing. A listing that *fails* is an error, never an
 empty table. Tags (`tag/tag-<name>`) and long-lived changelogs (`changelog/changelog-<id>`) are
 snapshot JSON too; branches (`branch/branch-<name>`) repeat the layout; consumers
-(`consumer/consumer-<id>`) pin the next snapshot a streaming reader needs.
-
-The Jackson-compatible JSON writer lives here (not in schema.py) so reading snapshots does not
-import the type system; schema.py reuses it.
+(`consumer/consumer-<id>`) pin the next snapshot a streaming reader needs. Tags, branches and
+consumers have managers of their own (`tags`, `branches`, `consumers`); the JSON writer is
+`model.json`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import json
 import logging
 import re
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from paimon_format.errors import (
-    CorruptFileError,
-    InvalidTableStateError,
-    MissingFileError,
-    SnapshotNotFoundError,
-    StorageError,
-)
+from paimon_format._listing import basename, list_or_empty
+from paimon_format.branches import MAIN_BRANCH, branch_root
+from paimon_format.errors import CorruptFileError, MissingFileError, SnapshotNotFoundError, StorageError
+from paimon_format.model.json import jackson_json, load_json_object
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -41,15 +34,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 CURRENT_VERSION = 3
-BATCH_COMMIT_IDENTIFIER = 2**63 - 1
-MAIN_BRANCH = "main"
 
 SNAPSHOT_PREFIX = "snapshot-"
 CHANGELOG_PREFIX = "changelog-"
-TAG_PREFIX = "tag-"
-PENDING_TAG_DELETION_DIR = "tag-deletion"
-BRANCH_PREFIX = "branch-"
-CONSUMER_PREFIX = "consumer-"
 LATEST = "LATEST"
 EARLIEST = "EARLIEST"
 
@@ -89,90 +76,6 @@ _SNAPSHOT_KEYS: tuple[tuple[str, str, str, bool], ...] = (
 _KNOWN_JSON_KEYS = frozenset(key for _, key, _, _ in _SNAPSHOT_KEYS)
 # Keys we do not model but whose position Java fixes; kept in `extra` and written back in place.
 _EXTRA_KEY_POSITIONS = {"logOffsets": "timeMillis"}
-
-
-# -- Jackson-compatible JSON -----------------------------------------------------------------------
-
-_JACKSON_SHORT_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\b": "\\b",
-    "\t": "\\t",
-    "\n": "\\n",
-    "\f": "\\f",
-    "\r": "\\r",
-}
-
-
-def _jackson_string(text: str) -> str:
-    out = ['"']
-    for char in text:
-        escaped = _JACKSON_SHORT_ESCAPES.get(char)
-        if escaped is not None:
-            out.append(escaped)
-        elif char < " ":
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
-
-
-def _jackson_value(value: Any, nesting: int) -> str:
-    if isinstance(value, Mapping):
-        if not value:
-            return "{ }"
-        inner = "  " * (nesting + 1)
-        entries = [
-            f"{inner}{_jackson_string(str(k))} : {_jackson_value(v, nesting + 1)}" for k, v in value.items()
-        ]
-        return "{\n" + ",\n".join(entries) + "\n" + "  " * nesting + "}"
-    if isinstance(value, (list, tuple)):
-        if not value:
-            return "[ ]"
-        return "[ " + ", ".join(_jackson_value(item, nesting) for item in value) + " ]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return _jackson_string(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value)
-    raise TypeError(f"cannot write {type(value).__name__} as JSON: {value!r}")
-
-
-def jackson_json(value: Any) -> str:
-    """JSON text exactly as Java's `JsonSerdeUtil.toJson` (Jackson default pretty printer) writes it.
-
-    Why not `json.dumps(indent=2)`: byte-identical metadata makes diffs against Java-written tables
-    meaningful and keeps our files indistinguishable from Java's. Jackson's layout: 2-space object
-    indentation, `"key" : value`, arrays inline as `[ a, b ]` (objects inside them open on the same
-    line: `[ {`), empty containers as `{ }` / `[ ]`, no trailing newline. Non-ASCII is written as-is
-    (UTF-8); control characters use Jackson's escapes. Decimals (from `parse_float=Decimal`) keep
-    their original digits, so a Java `Duration` like `86400.000000000` round-trips unchanged.
-    """
-    return _jackson_value(value, 0)
-
-
-def load_json_object(data: bytes | str, path: str) -> dict[str, Any]:
-    """Parse a metadata file that must hold one JSON object; anything else is a corrupt file."""
-    try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        parsed = json.loads(text, parse_float=Decimal)
-    except (UnicodeDecodeError, ValueError) as error:
-        raise CorruptFileError(path, f"not valid JSON: {error}") from None
-    if not isinstance(parsed, dict):
-        raise CorruptFileError(path, f"expected a JSON object, found {type(parsed).__name__}")
-    return parsed
-
-
-def _basename(path: str) -> str:
-    return path.rstrip("/").rsplit("/", 1)[-1]
 
 
 @dataclass
@@ -272,7 +175,7 @@ class Snapshot:
         values.setdefault("delta_record_count", 0)
         extra = {key: value for key, value in data.items() if key not in _KNOWN_JSON_KEYS}
         snapshot = Snapshot(**values, extra=extra)
-        name = _basename(path)
+        name = basename(path)
         match = _SNAPSHOT_FILE_RE.match(name) or _CHANGELOG_FILE_RE.match(name)
         if match and int(match.group(1)) != snapshot.id:
             raise CorruptFileError(path, f"snapshot id {snapshot.id} does not match the file name")
@@ -299,31 +202,10 @@ class Snapshot:
         return int(Decimal(str(raw)) * 1000)
 
 
-# -- shared listing helpers ------------------------------------------------------------------------
-
-
-def _branch_root(file_io: FileIO, table_path: str, branch: str) -> str:
-    if not branch or branch == MAIN_BRANCH:
-        return table_path
-    return file_io.join(table_path, "branch", f"{BRANCH_PREFIX}{branch}")
-
-
-def _list_or_empty(file_io: FileIO, directory: str) -> list:
-    """Entries of `directory`; [] only when it does not exist (a table without tags, snapshots...).
-
-    Every other failure propagates: treating an unreadable directory as empty would make a table
-    look empty and its files look unreferenced.
-    """
-    try:
-        return file_io.list_dir(directory)
-    except MissingFileError:
-        return []
-
-
 def _numbered_ids(file_io: FileIO, directory: str, pattern: re.Pattern[str]) -> list[int]:
     ids = []
-    for status in _list_or_empty(file_io, directory):
-        match = pattern.match(_basename(status.path))
+    for status in list_or_empty(file_io, directory):
+        match = pattern.match(basename(status.path))
         if match and not status.is_dir:
             ids.append(int(match.group(1)))
     return sorted(ids)
@@ -339,7 +221,7 @@ class SnapshotManager:
         self.file_io = file_io
         self.table_path = table_path.rstrip("/")
         self.branch = branch or MAIN_BRANCH
-        self.branch_root = _branch_root(file_io, self.table_path, self.branch)
+        self.branch_root = branch_root(file_io, self.table_path, self.branch)
 
     def __repr__(self) -> str:
         return f"SnapshotManager({self.table_path!r}, branch={self.branch!r})"
@@ -498,254 +380,3 @@ class SnapshotManager:
         except MissingFileError:
             raise SnapshotNotFoundError(f"{path}: changelog {changelog_id} does not exist") from None
         return Snapshot.from_json(data, path)
-
-
-# -- TagManager ------------------------------------------------------------------------------------
-
-
-def validate_tag_name(name: str) -> None:
-    """ValueError naming the problem: blank, numeric (ambiguous with snapshot ids) or with a slash."""
-    if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"tag name must not be blank, got {name!r}")
-    if name.isdigit():
-        # Java refuses numeric tag names: they would be ambiguous with snapshot ids in time travel.
-        raise ValueError(f"tag name must not be a number, got {name!r}")
-    if "/" in name:
-        raise ValueError(f"tag name must not contain '/', got {name!r}")
-
-
-class TagManager:
-    """Tags of one branch: `tag/tag-<name>`, each a snapshot JSON (plus optional retention fields).
-
-    Java writes tags pretty-printed, pypaimon compact on one line; both read the same.
-    """
-
-    def __init__(self, file_io: FileIO, table_path: str, branch: str = MAIN_BRANCH) -> None:
-        self.file_io = file_io
-        self.table_path = table_path.rstrip("/")
-        self.branch = branch or MAIN_BRANCH
-        self.branch_root = _branch_root(file_io, self.table_path, self.branch)
-
-    def __repr__(self) -> str:
-        return f"TagManager({self.table_path!r}, branch={self.branch!r})"
-
-    def tag_dir(self) -> str:
-        return self.file_io.join(self.branch_root, "tag")
-
-    def tag_path(self, name: str) -> str:
-        return self.file_io.join(self.tag_dir(), f"{TAG_PREFIX}{name}")
-
-    def tag_names(self) -> list[str]:
-        """Names of all tags, sorted; [] when the tag directory does not exist."""
-        names = []
-        for status in _list_or_empty(self.file_io, self.tag_dir()):
-            base = _basename(status.path)
-            if base.startswith(TAG_PREFIX) and len(base) > len(TAG_PREFIX) and not status.is_dir:
-                names.append(base[len(TAG_PREFIX) :])
-        return sorted(names)
-
-    def tag_exists(self, name: str) -> bool:
-        return self.file_io.exists(self.tag_path(name))
-
-    def tag(self, name: str) -> Snapshot:
-        """The tagged snapshot; `SnapshotNotFoundError` naming the path if there is no such tag."""
-        path = self.tag_path(name)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            raise SnapshotNotFoundError(f"{path}: tag {name!r} does not exist") from None
-        return Snapshot.from_json(data, path)
-
-    def tags(self) -> dict[str, Snapshot]:
-        """Every tag, ordered by snapshot id then name (Java's order); a tag deleted meanwhile is skipped."""
-        found: list[tuple[str, Snapshot]] = []
-        for name in self.tag_names():
-            try:
-                found.append((name, self.tag(name)))
-            except SnapshotNotFoundError:
-                log.info("%s: tag %r deleted while reading", self.tag_dir(), name)
-        found.sort(key=lambda item: (item[1].id, item[0]))
-        return dict(found)
-
-    def create_tag(
-        self,
-        name: str,
-        snapshot: Snapshot,
-        time_retained_ms: int | None = None,
-        ignore_if_exists: bool = False,
-        replace: bool = False,
-    ) -> bool:
-        """Tag `snapshot` as `name`; True if created, False if it existed and `ignore_if_exists`.
-
-        Without a retention the file is the plain snapshot JSON (as Java writes it, readable by old
-        readers); with one, `tagCreateTime` (LocalDateTime array) and `tagTimeRetained` (seconds)
-        are added. An existing tag is never overwritten (`InvalidTableStateError` unless
-        `ignore_if_exists`), except with `replace`: then the file is replaced atomically (a reader
-        sees the old or the new tag), as Paimon's replaceTag overwrites it.
-        """
-        validate_tag_name(name)
-        extra = {k: v for k, v in snapshot.extra.items() if k not in ("tagCreateTime", "tagTimeRetained")}
-        tagged = dataclasses.replace(snapshot, extra=extra)
-        if time_retained_ms is not None:
-            now = dt.datetime.now()
-            tagged.extra["tagCreateTime"] = [
-                now.year,
-                now.month,
-                now.day,
-                now.hour,
-                now.minute,
-                now.second,
-                now.microsecond * 1000,
-            ]
-            tagged.extra["tagTimeRetained"] = (
-                Decimal(int(time_retained_ms)).scaleb(-3).quantize(Decimal("1E-9"))
-            )
-        if replace:
-            self.file_io.write_bytes(self.tag_path(name), tagged.to_json().encode("utf-8"))
-            return True
-        if self.file_io.create_if_absent(self.tag_path(name), tagged.to_json().encode("utf-8")):
-            return True
-        if ignore_if_exists:
-            return False
-        raise InvalidTableStateError(f"{self.tag_path(name)}: tag {name!r} already exists")
-
-    def delete_tag(self, name: str) -> bool:
-        """Delete the tag file only (data cleanup is the expiry/orphan jobs' business); False if absent."""
-        return self.file_io.delete(self.tag_path(name))
-
-    # A tag being deleted with its files: its JSON is parked in `tag-deletion/tag-<name>` right before
-    # the tag file goes, so a run interrupted after that can still find what the tag used. Readers
-    # (Java, pypaimon) never look there; the deleting job removes the copy once the files are gone.
-
-    def pending_deletion_dir(self) -> str:
-        return self.file_io.join(self.branch_root, PENDING_TAG_DELETION_DIR)
-
-    def pending_deletion_path(self, name: str) -> str:
-        return self.file_io.join(self.pending_deletion_dir(), f"{TAG_PREFIX}{name}")
-
-    def pending_deletion_names(self) -> list[str]:
-        """Keys of the tags whose deletion an interrupted run left unfinished, sorted; [] when none."""
-        names = []
-        for status in _list_or_empty(self.file_io, self.pending_deletion_dir()):
-            base = _basename(status.path)
-            if base.startswith(TAG_PREFIX) and len(base) > len(TAG_PREFIX) and not status.is_dir:
-                names.append(base[len(TAG_PREFIX) :])
-        return sorted(names)
-
-    def pending_deletion(self, key: str) -> Snapshot:
-        path = self.pending_deletion_path(key)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            raise SnapshotNotFoundError(f"{path}: no pending tag deletion {key!r}") from None
-        return Snapshot.from_json(data, path)
-
-    def park_for_deletion(self, name: str) -> str:
-        """Copy the tag file to `tag-deletion/tag-<name>.<random>` (a key of its own, so an older
-        unfinished deletion of the same name is never overwritten); returns the key."""
-        key = f"{name}.{uuid.uuid4().hex[:12]}"
-        data = self.file_io.read_bytes(self.tag_path(name))
-        self.file_io.write_bytes(self.pending_deletion_path(key), data)
-        return key
-
-    def finish_deletion(self, key: str) -> bool:
-        return self.file_io.delete(self.pending_deletion_path(key))
-
-
-# -- BranchManager ---------------------------------------------------------------------------------
-
-
-class BranchManager:
-    """Branches of a table: `<table>/branch/branch-<name>`, each with its own schema/snapshot/tag dirs."""
-
-    def __init__(self, file_io: FileIO, table_path: str) -> None:
-        self.file_io = file_io
-        self.table_path = table_path.rstrip("/")
-
-    def __repr__(self) -> str:
-        return f"BranchManager({self.table_path!r})"
-
-    def branch_dir(self) -> str:
-        return self.file_io.join(self.table_path, "branch")
-
-    def branch_path(self, name: str) -> str:
-        """Metadata root of branch `name` ("main" is the table root itself)."""
-        return _branch_root(self.file_io, self.table_path, name)
-
-    def branch_names(self) -> list[str]:
-        """Names of the branches other than main, sorted; [] when the table has none."""
-        names = []
-        for status in _list_or_empty(self.file_io, self.branch_dir()):
-            base = _basename(status.path)
-            if base.startswith(BRANCH_PREFIX) and len(base) > len(BRANCH_PREFIX) and status.is_dir:
-                names.append(base[len(BRANCH_PREFIX) :])
-        return sorted(names)
-
-    def branch_exists(self, name: str) -> bool:
-        return name == MAIN_BRANCH or name in self.branch_names()
-
-
-# -- ConsumerManager -------------------------------------------------------------------------------
-
-
-class ConsumerManager:
-    """Streaming consumers: `consumer/consumer-<id>` = {"nextSnapshot": N}.
-
-    Snapshot expiration must keep every snapshot >= the smallest `nextSnapshot`, or a paused
-    streaming job would find its next snapshot gone.
-    """
-
-    def __init__(self, file_io: FileIO, table_path: str, branch: str = MAIN_BRANCH) -> None:
-        self.file_io = file_io
-        self.table_path = table_path.rstrip("/")
-        self.branch = branch or MAIN_BRANCH
-        self.branch_root = _branch_root(file_io, self.table_path, self.branch)
-
-    def consumer_dir(self) -> str:
-        return self.file_io.join(self.branch_root, "consumer")
-
-    def consumer_path(self, consumer_id: str) -> str:
-        return self.file_io.join(self.consumer_dir(), f"{CONSUMER_PREFIX}{consumer_id}")
-
-    def consumer_ids(self) -> list[str]:
-        ids = []
-        for status in _list_or_empty(self.file_io, self.consumer_dir()):
-            base = _basename(status.path)
-            if base.startswith(CONSUMER_PREFIX) and len(base) > len(CONSUMER_PREFIX) and not status.is_dir:
-                ids.append(base[len(CONSUMER_PREFIX) :])
-        return sorted(ids)
-
-    def consumer(self, consumer_id: str) -> int | None:
-        """The consumer's next snapshot id, None if there is no such consumer."""
-        path = self.consumer_path(consumer_id)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            return None
-        parsed = load_json_object(data, path)
-        value = parsed.get("nextSnapshot")
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise CorruptFileError(path, f"'nextSnapshot' must be an integer, found {value!r}")
-        return value
-
-    def consumers(self) -> dict[str, int]:
-        """Consumer id -> next snapshot; a consumer removed while reading is skipped."""
-        result = {}
-        for consumer_id in self.consumer_ids():
-            next_snapshot = self.consumer(consumer_id)
-            if next_snapshot is not None:
-                result[consumer_id] = next_snapshot
-        return result
-
-    def min_next_snapshot(self) -> int | None:
-        values = self.consumers().values()
-        return min(values) if values else None
-
-    def reset_consumer(self, consumer_id: str, next_snapshot: int) -> None:
-        self.file_io.write_bytes(
-            self.consumer_path(consumer_id),
-            jackson_json({"nextSnapshot": int(next_snapshot)}).encode("utf-8"),
-        )
-
-    def delete_consumer(self, consumer_id: str) -> bool:
-        return self.file_io.delete(self.consumer_path(consumer_id))

@@ -11,17 +11,18 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from paimon_format.branches import MAIN_BRANCH, BranchManager
 from paimon_format.errors import TableNotFoundError
 from paimon_format.manifest.entries import DataFileMeta, ManifestEntry
 from paimon_format.model.binary_row import deserialize_row
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import SchemaManager, TableSchema
 from paimon_format.model.types import DataType
-from paimon_format.snapshot import BranchManager, SnapshotManager, TagManager
+from paimon_format.snapshot import SnapshotManager
 from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.paths import bucket_dir, partition_dir, table_path
+from paimon_format.tags import TagManager
 
-MAIN_BRANCH = "main"
 _BUCKET_RELPATH_CACHE_LIMIT = 100_000  # (partition, bucket) directories remembered per handle
 
 

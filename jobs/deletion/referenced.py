@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import driver_list_frame, parallelize_small
+from paimon_format.branches import MAIN_BRANCH
 from paimon_format.maintenance.orphan_rules import (
     branch_prefix,
     index_manifest_references,
@@ -35,7 +36,7 @@ from paimon_format.maintenance.orphan_rules import (
     metadata_file_relpaths,
     root_references,
 )
-from paimon_format.table import MAIN_BRANCH, Table
+from paimon_format.table import Table
 
 REFERENCED_COLUMNS = "path string"
 _PATH_SCHEMA = pa.schema([("path", pa.string())])

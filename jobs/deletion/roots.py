@@ -24,6 +24,7 @@ from jobs.deletion.deleter import delete_files
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import parallelize_small
+from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError, StorageError
 from paimon_format.maintenance.orphan_rules import (
     CHANGELOG_ROOT,
@@ -39,7 +40,7 @@ from paimon_format.maintenance.orphan_rules import (
 from paimon_format.manifest.entries import ADD, read_manifest
 from paimon_format.scan.snapshot_scan import changelog_needs_entry, snapshot_metadata_files
 from paimon_format.storage.crash_points import crash_point
-from paimon_format.table import MAIN_BRANCH, Table
+from paimon_format.table import Table
 
 # Deletion stages, in order.
 FILES, MANIFESTS, LISTS = 0, 1, 2

@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.runtime.errors import BadInputError
-from paimon_format.table import MAIN_BRANCH, Table
+from paimon_format.branches import MAIN_BRANCH
+from paimon_format.table import Table
 
 
 def open_existing_table(config: Any) -> Table:

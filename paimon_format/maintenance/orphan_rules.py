@@ -17,6 +17,7 @@ import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.manifest.entries import ADD, gc_paused, iter_manifest_records, read_index_manifest
 from paimon_format.model.options import CoreOptions
@@ -46,7 +47,7 @@ from paimon_format.storage.paths import (
     classify_file,
     classify_in_bucket,
 )
-from paimon_format.table import MAIN_BRANCH, Table
+from paimon_format.table import Table
 
 DELETABLE = "deletable"  # deleted when unreferenced and older than older_than
 PROTECTED = "protected"  # Paimon metadata that is never an orphan by its name alone

@@ -24,6 +24,7 @@ from paimon_format.errors import (
     PaimonFormatError,
     TableNotFoundError,
 )
+from paimon_format.model.json import jackson_json, load_json_object
 from paimon_format.model.options import (
     BUCKET,
     FILE_FORMAT,
@@ -31,7 +32,6 @@ from paimon_format.model.options import (
     options_to_strings,
 )
 from paimon_format.model.types import DataField, DataType, assign_field_ids
-from paimon_format.snapshot import jackson_json, load_json_object
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO

@@ -9,20 +9,17 @@ import uuid
 
 import pytest
 
+from paimon_format.branches import BranchManager
+from paimon_format.consumers import ConsumerManager
 from paimon_format.errors import (
     CorruptFileError,
     InvalidTableStateError,
     SnapshotNotFoundError,
     StorageError,
 )
-from paimon_format.snapshot import (
-    BranchManager,
-    ConsumerManager,
-    Snapshot,
-    SnapshotManager,
-    TagManager,
-)
+from paimon_format.snapshot import Snapshot, SnapshotManager
 from paimon_format.storage.fileio import FileIO
+from paimon_format.tags import TagManager
 from tests.support.samples import SAMPLES
 
 SNAPSHOT_SAMPLES = sorted(SAMPLES.glob("snapshot.*.json")) + sorted(SAMPLES.glob("tag.*.json"))

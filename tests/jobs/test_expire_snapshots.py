@@ -186,7 +186,7 @@ def test_retain_max_and_age_and_limit_through_the_job(spark_session, tmp_path):
 
 
 def test_consumer_keeps_its_next_snapshot(spark_session, tmp_path):
-    from paimon_format.snapshot import ConsumerManager
+    from paimon_format.consumers import ConsumerManager
 
     table = build_sample_table(str(tmp_path / "wh"), commits=6)
     ConsumerManager(table.file_io, table.path).reset_consumer("stream-1", 3)

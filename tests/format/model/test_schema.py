@@ -8,6 +8,7 @@ import uuid
 import pytest
 
 from paimon_format.errors import CorruptFileError, InvalidTableStateError, TableNotFoundError
+from paimon_format.model.json import jackson_json
 from paimon_format.model.options import InvalidOptionError
 from paimon_format.model.schema import (
     InvalidSchemaError,
@@ -16,7 +17,6 @@ from paimon_format.model.schema import (
     new_table_schema,
 )
 from paimon_format.model.types import parse_type
-from paimon_format.snapshot import jackson_json
 from paimon_format.storage.fileio import FileIO
 from tests.support.samples import SAMPLES
 
