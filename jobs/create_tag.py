@@ -22,7 +22,6 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.expire_snapshots import cutoff_ms
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.registry import JobContext
@@ -30,6 +29,7 @@ from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.maintenance.tag_periods import missing_automatic_tags
+from paimon_format.model.instants import instant_ms
 from paimon_format.model.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
@@ -70,7 +70,7 @@ class CreateTagConfig(TableJobConfig):
     @classmethod
     def _timestamp(cls, value: str | None) -> str | None:
         if value is not None:
-            cutoff_ms(value, 0)
+            instant_ms(value, 0)
         return value
 
     @field_validator("time_retained")
@@ -178,7 +178,7 @@ def choose_snapshot(table: Table, snapshot_id: int | None, timestamp: str | None
         raise BadInputError(f"{table.path}: the table has no snapshot to tag")
     if timestamp is None:
         return latest
-    moment = cutoff_ms(timestamp, now_ms)
+    moment = instant_ms(timestamp, now_ms)
     found = latest_at_or_before(table, moment)
     if found is None:
         raise BadInputError(

@@ -48,7 +48,6 @@ Spark-submit entry: `spark-submit jobs/expire_snapshots.py --config conf/expire-
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import time
 from typing import Any, Literal
@@ -89,11 +88,11 @@ from paimon_format.maintenance.expire import (
     plan_range,
 )
 from paimon_format.maintenance.orphan_rules import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
+from paimon_format.model.instants import instant_ms, iso_utc
 from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,
     CHANGELOG_NUM_RETAINED_MIN,
     CHANGELOG_TIME_RETAINED,
-    parse_duration_ms,
 )
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
@@ -149,29 +148,11 @@ class ExpireSnapshotsConfig(TableJobConfig, LocalRunOptions):
     @classmethod
     def _older_than(cls, value: str | None) -> str | None:
         if value is not None:
-            cutoff_ms(value, 0)
+            instant_ms(value, 0)
         return value
 
 
 CONFIG_MODEL = ExpireSnapshotsConfig
-
-
-def cutoff_ms(older_than: str, now_ms: int) -> int:
-    """The cutoff time in ms: now - duration, or an absolute UTC timestamp; ValueError otherwise."""
-    text = older_than.strip()
-    try:
-        return now_ms - parse_duration_ms(text)
-    except ValueError:
-        pass
-    try:
-        moment = dt.datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(
-            f"{older_than!r} is neither a duration (30 min, 1h, 7d) nor a timestamp (2024-05-14 00:00:00)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return int(moment.timestamp() * 1000)
 
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
@@ -251,7 +232,7 @@ def settings_for(
         settings = ExpireSettings(
             retain_min=retain_min if retain_min is not None else options.snapshot_num_retained_min,
             retain_max=retain_max if retain_max is not None else options.snapshot_num_retained_max,
-            cutoff_ms=cutoff_ms(older_than, now_ms)
+            cutoff_ms=instant_ms(older_than, now_ms)
             if older_than is not None
             else now_ms - options.snapshot_time_retained_ms,
             max_deletes=max_deletes if max_deletes is not None else options.snapshot_expire_limit,
@@ -319,7 +300,7 @@ def expire_snapshots(
     record.details["settings"] = {
         "retain_min": settings.retain_min,
         "retain_max": settings.retain_max,
-        "cutoff": _iso(settings.cutoff_ms),
+        "cutoff": iso_utc(settings.cutoff_ms),
         "max_deletes": settings.max_deletes,
         "min_consumer_next_snapshot": consumer_next,
     }
@@ -328,7 +309,7 @@ def expire_snapshots(
             "decoupled": decoupled,
             "retain_min": retention.retain_min,
             "retain_max": retention.retain_max,
-            "cutoff": _iso(retention.cutoff_ms),
+            "cutoff": iso_utc(retention.cutoff_ms),
             "producer": table.options.changelog_producer,
         }
         log.info("changelog retention is decoupled (%s): expired snapshots become changelogs", decoupled)
@@ -357,10 +338,6 @@ def expire_snapshots(
             max_per_second,
         )
     return record
-
-
-def _iso(epoch_ms: int) -> str:
-    return dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc).isoformat()
 
 
 def _expire_snapshot_range(

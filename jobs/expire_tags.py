@@ -29,7 +29,6 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from jobs.deletion.tags import TagSteps, delete_tags
-from jobs.expire_snapshots import cutoff_ms
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.registry import JobContext
@@ -41,6 +40,7 @@ from paimon_format.maintenance.tag_periods import (
     NUM_RETAINED_MAX,
     TagPeriod,
 )
+from paimon_format.model.instants import instant_ms
 from paimon_format.model.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.fileio import FileIO
@@ -69,7 +69,7 @@ class ExpireTagsConfig(TableJobConfig):
     @classmethod
     def _older_than(cls, value: str | None) -> str | None:
         if value is not None:
-            cutoff_ms(value, 0)
+            instant_ms(value, 0)
         return value
 
     @field_validator("branch")
@@ -140,7 +140,7 @@ def expired_tags(
     """{tag name: why it expires}, in the tags' order (snapshot id, then name)."""
     options = table.schema.options
     now = dt.datetime.fromtimestamp(now_ms / 1000)
-    cutoff = dt.datetime.fromtimestamp(cutoff_ms(older_than, now_ms) / 1000) if older_than else None
+    cutoff = dt.datetime.fromtimestamp(instant_ms(older_than, now_ms) / 1000) if older_than else None
     try:
         default_ms = (
             parse_duration_ms(options[DEFAULT_TIME_RETAINED]) if DEFAULT_TIME_RETAINED in options else None

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jobs.runtime.errors import BadInputError
 from paimon_format.errors import MissingDependencyError
+from paimon_format.scan.partition_predicate import PredicateError, parse_predicate
 from paimon_format.storage.fileio import fsspec_backend_install, protocol_of
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -91,8 +92,6 @@ class TableJobConfig(StrictModel):
 def check_predicate_syntax(value: str | None) -> str | None:
     """A `where:` predicate on partition columns: malformed ones fail validation, before Spark starts."""
     if value is not None:
-        from paimon_format.scan.partition_predicate import PredicateError, parse_predicate
-
         try:
             parse_predicate(value)
         except PredicateError as error:

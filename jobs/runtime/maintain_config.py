@@ -30,6 +30,7 @@ from pydantic import BaseModel, Field, create_model, field_validator, model_vali
 
 from jobs.runtime.config import ConfigError, StrictModel, TableJobConfig, validate
 from jobs.runtime.local_exec import LocalRunOptions
+from jobs.runtime.registry import OPERATIONS as REGISTERED
 from jobs.runtime.registry import OperationNotImplemented, load
 from jobs.runtime.table_globs import matches, split_pattern
 from paimon_format.model.options import parse_duration_ms
@@ -126,8 +127,6 @@ def _partial_block_model(key: str, operation: str) -> type[BaseModel]:
     try:
         base: type[TableJobConfig] = load(operation).CONFIG_MODEL
     except OperationNotImplemented:
-        from jobs.runtime.registry import OPERATIONS as REGISTERED
-
         return create_model(
             f"{key}_unavailable",
             __base__=StrictModel,

@@ -21,10 +21,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.report import ProgressLogger, RunRecord
+from jobs.runtime.spark import get_or_create_spark, spark_is_running, stop_session
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 @dataclass(frozen=True)
@@ -111,17 +115,15 @@ class JobContext:
     console_progress: bool = False  # Spark's stage progress bar on the terminal
     # Where `spark` comes from when given: a session shared by many contexts (maintain's steps),
     # asked for only when a step needs Spark, so a run whose tables all run in the driver starts none.
-    spark_provider: Callable[[], Any] | None = field(default=None, repr=False)
-    _spark: Any = field(default=None, repr=False)
+    spark_provider: Callable[[], SparkSession] | None = field(default=None, repr=False)
+    _spark: SparkSession | None = field(default=None, repr=False)
     _owns_spark: bool = field(default=False, repr=False)
 
     @property
-    def spark(self):  # -> SparkSession
+    def spark(self) -> SparkSession:
         if self._spark is None and self.spark_provider is not None:
             self._spark = self.spark_provider()
         if self._spark is None:
-            from jobs.runtime.spark import get_or_create_spark, spark_is_running
-
             self._owns_spark = not spark_is_running()
             self._spark = get_or_create_spark(
                 f"paimon-jobs {self.operation}",
@@ -138,7 +140,5 @@ class JobContext:
     def close(self) -> None:
         """Stop the session if this run created it; a session from a test or notebook stays."""
         if self._spark is not None and self._owns_spark:
-            from jobs.runtime.spark import stop_session
-
             stop_session(self._spark)
         self._spark = None

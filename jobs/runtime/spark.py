@@ -13,22 +13,21 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow as pa
 
 from jobs.runtime.errors import SafetyRefusal
+from jobs.runtime.jvm_archive import LOCAL_JVM_OPTIONS, archive_options
+from jobs.runtime.local_frame import LocalSession
 from jobs.runtime.report import SAMPLE_LIMIT
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 Item = TypeVar("Item")
-
-# The local driver JVM (`python -m jobs`) compiles with C1 only and collects with the serial GC:
-# a maintenance job moves little data through the JVM, so C2's compilation work never pays back.
-# Measured on remove-orphan-files at 200,000 files (2 cores): session start 15.2 -> 7.7 CPU-s,
-# the whole cold run 67 -> 44 CPU-s, and a warm run 22.6 -> 16.3 CPU-s. Under spark-submit the
-# JVM already runs, so this setting (like the others here) does not apply. C1 alone gets a 48 MiB
-# code cache; a long `maintain` session filled it ("CodeCache is full. Compiler has been
-# disabled"), after which the JVM only interprets: 240 MiB (reserved, not committed) keeps it compiling.
-LOCAL_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 
 LOCAL_DEFAULTS = {
     "spark.master": "local[2]",
@@ -63,7 +62,7 @@ def get_or_create_spark(
     conf: dict[str, Any] | None = None,
     log_level: str | None = None,
     console_progress: bool = False,
-):  # -> SparkSession
+) -> SparkSession:
     """The active session if there is one (tests, notebooks, a wrapper); else a new one.
 
     Under spark-submit, its settings are kept and only keys it did not set are taken from `conf`
@@ -72,6 +71,7 @@ def get_or_create_spark(
     context starts, so its thousands of INFO lines stay out of a job's log; the job's own progress
     lines are Python logging and stay), and Spark's console progress bar when `console_progress`.
     """
+    # pyspark only here and below: `--help` and configuration errors never load it
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
@@ -104,8 +104,6 @@ def get_or_create_spark(
 
 def local_defaults() -> dict[str, str]:
     """LOCAL_DEFAULTS, with the JVM class archive mapped when this machine has one (`jvm_archive`)."""
-    from jobs.runtime.jvm_archive import archive_options
-
     settings = dict(LOCAL_DEFAULTS)
     archive = archive_options()
     if archive:
@@ -122,12 +120,12 @@ def _conf_text(value: Any) -> str:
 
 def spark_is_running() -> bool:
     """Whether a SparkContext exists in this process (so a job did not create it and must not stop it)."""
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # called as a session starts: pyspark is needed then anyway
 
     return SparkContext._active_spark_context is not None
 
 
-def stop_session(spark: Any) -> None:
+def stop_session(spark: SparkSession) -> None:
     """Stop a session this run created, without pyspark's idle waits (1.3 s of every job process).
 
     - `SparkContext.stop()` shuts its accumulator server down and waits for it, and that server's
@@ -139,7 +137,7 @@ def stop_session(spark: Any) -> None:
       next session in this process launches a new one.
     A pyspark without these internals gets a plain `stop()`.
     """
-    from pyspark import SparkContext
+    from pyspark import SparkContext  # only a running session is stopped: pyspark is loaded already
 
     context = spark.sparkContext
     server = getattr(context, "_accumulatorServer", None)
@@ -183,12 +181,12 @@ def assert_small(count: int, limit: int, what: str) -> None:
 
 
 def parallelize_small(
-    spark: Any,
+    spark: SparkSession,
     items: Sequence[Item],
     num_slices: int | None = None,
     limit: int = DRIVER_LIST_LIMIT,
     what: str = "items",
-):  # -> RDD[Item]
+) -> RDD[Item]:
     """An RDD of a list the driver legitimately holds (manifest names, partitions, directories).
 
     One item per task up to `num_slices` tasks (default: three per core), so slow items such as
@@ -201,8 +199,8 @@ def parallelize_small(
 
 
 def driver_list_frame(
-    spark: Any, columns: dict[str, Any], what: str = "items", limit: int = DRIVER_LIST_LIMIT
-):
+    spark: SparkSession, columns: dict[str, Any], what: str = "items", limit: int = DRIVER_LIST_LIMIT
+) -> DataFrame:
     """A DataFrame of a list the driver legitimately holds, given as pyarrow arrays, spread over tasks.
 
     Built from an Arrow table, which the JVM decodes itself: `createDataFrame` of Python rows runs a
@@ -212,25 +210,21 @@ def driver_list_frame(
     Spark 3.5 takes no Arrow table: there the same columns go as pandas with the Arrow schema, which
     its Arrow path also converts in the JVM.
     """
-    import pyarrow as pa
-
-    from jobs.runtime.local_frame import LocalSession
-
     table = pa.table(columns)
     assert_small(table.num_rows, limit, what)
     if isinstance(spark, LocalSession):
         return spark.createDataFrame(table)
-    import pyspark
+    import pyspark  # a Spark session is running here; a LocalSession run never loads pyspark
 
     slices = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * 4))
     if int(pyspark.__version__.split(".")[0]) >= 4:
         return spark.createDataFrame(table).repartition(slices)
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema  # Spark 3.5 only, see above
 
     frame = spark.createDataFrame(table.to_pandas(), schema=from_arrow_schema(table.schema))
     return frame.repartition(slices)
 
 
-def take_sample(df: Any, column: str, limit: int = SAMPLE_LIMIT) -> list[str]:
+def take_sample(df: DataFrame, column: str, limit: int = SAMPLE_LIMIT) -> list[str]:
     """Up to `limit` values of one column for a run record's samples; never the whole DataFrame."""
     return [str(row[0]) for row in df.select(column).limit(limit).collect()]

@@ -28,7 +28,6 @@ was taken over must not delete the new holder's lock.
 
 from __future__ import annotations
 
-import datetime as dt
 import getpass
 import json
 import os
@@ -38,6 +37,7 @@ import uuid
 from dataclasses import dataclass
 
 from paimon_format.errors import CorruptFileError, MissingFileError
+from paimon_format.model.instants import iso_utc
 from paimon_format.storage.fileio import FileIO
 
 LOCK_DIR_NAME = "_maintenance/locks"
@@ -59,10 +59,6 @@ def _owner() -> str:
     return f"{user}@{socket.gethostname()} pid {os.getpid()}"
 
 
-def _iso(epoch_ms: int) -> str:
-    return dt.datetime.fromtimestamp(epoch_ms / 1000, dt.timezone.utc).isoformat(timespec="seconds")
-
-
 @dataclass(frozen=True)
 class LockState:
     """What a lock file says."""
@@ -74,14 +70,14 @@ class LockState:
 
     @property
     def expires(self) -> str:
-        return _iso(self.expires_ms)
+        return iso_utc(self.expires_ms, "seconds")
 
     def to_json(self) -> bytes:
         return json.dumps(
             {
                 "token": self.token,
                 "owner": self.owner,
-                "acquired": _iso(self.acquired_ms),
+                "acquired": iso_utc(self.acquired_ms, "seconds"),
                 "acquired_ms": self.acquired_ms,
                 "expires": self.expires,
                 "expires_ms": self.expires_ms,

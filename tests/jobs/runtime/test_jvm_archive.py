@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from jobs.runtime import jvm_archive
-from jobs.runtime.spark import LOCAL_JVM_OPTIONS, local_defaults
+from jobs.runtime.jvm_archive import LOCAL_JVM_OPTIONS
+from jobs.runtime.spark import local_defaults
 
 
 def test_switched_off_or_absent_the_local_session_gets_the_plain_options(monkeypatch, tmp_path):
