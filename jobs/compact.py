@@ -229,7 +229,7 @@ def check_supported(table: Table, order_by: Sequence[str] | None) -> None:
             )
     if schema.primary_keys:
         try:
-            from paimon_format.merge.sorted_runs import check_merge_supported
+            from paimon_format.merge.table_engine import check_merge_supported
         except ImportError as error:  # the merge module is part of the package; a broken install
             raise BadInputError(f"{table.path}: primary-key compaction is unavailable: {error}") from None
         try:

@@ -25,7 +25,7 @@ from jobs.runtime.errors import BadInputError
 from jobs.runtime.spark import parallelize_small
 from paimon_format.data.reader import output_arrow_schema
 from paimon_format.errors import PaimonFormatError
-from paimon_format.merge.sorted_runs import check_merge_supported
+from paimon_format.merge.table_engine import check_merge_supported
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 from paimon_format.scan.partition_predicate import (

@@ -30,7 +30,8 @@ from jobs.writing.dynamic_bucket import (
 )
 from jobs.writing.level0 import compact_written_buckets, compacts_level0
 from paimon_format.commit import CommitMessage, IndexUpdate, SnapshotCommit
-from paimon_format.data.writer import conform, fit_string_lengths, write_bucket_outputs, write_table_files
+from paimon_format.data.conform import conform, fit_string_lengths
+from paimon_format.data.writer import write_bucket_outputs, write_table_files
 from paimon_format.errors import PaimonFormatError
 from paimon_format.manifest.entries import ADD, read_manifest
 from paimon_format.model.options import CoreOptions

@@ -26,8 +26,8 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from paimon_format.data.writer import file_arrow_schema  # noqa: E402
 from paimon_format.merge.sorted_runs import merge_sorted_runs  # noqa: E402
+from paimon_format.model.file_layout import file_arrow_schema  # noqa: E402
 from paimon_format.model.options import CoreOptions  # noqa: E402
 from paimon_format.model.schema import new_table_schema  # noqa: E402
 from paimon_format.model.types import parse_type  # noqa: E402

@@ -35,12 +35,9 @@ import pyarrow as pa
 
 from jobs.runtime.errors import BadInputError
 from paimon_format.commit import AttemptContext, IndexUpdate
-from paimon_format.data.writer import (
-    conform,
-    fit_string_lengths,
-    split_by_partition_and_bucket,
-    write_bucket_outputs,
-)
+from paimon_format.data.bucket_slices import split_by_partition_and_bucket
+from paimon_format.data.conform import conform, fit_string_lengths
+from paimon_format.data.writer import write_bucket_outputs
 from paimon_format.errors import CommitConflictError
 from paimon_format.index.hash_index import (
     HASH_INDEX,

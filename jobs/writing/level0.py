@@ -40,7 +40,7 @@ def compacts_level0(schema: TableSchema, table: str) -> bool:
         return False
     reason = "deletion-vectors.enabled" if options.deletion_vectors_enabled else "merge-engine first-row"
     from paimon_format.compaction.changelog import changelog_rule
-    from paimon_format.merge.sorted_runs import check_merge_supported
+    from paimon_format.merge.table_engine import check_merge_supported
 
     try:
         changelog_rule(schema, options, 0)

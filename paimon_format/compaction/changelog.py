@@ -38,9 +38,8 @@ import pyarrow.compute as pc
 
 from paimon_format.data.writer import BucketWriter
 from paimon_format.manifest.entries import DataFileMeta
-from paimon_format.merge.engines import RETRACT_KINDS, option_flag
-from paimon_format.merge.sorted_runs import key_column_names
-from paimon_format.model.file_layout import VALUE_KIND, file_arrow_schema
+from paimon_format.merge.interface import option_flag
+from paimon_format.model.file_layout import RETRACT_KINDS, VALUE_KIND, file_arrow_schema, key_column_names
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 

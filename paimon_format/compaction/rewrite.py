@@ -30,12 +30,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.compaction.changelog import CHANGELOG_FILE_SOURCE, ChangelogSink, changelog_rule
-from paimon_format.data.writer import BucketWriter, conform
+from paimon_format.data.conform import conform
+from paimon_format.data.reader import read_data_file
+from paimon_format.data.writer import BucketWriter
 from paimon_format.index.deletion_vectors import DeletionFile, read_deletion_vectors
 from paimon_format.manifest.entries import DataFileMeta
-from paimon_format.merge.engines import uses_lookup_merge
+from paimon_format.merge.sorted_runs import merge_sorted_runs
+from paimon_format.merge.table_engine import uses_lookup_merge
 from paimon_format.model.file_layout import file_arrow_schema, key_fields
 from paimon_format.model.options import CoreOptions
+from paimon_format.scan.splits import sorted_runs
 from paimon_format.table import Table
 
 COMPACT_FILE_SOURCE = 1
@@ -148,8 +152,6 @@ def _append_batches(
     spec: RewriteSpec,
     deleted: Mapping[str, Any],
 ) -> Iterator[pa.RecordBatch]:
-    from paimon_format.data.reader import read_data_file
-
     for meta in files:
         yield from read_data_file(
             table,
@@ -173,9 +175,6 @@ def _merged_key_values(
 ) -> Iterator[pa.RecordBatch]:
     """The bucket's rows merged by key, retractions dropped; the run levels go to the merge (a
     lookup table's merge keeps one row above level 0 per key) and each window to `sink`."""
-    from paimon_format.data.reader import read_data_file
-    from paimon_format.merge.sorted_runs import merge_sorted_runs
-    from paimon_format.scan.splits import sorted_runs
 
     def run_batches(run: Sequence[DataFileMeta]) -> Iterator[pa.RecordBatch]:
         return itertools.chain.from_iterable(

@@ -47,7 +47,6 @@ SMALL_FILE_RATIO = "compaction.small-file-ratio"
 DELETE_RATIO_THRESHOLD = "compaction.delete-ratio-threshold"
 OPEN_FILE_COST = "source.split.open-file-cost"
 NUM_LEVELS = "num-levels"
-FILE_NUM_LIMIT = "compaction.file-num-limit"
 
 
 class CompactionSettingError(ValueError):

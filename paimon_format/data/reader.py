@@ -30,7 +30,15 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
-from paimon_format.data.writer import (
+from paimon_format.errors import (
+    CorruptFileError,
+    MissingDependencyError,
+    PaimonFormatError,
+    UnsupportedOperationError,
+    missing_codec_library,
+)
+from paimon_format.manifest.entries import DataFileMeta
+from paimon_format.model.file_layout import (
     KEY_PREFIX,
     SEQUENCE_NUMBER,
     VALUE_KIND,
@@ -40,14 +48,6 @@ from paimon_format.data.writer import (
     key_fields,
     table_arrow_schema,
 )
-from paimon_format.errors import (
-    CorruptFileError,
-    MissingDependencyError,
-    PaimonFormatError,
-    UnsupportedOperationError,
-    missing_codec_library,
-)
-from paimon_format.manifest.entries import DataFileMeta
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 from paimon_format.model.types import DataType

@@ -16,6 +16,9 @@ What readers rely on, and therefore what this module guarantees:
   Java reads a single level-0 file without deletes *raw*, so a duplicate key would surface as a
   duplicate row;
 * value stats as Java's `metadata.stats-mode` collectors produce them (default `truncate(16)`).
+
+Input is first conformed to the table's columns (`conform.py`) and split by partition and bucket
+(`bucket_slices.py`); this module writes each bucket's files.
 """
 
 from __future__ import annotations
@@ -24,300 +27,39 @@ import datetime as dt
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from paimon_format.data.bucket import bucket_array, bucket_key_columns
-from paimon_format.data.encoders import (  # noqa: F401 - re-exported: callers import them from here
-    AvroEncoder,
-    FileEncoder,
-    OrcEncoder,
-    ParquetEncoder,
-    avro_schema,
-    data_file_extension,
-    encode_file,
-    new_encoder,
-)
-from paimon_format.data.stats import (  # noqa: F401 - re-exported: callers import them from here
-    FULL_STATS,
-    StatsMode,
-    column_stats,
-    parse_stats_mode,
-    stats_modes,
-    truncate_max,
-    truncate_min,
-    value_stats,
-)
-from paimon_format.errors import DataWriteError, UnsupportedOperationError
+from paimon_format.data.bucket_slices import split_by_partition_and_bucket
+from paimon_format.data.conform import ROW_KIND_COLUMN, conform
+from paimon_format.data.encoders import FileEncoder, data_file_extension, new_encoder
+from paimon_format.data.stats import FULL_STATS, column_stats, value_stats
+from paimon_format.errors import DataWriteError
 from paimon_format.manifest.entries import DataFileMeta, SimpleStats
+from paimon_format.merge.sorted_runs import merge_rows
 from paimon_format.model.binary_row import EMPTY_ROW, serialize_row
-from paimon_format.model.file_layout import (  # noqa: F401 - re-exported: callers import them from here
-    FIELD_ID_KEY,
-    KEY_FIELD_ID_OFFSET,
+from paimon_format.model.file_layout import (
     KEY_PREFIX,
+    RETRACT_KINDS,
     SEQUENCE_NUMBER,
-    SEQUENCE_NUMBER_ID,
     VALUE_KIND,
-    VALUE_KIND_ID,
-    arrow_field,
     file_arrow_schema,
-    file_arrow_type,
-    file_fields,
+    key_column_names,
     key_fields,
-    table_arrow_schema,
 )
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
-from paimon_format.model.types import MAX_LENGTH
 from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.paths import bucket_dir, new_data_file_name, partition_dir
-
-ROW_KIND_COLUMN = "_VALUE_KIND"
-"""Optional input column with each row's kind (0 +I, 1 -U, 2 +U, 3 -D, or those strings)."""
-ROW_KIND_INPUT_COLUMNS = (ROW_KIND_COLUMN, "__row_kind")
-ROW_KINDS = ("+I", "-U", "+U", "-D")
-RETRACT_KINDS = (1, 3)
 
 _MAX_ROW_GROUP_BYTES = 128 * 1024 * 1024  # Java's parquet.block.size
 _MAX_ROW_GROUP_ROWS = 1024 * 1024
 
 
-# -- input -> the table's column types ---------------------------------------------------------------
-
-
-def _cast_column(column: pa.ChunkedArray, target: pa.Field) -> pa.ChunkedArray:
-    """Cast to the stored type; sub-unit time parts are dropped like Java's writers drop them."""
-    if column.type.equals(target.type):
-        return column
-    try:
-        options = pc.CastOptions(target.type, allow_time_truncate=True)
-        return pc.cast(column, options=options)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as error:
-        raise DataWriteError(
-            f"column {target.name}: cannot store {column.type} values as {target.type}: {error}"
-        ) from None
-
-
-def _row_kinds(data: pa.Table, schema: TableSchema) -> pa.Array | None:
-    """The optional row-kind input column as int8 codes; None when absent (all rows are +I)."""
-    table_columns = set(schema.field_names())
-    name = next(
-        (c for c in ROW_KIND_INPUT_COLUMNS if c in data.column_names and c not in table_columns), None
-    )
-    if name is None:
-        return None
-    column = data.column(name)
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        codes = pc.index_in(column.cast(pa.string()), value_set=pa.array(ROW_KINDS))
-        if codes.null_count > column.null_count:
-            raise DataWriteError(f"column {name}: row kinds must be one of {', '.join(ROW_KINDS)}")
-        column = codes
-    try:
-        kinds = column.cast(pa.int8())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as error:
-        raise DataWriteError(f"column {name}: not a row kind column ({error})") from None
-    if kinds.null_count:
-        raise DataWriteError(f"column {name}: row kind is null in {kinds.null_count} row(s)")
-    extremes = pc.min_max(kinds)
-    low, high = extremes["min"].as_py(), extremes["max"].as_py()
-    if low is not None and (low < 0 or high > 3):
-        raise DataWriteError(f"column {name}: row kinds are 0..3 (+I, -U, +U, -D), got {low}..{high}")
-    if not schema.primary_keys:
-        if high:
-            raise DataWriteError(f"column {name}: an append table (no primary key) takes only +I rows")
-        return None
-    return kinds.combine_chunks() if isinstance(kinds, pa.ChunkedArray) else kinds
-
-
-def conform(data: pa.Table | pa.RecordBatch, schema: TableSchema) -> pa.Table:
-    """The table's columns in table order and stored types, plus the row-kind column if given.
-
-    Extra input columns are ignored. A value that does not fit its column raises
-    `DataWriteError` naming the column, as does a null in a NOT NULL column.
-    """
-    if isinstance(data, pa.RecordBatch):
-        data = pa.Table.from_batches([data])
-    target = table_arrow_schema(schema)
-    missing = [name for name in target.names if name not in data.column_names]
-    if missing:
-        raise DataWriteError(f"input has no column(s) {', '.join(missing)} of the table")
-    arrays = []
-    for target_field in target:
-        column = _cast_column(data.column(target_field.name), target_field)
-        if not target_field.nullable and column.null_count:
-            raise DataWriteError(
-                f"column {target_field.name} is NOT NULL but has {column.null_count} null value(s)"
-            )
-        arrays.append(column)
-    result = pa.Table.from_arrays(arrays, schema=target)
-    kinds = _row_kinds(data, schema)
-    if kinds is not None:
-        result = result.append_column(pa.field(ROW_KIND_COLUMN, pa.int8(), nullable=False), kinds)
-    return result
-
-
-def fit_string_lengths(data: pa.Table, schema: TableSchema) -> pa.Table:
-    """CHAR(n) / VARCHAR(n) columns checked against n, CHAR values padded with spaces to n.
-
-    For input that comes as unbounded strings (Spark has no CHAR or VARCHAR(n) values): a value
-    longer than its column raises `DataWriteError` naming the column, as Spark's own write-side
-    check does; CHAR values are padded as Spark pads them. Other columns pass unchanged.
-    """
-    for field in schema.fields:
-        data_type = field.type
-        if data_type.root not in ("CHAR", "VARCHAR") or (data_type.length or MAX_LENGTH) >= MAX_LENGTH:
-            continue
-        column = data.column(field.name)
-        longest = pc.max(pc.utf8_length(column)).as_py()
-        if longest is not None and longest > data_type.length:
-            raise DataWriteError(
-                f"column {field.name}: a value of {longest} characters does not fit {data_type.sql()}"
-            )
-        if data_type.root == "CHAR":
-            padded = pc.utf8_rpad(column, width=data_type.length, padding=" ")
-            index = data.schema.get_field_index(field.name)
-            data = data.set_column(index, data.schema.field(index), padded)
-    return data
-
-
-# -- splitting input by partition and bucket ----------------------------------------------------------
-
-
-class BucketSlice(NamedTuple):
-    """The rows of one partition and bucket (unpacks as the tuple the write path passes around)."""
-
-    partition_values: list[Any]
-    partition: bytes
-    bucket: int
-    data: pa.Table
-
-
-def _dense_codes(column: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, int]:
-    """Per row, the index of its value among the column's distinct values (nulls are a value)."""
-    distinct = pc.unique(column)
-    codes = pc.index_in(column, value_set=distinct, skip_nulls=False)
-    return codes.to_numpy(zero_copy_only=False).astype(np.int64, copy=False), len(distinct)
-
-
-def _group_codes(
-    data: pa.Table, columns: Sequence[str], extra: np.ndarray | None, extra_size: int
-) -> tuple[np.ndarray, int]:
-    """Per row an int64 that is equal exactly for rows with equal values in `columns` (+ `extra`),
-    and the bound all codes are below."""
-    codes = np.zeros(data.num_rows, dtype=np.int64)
-    parts: list[tuple[np.ndarray, int]] = [_dense_codes(data.column(name)) for name in columns]
-    if extra is not None:
-        parts.append((extra.astype(np.int64, copy=False), max(extra_size, 1)))
-    span = 1
-    for part, size in parts:
-        if span * size >= 2**62:  # keep the mixed-radix number in int64: renumber densely first
-            _, codes = np.unique(codes, return_inverse=True)
-            codes = codes.astype(np.int64, copy=False)
-            span = int(codes.max()) + 1 if len(codes) else 1
-        codes = codes * size + part
-        span *= size
-    return codes, span
-
-
-def _stable_order(codes: np.ndarray, span: int) -> np.ndarray:
-    """Stable argsort; numpy radix-sorts 16-bit keys, ten times faster than sorting int64."""
-    if span <= 2**16:
-        return np.argsort(codes.astype(np.uint16), kind="stable")
-    return np.argsort(codes, kind="stable")
-
-
-def check_bucket_mode(schema: TableSchema, num_buckets: int) -> None:
-    """Fixed buckets, or bucket-unaware append tables: the layouts this writer can produce.
-
-    Dynamic-bucket (-1) primary-key tables need a hash index, postpone (-2) tables a later
-    compaction; writing them like fixed-bucket tables would put one key in several buckets.
-    """
-    if num_buckets > 0 or (num_buckets == -1 and not schema.primary_keys):
-        return
-    raise UnsupportedOperationError(
-        f"bucket={num_buckets} is not supported by this writer: use a fixed bucket count for "
-        "primary-key tables, or bucket=-1 for append tables"
-    )
-
-
-def _buckets_of(data: pa.Table, schema: TableSchema, num_buckets: int) -> np.ndarray:
-    if num_buckets <= 0:
-        return np.zeros(data.num_rows, dtype=np.int32)
-    keys = bucket_key_columns(schema)
-    if not keys:
-        raise DataWriteError(f"bucket={num_buckets} needs a primary key or the bucket-key option")
-    key_types = [schema.field(k).type for k in keys]
-    return bucket_array([data.column(k) for k in keys], key_types, num_buckets)
-
-
-def split_by_partition_and_bucket(
-    data: pa.Table,
-    schema: TableSchema,
-    num_buckets: int | None = None,
-    buckets: np.ndarray | pa.Array | pa.ChunkedArray | None = None,
-) -> Iterator[BucketSlice]:
-    """Group rows by partition and bucket, keeping input order inside each group.
-
-    `num_buckets` defaults to the table's `bucket` option; `buckets` may carry precomputed bucket
-    numbers (the write job computes them before its shuffle). Input that is already grouped --
-    the write job sorts by partition -- is sliced without copying. Dynamic-bucket primary-key
-    tables (bucket -1) take only precomputed buckets (assigned from the table's hash index,
-    `hash_index.PartitionAssigner`).
-    """
-    if num_buckets is None:
-        num_buckets = CoreOptions(schema.options).bucket
-    if not (buckets is not None and num_buckets == -1 and schema.primary_keys):
-        check_bucket_mode(schema, num_buckets)
-    if data.num_rows == 0:
-        return
-    if buckets is None:
-        bucket_numbers = _buckets_of(data, schema, num_buckets)
-    elif isinstance(buckets, np.ndarray):
-        bucket_numbers = buckets
-    else:
-        bucket_numbers = buckets.to_numpy(zero_copy_only=False)
-    bucket_numbers = np.asarray(bucket_numbers, dtype=np.int64)
-    if len(bucket_numbers) != data.num_rows:
-        raise DataWriteError(f"{len(bucket_numbers)} bucket numbers for {data.num_rows} rows")
-    partition_keys = list(schema.partition_keys)
-    bucket_span = int(bucket_numbers.max()) + 1 if bucket_numbers.min() >= 0 else 0
-    if bucket_span == 0:
-        raise DataWriteError("bucket numbers must not be negative")
-    codes, span = _group_codes(data, partition_keys, bucket_numbers, bucket_span)
-    if len(codes) > 1 and not bool(np.all(codes[1:] >= codes[:-1])):
-        # one gather of the whole table: ~2x faster than a gather per group (memory: one copy)
-        order = _stable_order(codes, span)
-        data, codes, bucket_numbers = data.take(pa.array(order)), codes[order], bucket_numbers[order]
-    starts = np.concatenate(([0], np.flatnonzero(codes[1:] != codes[:-1]) + 1, [data.num_rows]))
-    partition_types = schema.partition_types()
-    for start, end in zip(starts[:-1].tolist(), starts[1:].tolist(), strict=True):
-        part = data.slice(start, end - start)
-        values = [part.column(k)[0].as_py() for k in partition_keys]
-        yield BucketSlice(values, serialize_row(values, partition_types), int(bucket_numbers[start]), part)
-
-
-# -- primary-key rows ---------------------------------------------------------------------------------
-
-
-def prepare_primary_key_rows(
-    data: pa.Table, schema: TableSchema, first_sequence_number: int, options: CoreOptions | None = None
-) -> pa.Table:
-    """One bucket's rows as a primary-key data file: merged per key, key-sorted, with system columns.
-
-    Sequence numbers are given in input order (as Java's writer does on arrival); rows of a key
-    that occurs more than once are merged by the table's merge engine (`merge.merge_rows`), as
-    Java's write buffer merges them before flushing: the last write (by `sequence.field`, then
-    sequence number) for deduplicate, the first for first-row, a merged row for partial-update
-    and aggregation. Retraction results are kept (a level-0 file must carry its deletes).
-    """
-    from paimon_format.merge.sorted_runs import merge_rows  # merge imports this module's layout helpers
-
-    options = options or CoreOptions(schema.options)
-    rows = primary_key_input_rows(data, schema, first_sequence_number, options)
-    return merge_rows(rows, schema, options, drop_deletes=False)
+# -- primary-key rows in file layout -----------------------------------------------------------------
 
 
 def primary_key_input_rows(
@@ -351,15 +93,10 @@ def primary_key_input_rows(
 def changelog_order(rows: pa.Table, schema: TableSchema, options: CoreOptions) -> pa.Table:
     """Input rows ordered as Paimon's write buffer hands them to the changelog file: by key, then
     sequence number (every row kept, a key repeating as often as it came)."""
-    from paimon_format.merge.sorted_runs import key_column_names
-
     keys = [(name, "ascending") for name in key_column_names(schema, options)]
     keys.append((SEQUENCE_NUMBER, "ascending"))
     order = pc.sort_indices(rows, sort_keys=keys, null_placement="at_start")
     return rows.take(order)
-
-
-# -- encoding one file --------------------------------------------------------------------------------
 
 
 # -- writing the files of one bucket ------------------------------------------------------------------
@@ -534,8 +271,6 @@ class BucketWriter:
             return
         data = pa.concat_tables(self._pending)
         self._pending, self._pending_rows = [], 0
-        from paimon_format.merge.sorted_runs import merge_rows  # merge imports this module's layout helpers
-
         raw = primary_key_input_rows(data, self.schema, self.next_sequence_number, self.options)
         if self._changelog is not None:
             self._changelog.write_key_values(changelog_order(raw, self.schema, self.options))

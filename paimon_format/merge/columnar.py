@@ -1,6 +1,6 @@
 """Vectorised partial-update and aggregation: a key's rows reduced column by column.
 
-`row_merge.py` follows Paimon's merge functions row by row in Python, which is exact but ~50x slower
+`row_functions.py` follows Paimon's merge functions row by row in Python, which is exact but ~50x slower
 than the deduplicate path. For most groups of rows of one key the result is a per-column reduction
 that Arrow and numpy compute for all groups at once:
 
@@ -22,17 +22,13 @@ row-wise path instead.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.merge.aggregates import PRIMARY_KEY, FieldAggregator
-from paimon_format.merge.engines import MergeFunctionError
-
-if TYPE_CHECKING:
-    from paimon_format.merge.row import Aggregation, PartialUpdate
+from paimon_format.merge.interface import MergeFunctionError
+from paimon_format.merge.row_functions import Aggregation, PartialUpdate
 
 _GROUP = "__merge_group"
 _INTEGER_BITS = {"TINYINT": 7, "SMALLINT": 15, "INT": 31, "BIGINT": 63}

@@ -23,32 +23,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from paimon_format.data.writer import (
-    KEY_PREFIX,
+from paimon_format.errors import InvalidTableStateError
+from paimon_format.merge.interface import MergeEngine
+from paimon_format.merge.row import RowMergeEngine
+from paimon_format.merge.table_engine import merge_engine_for, uses_lookup_merge
+from paimon_format.model.file_layout import (
+    RETRACT_KINDS,
     SEQUENCE_NUMBER,
     VALUE_KIND,
     file_arrow_schema,
-    key_fields,
-)
-from paimon_format.errors import InvalidTableStateError
-from paimon_format.merge.engines import (
-    RETRACT_KINDS,
-    MergeEngine,
-    check_merge_supported,
-    merge_engine_for,
-    uses_lookup_merge,
+    key_column_names,
 )
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
-
-__all__ = [
-    "WindowObserver",
-    "check_merge_supported",
-    "key_column_names",
-    "merge_rows",
-    "merge_sorted_runs",
-    "sort_keys",
-]
 
 WindowObserver = Callable[[pa.Table, np.ndarray, np.ndarray, np.ndarray, pa.Table], None]
 """Called once per merged window with (window, level of each window row, the window's merge order
@@ -56,14 +43,6 @@ WindowObserver = Callable[[pa.Table, np.ndarray, np.ndarray, np.ndarray, pa.Tabl
 result: one row per key, retractions kept). Compaction derives its changelog from it."""
 
 _IS_ADD = "__merge_is_add"
-_ROW = "__merge_row"
-
-
-def key_column_names(schema: TableSchema, options: CoreOptions) -> list[str]:
-    """The columns holding the trimmed primary key in a data file (`_KEY_*`, or the value columns
-    themselves with `data-file.thin-mode`)."""
-    prefix = "" if options.data_file_thin_mode else KEY_PREFIX
-    return [prefix + f.name for f in key_fields(schema)]
 
 
 def sequence_order(options: CoreOptions) -> str:
@@ -295,7 +274,7 @@ def merge_sorted_runs(
     """Merge sorted runs of one bucket into one key-sorted stream with one row per key.
 
     `runs` are oldest first, each an iterable of batches in the primary-key data-file layout
-    (`writer.file_arrow_schema`), sorted by key with each key at most once per run. The merge
+    (`file_layout.file_arrow_schema`), sorted by key with each key at most once per run. The merge
     engine of `options` (default: the schema's) decides each key's row; a key whose result is a
     retraction (-U/-D) is left out when `drop_deletes` (the top level, readers), kept otherwise.
     A key met only once is passed through unchanged, as Paimon's reducer wrapper does.
@@ -316,8 +295,6 @@ def merge_sorted_runs(
     options = options or CoreOptions(schema.options)
     engine = merge_engine_for(schema, options)
     if merge_single_retractions:
-        from paimon_format.merge.row import RowMergeEngine  # imports this module's neighbours
-
         if isinstance(engine, RowMergeEngine):
             engine = dataclasses.replace(engine, merge_single_retractions=True)
     layout = file_arrow_schema(schema, options)

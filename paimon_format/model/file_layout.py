@@ -1,7 +1,7 @@
 """The column layout of Paimon data files: Arrow schemas with Paimon's field ids (spec §7).
 
-Split out of the writer because readers, the writer and the file encoders all need the same
-answer to "which columns, in which order, with which Parquet field ids does a data file have".
+Split out of the writer because readers, the writer, the file encoders and the merge all need the
+same answer to "which columns, in which order, with which Parquet field ids does a data file have".
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ VALUE_KIND = "_VALUE_KIND"
 KEY_FIELD_ID_OFFSET = 1073741823
 SEQUENCE_NUMBER_ID = 2147483646
 VALUE_KIND_ID = 2147483645
+
+RETRACT_KINDS = (1, 3)
+"""`_VALUE_KIND` codes of retractions: -U (1) and -D (3)."""
 
 FIELD_ID_KEY = b"PARQUET:field_id"
 _STRUCTURED_ID_BASE = 2147483647 // 4  # Java SpecialFields.STRUCTURED_TYPE_FIELD_ID_BASE
@@ -98,6 +101,13 @@ def arrow_field(name: str, data_type: DataType, field_id: int) -> pa.Field:
 def key_fields(schema: TableSchema) -> list[DataField]:
     """The trimmed primary key: primary-key columns that are not partition columns."""
     return [schema.field(name) for name in schema.trimmed_primary_keys()]
+
+
+def key_column_names(schema: TableSchema, options: CoreOptions) -> list[str]:
+    """The columns holding the trimmed primary key in a data file (`_KEY_*`, or the value columns
+    themselves with `data-file.thin-mode`)."""
+    prefix = "" if options.data_file_thin_mode else KEY_PREFIX
+    return [prefix + f.name for f in key_fields(schema)]
 
 
 def table_arrow_schema(schema: TableSchema) -> pa.Schema:

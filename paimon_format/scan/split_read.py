@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from paimon_format.data.reader import DEFAULT_BATCH_ROWS, output_arrow_schema, read_data_file
-from paimon_format.data.writer import key_fields
 from paimon_format.errors import UnsupportedOperationError
 from paimon_format.index.deletion_vectors import read_deletion_vectors
 from paimon_format.manifest.entries import DataFileMeta
-from paimon_format.merge.sorted_runs import check_merge_supported, merge_sorted_runs
+from paimon_format.merge.sorted_runs import merge_sorted_runs
+from paimon_format.merge.table_engine import check_merge_supported
+from paimon_format.model.file_layout import key_fields
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 from paimon_format.scan.splits import Split, key_sections, sorted_runs

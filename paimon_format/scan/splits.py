@@ -24,11 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from paimon_format.data.writer import key_fields
 from paimon_format.errors import UnsupportedOperationError
 from paimon_format.index.deletion_vectors import DeletionFile, snapshot_deletion_files
 from paimon_format.manifest.entries import DataFileMeta, ManifestEntry
 from paimon_format.model.binary_row import deserialize_row
+from paimon_format.model.file_layout import key_fields
 from paimon_format.model.options import parse_memory_size
 from paimon_format.model.types import DataType
 from paimon_format.scan.snapshot_scan import live_entries

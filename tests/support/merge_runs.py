@@ -7,8 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from paimon_format.data.writer import file_arrow_schema, key_fields
 from paimon_format.merge.sorted_runs import merge_sorted_runs
+from paimon_format.model.file_layout import file_arrow_schema, key_fields
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema, new_table_schema
 from paimon_format.model.types import parse_type

@@ -18,9 +18,10 @@ import pytest
 from pyroaring import BitMap
 
 from paimon_format.data.reader import data_file_path, key_value_arrow_schema, read_data_file
-from paimon_format.data.writer import table_arrow_schema, write_bucket_files
+from paimon_format.data.writer import write_bucket_files
 from paimon_format.errors import CorruptFileError, MissingFileError
 from paimon_format.model.binary_row import EMPTY_ROW
+from paimon_format.model.file_layout import table_arrow_schema
 from paimon_format.model.schema import TableSchema
 from paimon_format.model.types import DataField, parse_type
 from paimon_format.table import Table

@@ -19,20 +19,14 @@ import pytest
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.bucket import bucket_of
-from paimon_format.data.writer import (
-    DataWriteError,
-    fit_string_lengths,
-    split_by_partition_and_bucket,
-    table_arrow_schema,
-    truncate_max,
-    truncate_min,
-    write_bucket_files,
-    write_bucket_outputs,
-    write_table_files,
-)
-from paimon_format.errors import UnsupportedOperationError
+from paimon_format.data.bucket_slices import split_by_partition_and_bucket
+from paimon_format.data.conform import fit_string_lengths
+from paimon_format.data.stats import truncate_max, truncate_min
+from paimon_format.data.writer import write_bucket_files, write_bucket_outputs, write_table_files
+from paimon_format.errors import DataWriteError, UnsupportedOperationError
 from paimon_format.manifest.entries import DataFileMeta
 from paimon_format.model.binary_row import EMPTY_ROW, deserialize_row
+from paimon_format.model.file_layout import table_arrow_schema
 from paimon_format.model.schema import TableSchema, new_table_schema
 from paimon_format.model.types import parse_type
 from paimon_format.storage.fileio import FileIO

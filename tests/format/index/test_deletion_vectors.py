@@ -13,7 +13,7 @@ from pyroaring import BitMap, BitMap64
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.reader import read_data_file
-from paimon_format.data.writer import table_arrow_schema, write_table_files
+from paimon_format.data.writer import write_table_files
 from paimon_format.errors import CorruptFileError
 from paimon_format.index.deletion_vectors import (
     BITMAP64_MAGIC,
@@ -25,6 +25,7 @@ from paimon_format.index.deletion_vectors import (
     read_deletion_vectors,
     snapshot_deletion_files,
 )
+from paimon_format.model.file_layout import table_arrow_schema
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.table import Table
 from tests.interop import oracle

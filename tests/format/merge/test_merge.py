@@ -15,8 +15,9 @@ import pyarrow as pa
 import pytest
 
 from paimon_format.errors import InvalidTableStateError, UnsupportedOperationError
-from paimon_format.merge.engines import MergeFunctionError
-from paimon_format.merge.sorted_runs import check_merge_supported, merge_rows, merge_sorted_runs
+from paimon_format.merge.interface import MergeFunctionError
+from paimon_format.merge.sorted_runs import merge_rows, merge_sorted_runs
+from paimon_format.merge.table_engine import check_merge_supported
 from tests.support.merge_runs import PullRecorder, make_run, make_schema, merged_rows, sort_key
 
 RETRACT = ("-U", "-D")

@@ -14,9 +14,14 @@ import pyarrow as pa
 import pytest
 
 from paimon_format.errors import UnsupportedOperationError
-from paimon_format.merge.aggregates import AggregationError
-from paimon_format.merge.engines import MergeFunctionError
-from paimon_format.merge.sorted_runs import check_merge_supported
+from paimon_format.merge.aggregates import AggregationError, field_aggregator
+from paimon_format.merge.interface import MergeFunctionError
+from paimon_format.merge.row import RowMergeEngine, row_merge_engine
+from paimon_format.merge.row_functions import MergeRow
+from paimon_format.merge.sorted_runs import merge_rows
+from paimon_format.merge.table_engine import check_merge_supported
+from paimon_format.model.options import CoreOptions
+from paimon_format.model.types import parse_type
 from tests.support.merge_runs import make_run, make_schema, merged_rows
 
 PU_COLUMNS = (("k", "INT"), ("a", "STRING"), ("b", "INT"), ("c", "STRING"))
@@ -242,10 +247,6 @@ def test_aggregation_lone_row_passes_unchanged() -> None:
 
 def test_listagg_distinct_with_whitespace_delimiter() -> None:
     """Paimon's FieldAggregatorTest scenario: tokens split on the whole delimiter, blanks skipped."""
-    from paimon_format.merge.aggregates import field_aggregator
-    from paimon_format.model.options import CoreOptions
-    from paimon_format.model.types import parse_type
-
     options = CoreOptions({"fields.f.distinct": "true", "fields.f.list-agg-delimiter": " "})
     listagg = field_aggregator(options, "f", parse_type("STRING"), "listagg")
     result = None
@@ -534,8 +535,6 @@ def _random_agg_row(rng: random.Random, k: int) -> dict[str, Any]:
 def test_columnar_path_equals_row_wise(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Same random runs merged with and without the columnar fast path (retractions included
     where the engine takes them: those groups go row-wise in both)."""
-    from paimon_format.merge.row import RowMergeEngine
-
     schema = make_schema(columns=AGG_COLUMNS, options=COLUMNAR_CASES[case])
     rng = random.Random(5)
     kinds = ["+I", "+U"] + (["-U", "-D"] if case != "partial-update" else [])
@@ -572,9 +571,6 @@ def test_columnar_path_equals_row_wise(case: str, monkeypatch: pytest.MonkeyPatc
 
 def _replay(options: dict[str, str], width: int, steps: list[tuple]) -> None:
     """`steps`: ("+I"/"-U"/"-D", values...) adds a row; ("=", values...) checks the merged row so far."""
-    from paimon_format.merge.row import _Row, row_merge_engine
-    from paimon_format.model.options import CoreOptions
-
     columns = [(f"f{i}", "INT") for i in range(width)]
     schema = make_schema(
         columns=columns, primary_keys=("f0",), options={"merge-engine": "partial-update", **options}
@@ -586,7 +582,7 @@ def _replay(options: dict[str, str], width: int, steps: list[tuple]) -> None:
         if kind == "=":
             assert function.merge_rows(rows).values == values, f"step {step}"
         else:
-            rows.append(_Row(kinds[kind], len(rows), values))
+            rows.append(MergeRow(kinds[kind], len(rows), values))
 
 
 N = None
@@ -683,8 +679,6 @@ def test_paimon_scenario_sequence_groups_with_aggregation() -> None:
 )
 def test_window_boundaries_do_not_change_results(options: dict[str, str]) -> None:
     """Streaming in windows of any size gives what one in-memory merge of all rows gives."""
-    from paimon_format.merge.sorted_runs import merge_rows
-
     schema = make_schema(columns=AGG_COLUMNS, options=options)
     rng = random.Random(3)
     kinds = ["+I", "+U"] if "sequence-group" in str(options) else ["+I", "+U", "-U", "-D"]

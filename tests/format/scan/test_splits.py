@@ -14,10 +14,11 @@ import pytest
 from pyroaring import BitMap
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.data.writer import table_arrow_schema, write_table_files
+from paimon_format.data.writer import write_table_files
 from paimon_format.errors import UnsupportedOperationError
 from paimon_format.manifest.entries import DataFileMeta
 from paimon_format.model.binary_row import serialize_row
+from paimon_format.model.file_layout import table_arrow_schema
 from paimon_format.model.types import parse_type
 from paimon_format.scan.split_read import read_split
 from paimon_format.scan.splits import key_sections, plan_splits, sorted_runs
