@@ -1,5 +1,7 @@
 """`python -m jobs <operation> --config FILE [--set key=value ...] [--dry-run] [--output FILE]`,
-and `python -m jobs schema <operation>` (the JSON Schema of the operation's YAML).
+`python -m jobs schema <operation> [--markdown]` (the JSON Schema of the operation's YAML, or its
+option table) and `python -m jobs docs [--write DIR | --check DIR]` (the option tables of
+docs/operations/<operation>.md, generated from the same models).
 
 The same `main()` serves `paimon-jobs ...` (console script) and `spark-submit jobs/<module>.py ...`
 (through `jobs.entry.run_entry`). Exit codes: 0 done, 2 bad input, 3 refused by a safety check or a
@@ -16,8 +18,10 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from jobs.runtime.config import load_config
+from jobs.runtime.docs import check_pages, operation_markdown, write_pages
 from jobs.runtime.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, describe, exit_code_for
 from jobs.runtime.logs import LOG_LEVELS, JobLogging, reclaim_stderr_from_spark_submit
 from jobs.runtime.registry import OPERATIONS, JobContext, load
@@ -32,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m jobs",
         description="Write and maintain Apache Paimon tables with Spark.",
         epilog=f"operations:\n{listing}\n\nexit codes: 0 done, 2 bad input, 3 refused or lost a commit "
-        "race, 1 unexpected",
+        "race, 1 unexpected\n\nalso: python -m jobs schema <operation> [--markdown], python -m jobs docs "
+        "[--write DIR | --check DIR]",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("operation", choices=list(OPERATIONS), metavar="operation", help="see the list below")
@@ -68,20 +73,70 @@ def _schema_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "operation", choices=list(OPERATIONS), metavar="operation", help=", ".join(OPERATIONS)
     )
+    parser.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the option table (key, type, default, description) of docs/operations/<operation>.md",
+    )
     return parser
 
 
 def print_schema(argv: Sequence[str]) -> int:
-    """`schema <operation>`: the pydantic model's JSON Schema, exactly what the YAML is validated by."""
+    """`schema <operation>`: the pydantic model's JSON Schema, exactly what the YAML is validated by;
+    with `--markdown` the option table its docs page holds."""
     args = _schema_parser().parse_args(argv)
     try:
         model = load(args.operation).CONFIG_MODEL
     except Exception as error:
         print(f"error: {describe(error)}", file=sys.stderr)
         return exit_code_for(error)
+    if args.markdown:
+        return write_stdout(operation_markdown(args.operation))
     schema = model.model_json_schema()
     schema.setdefault("title", f"paimon-jobs {args.operation} configuration")
     return write_stdout(json.dumps(schema, indent=2) + "\n")
+
+
+def _docs_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m jobs docs",
+        description="The option tables of docs/operations/<operation>.md, generated from the models.",
+    )
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument(
+        "--write", metavar="DIR", help="rewrite the tables between the markers of DIR/<operation>.md"
+    )
+    target.add_argument(
+        "--check", metavar="DIR", help="exit 1 when a page is missing or its tables differ from the model"
+    )
+    return parser
+
+
+def update_docs(argv: Sequence[str]) -> int:
+    """`docs`: print every operation's option tables, or write / check the pages holding them."""
+    args = _docs_parser().parse_args(argv)
+    try:
+        return _update_docs(args)
+    except Exception as error:  # an operation module that cannot be loaded: one line, its exit code
+        print(f"error: {describe(error)}", file=sys.stderr)
+        return exit_code_for(error)
+
+
+def _update_docs(args: argparse.Namespace) -> int:
+    if args.write is None and args.check is None:
+        return write_stdout("\n".join(f"## {op}\n\n{operation_markdown(op)}" for op in OPERATIONS))
+    if args.write is not None:
+        changed = write_pages(Path(args.write))
+        for status in changed:
+            verb = {"missing": "created", "stale": "updated"}.get(status.state, "left alone:")
+            print(f"{status.path}: {verb} {status.detail}".rstrip(), file=sys.stderr)
+        return 1 if any(status.state == "broken" for status in changed) else 0
+    problems = [status for status in check_pages(Path(args.check)) if status.state != "current"]
+    for status in problems:
+        print(f"{status.path}: {status.state} {status.detail}".rstrip(), file=sys.stderr)
+    if problems:
+        print("regenerate with: python -m jobs docs --write docs/operations", file=sys.stderr)
+    return 1 if problems else 0
 
 
 def write_stdout(text: str) -> int:
@@ -99,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["schema"]:
         return print_schema(argv[1:])
+    if argv[:1] == ["docs"]:
+        return update_docs(argv[1:])
     args = _parser().parse_args(argv)
     reclaim_stderr_from_spark_submit()
     logs = JobLogging(args.operation, args.log_level)

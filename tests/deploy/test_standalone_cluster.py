@@ -141,7 +141,7 @@ def test_a_job_on_a_standalone_cluster_with_the_venv_archive(packaged, standalon
         f"warehouse: {warehouse}\ntable: db.events\nsource: {{format: parquet, path: {source}}}\n"
         "create: {partition_keys: [dt], primary_keys: [id, dt], options: {bucket: '2'}}\n"
     )
-    # The command README's cluster section shows, with the driver in client mode on this machine.
+    # The command docs/cluster.md shows, with the driver in client mode on this machine.
     command = spark_submit_command(
         master,
         "./environment/bin/python",
