@@ -20,35 +20,27 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.partitions.commit import (
-    drop_partitions,
-    open_partitioned_table,
-    partition_label,
-    record_drop,
-    record_partitions,
-)
+from jobs.partitions.commit import drop_partitions, open_partitioned_table, record_drop
+from jobs.partitions.records import partition_label, record_partitions
 from jobs.partitions.scan import remove_manifests, scan_partitions
+from jobs.partitions.selection import selected, selection_pruner, selection_tests
 from jobs.runtime.config import TableJobConfig, check_partition_specs, check_predicate_syntax
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
-from paimon_format.model.binary_row import deserialize_row
-from paimon_format.model.types import DataType
-from paimon_format.scan.partition_predicate import (
-    PartitionColumns,
-    PartitionTest,
-    PredicateError,
-    predicate_test,
-    selects,
-    spec_test,
-)
-from paimon_format.scan.partition_pruning import ManifestTest, any_of, predicate_pruner, spec_pruner
+from paimon_format.model.partition_spec import PartitionStats
+from paimon_format.scan.partition_predicate import PartitionTest, selects
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.runtime.local_frame import LocalSession
 
 Scalar = str | int | float | bool | None
 
@@ -93,7 +85,9 @@ def run(context: JobContext, config: DropPartitionConfig) -> None:
     )
 
 
-def _drop(context: JobContext, spark: Any, table: Table, config: DropPartitionConfig) -> None:
+def _drop(
+    context: JobContext, spark: SparkSession | LocalSession, table: Table, config: DropPartitionConfig
+) -> None:
     drop_partition(
         spark,
         table,
@@ -107,46 +101,15 @@ def _drop(context: JobContext, spark: Any, table: Table, config: DropPartitionCo
     )
 
 
-def selection_tests(
-    table: Table, specs: Sequence[Mapping[str, Any]] | None, where: str | None
-) -> list[tuple[str, PartitionTest]]:
-    """(description, test) per spec, or one for the predicate; BadInputError when one does not fit."""
-    columns = PartitionColumns.of(table.schema)
-    try:
-        if where is not None:
-            return [(where, predicate_test(where, columns))]
-        return [(str(dict(spec)), spec_test(spec, columns)) for spec in specs or []]
-    except PredicateError as error:
-        raise _bad_selection(table, where, error) from None
-
-
-def selection_pruner(
-    table: Table, specs: Sequence[Mapping[str, Any]] | None, where: str | None
-) -> ManifestTest:
-    """Whether a manifest may hold a partition the selection picks, from its partition stats."""
-    columns = PartitionColumns.of(table.schema)
-    try:
-        if where is not None:
-            return predicate_pruner(where, columns)
-        return any_of([spec_pruner(spec, columns) for spec in specs or []])
-    except PredicateError as error:
-        raise _bad_selection(table, where, error) from None
-
-
-def _bad_selection(table: Table, where: str | None, error: PredicateError) -> BadInputError:
-    what = f"where {where!r}" if where is not None else "partitions"
-    return BadInputError(f"{table.path}: {what}: {error}")
-
-
 def drop_partition(
-    spark: Any,
+    spark: SparkSession | LocalSession,
     table: Table,
     specs: Sequence[Mapping[str, Any]] | None = None,
     where: str | None = None,
     strict: bool = False,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     max_replans: int = 3,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
@@ -168,22 +131,7 @@ def drop_partition(
     written = scan.written
     handed_over = False
     try:
-        chosen = []
-        matched = [False] * len(tests)
-        for partition in scan.stats:
-            values = table.partition_values(partition.partition)
-            hits = [selects(test, values) for _description, test in tests]
-            if any(hits):
-                chosen.append((partition, values))
-                matched = [seen or hit for seen, hit in zip(matched, hits, strict=True)]
-        chosen.sort(key=lambda item: [str(v) for v in partition_label(table, item[1]).values()])
-        missing = [description for (description, _test), seen in zip(tests, matched, strict=True) if not seen]
-        if missing:
-            record.details["missing_partitions"] = missing
-            message = f"{table.path}: no partition matches {', '.join(missing)}"
-            if strict:
-                raise BadInputError(f"{message} (strict: true); nothing was dropped")
-            log.info("%s; going on (strict: false)", message)
+        chosen = _chosen_partitions(table, scan.stats, tests, strict, record, log)
         record_partitions(record, table, chosen)
         if not chosen:
             log.info("nothing to drop")
@@ -214,10 +162,33 @@ def drop_partition(
     return record
 
 
-def selected(partition: bytes, types: Sequence[DataType], tests: Sequence[PartitionTest]) -> bool:
-    """Whether any test selects the partition (run on the executors, once per partition and task)."""
-    values = deserialize_row(partition, types)
-    return any(selects(test, values) for test in tests)
+def _chosen_partitions(
+    table: Table,
+    stats: Sequence[PartitionStats],
+    tests: Sequence[tuple[str, PartitionTest]],
+    strict: bool,
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> list[tuple[PartitionStats, list[Any]]]:
+    """The scanned partitions some test selects, in label order, with their values; a test that
+    selects none is reported (`details.missing_partitions`), and refused with `strict`."""
+    chosen = []
+    matched = [False] * len(tests)
+    for partition in stats:
+        values = table.partition_values(partition.partition)
+        hits = [selects(test, values) for _description, test in tests]
+        if any(hits):
+            chosen.append((partition, values))
+            matched = [seen or hit for seen, hit in zip(matched, hits, strict=True)]
+    chosen.sort(key=lambda item: [str(v) for v in partition_label(table, item[1]).values()])
+    missing = [description for (description, _test), seen in zip(tests, matched, strict=True) if not seen]
+    if missing:
+        record.details["missing_partitions"] = missing
+        message = f"{table.path}: no partition matches {', '.join(missing)}"
+        if strict:
+            raise BadInputError(f"{message} (strict: true); nothing was dropped")
+        log.info("%s; going on (strict: false)", message)
+    return chosen
 
 
 if __name__ == "__main__":

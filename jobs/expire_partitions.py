@@ -1,9 +1,10 @@
 """expire-partitions: drop the partitions whose time is older than an expiration time (seed 004).
 
-Paimon's `partition.expiration-*` rules (see `paimon_format/maintenance/partition_expiry.py`): `values-time` reads
-the time from the partition values (`timestamp_pattern`, `timestamp_formatter`), `update-time` uses
-the creation time of the partition's newest file. Every key falls back to the table option of the
-same meaning, so a table configured for Paimon's own expiry needs only `warehouse` and `table`.
+Paimon's `partition.expiration-*` rules (see `paimon_format/maintenance/partition_expiry.py`):
+`values-time` reads the time from the partition values (`timestamp_pattern`, `timestamp_formatter`),
+`update-time` uses the creation time of the partition's newest file. Every key falls back to the
+table option of the same meaning, so a table configured for Paimon's own expiry needs only
+`warehouse` and `table`.
 
 The executors read every manifest once and summarise the partitions (one row per partition, never per
 file; `jobs/partitions/scan.py`), the expired ones are chosen on the driver (ordered by their values,
@@ -24,19 +25,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
-from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
 
-from jobs.partitions.commit import (
-    drop_partitions,
-    open_partitioned_table,
-    partition_label,
-    record_drop,
-    record_partitions,
-)
-from jobs.partitions.scan import scan_partitions
+from jobs.partitions.commit import DropOutcome, drop_partitions, open_partitioned_table, record_drop
+from jobs.partitions.records import partition_label, record_partitions
+from jobs.partitions.scan import PartitionScan, scan_partitions
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
@@ -47,15 +43,22 @@ from paimon_format.maintenance.partition_expiry import (
     VALUES_TIME,
     ExpiryConfigError,
     ExpiryRule,
+    ExpirySelection,
     TimestampFormatter,
     partition_time,
     select_expired,
 )
 from paimon_format.model.binary_row import deserialize_row
 from paimon_format.model.options import parse_duration_ms
+from paimon_format.model.partition_spec import PartitionStats
 from paimon_format.model.types import DataType
 from paimon_format.scan.partition_predicate import PartitionColumns
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.runtime.local_frame import LocalSession
 
 EXPIRATION_TIME = "partition.expiration-time"
 STRATEGY = "partition.expiration-strategy"
@@ -102,9 +105,8 @@ CONFIG_MODEL = ExpirePartitionsConfig
 
 def run(context: JobContext, config: ExpirePartitionsConfig) -> None:
     table = open_partitioned_table(config)
-    rule = expiry_rule(
-        table, config
-    )  # checked before Spark; values-time scans stream (update-time merges all)
+    # checked before Spark; values-time scans stream (update-time merges all)
+    rule = expiry_rule(table, config)
     run_where_it_fits(
         context,
         table,
@@ -115,7 +117,11 @@ def run(context: JobContext, config: ExpirePartitionsConfig) -> None:
 
 
 def _expire(
-    context: JobContext, spark: Any, table: Table, config: ExpirePartitionsConfig, rule: ExpiryRule
+    context: JobContext,
+    spark: SparkSession | LocalSession,
+    table: Table,
+    config: ExpirePartitionsConfig,
+    rule: ExpiryRule,
 ) -> None:
     expire_partitions(
         spark,
@@ -166,7 +172,7 @@ def _option_int(table: Table, key: str, configured: int | None, default: int | N
 
 
 def expire_partitions(
-    spark: Any,
+    spark: SparkSession | LocalSession,
     table: Table,
     rule: ExpiryRule,
     max_expires: int | None = DEFAULT_MAX_EXPIRES,
@@ -174,7 +180,7 @@ def expire_partitions(
     now: dt.datetime | None = None,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     max_replans: int = 3,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
@@ -210,17 +216,7 @@ def expire_partitions(
         record.details["strategy"] = rule.strategy
         record.details["expire_before"] = cutoff.isoformat(sep=" ")
         record.count("partitions_scanned", len(stats))
-        record.count("partitions_expired_total", selection.expired_total)
-        if selection.unreadable_total:
-            record.count("partitions_without_time", selection.unreadable_total)
-            record.details["partitions_without_time"] = [
-                partition_label(table, values) for values in selection.unreadable
-            ]
-            log.warning(
-                "%d partitions have no readable time in their values and never expire by value "
-                "(check timestamp_formatter/timestamp_pattern, or drop them with drop-partition)",
-                selection.unreadable_total,
-            )
+        _record_selection(table, selection, record, log)
         chosen = [(item.stats, item.values) for item in selection.expired]
         record_partitions(record, table, chosen)
         if not chosen:
@@ -229,22 +225,8 @@ def expire_partitions(
         if dry_run:
             log.info("dry run: %d partitions would be expired", len(chosen))
             return record
-        size = batch_size or len(chosen)
-        own: list[int] = []  # our earlier batches: they drop other partitions, their deltas need no reading
-        for start in range(0, len(chosen), size):
-            batch = [stats.partition for stats, _values in chosen[start : start + size]]
-            outcome = drop_partitions(
-                spark,
-                table,
-                batch,
-                max_replans=max_replans,
-                before_commit=before_commit,
-                step_prefix="expire-partitions",
-                first_plan=scan.write_deletes(batch),
-                own_snapshots=own,
-            )
-            if outcome.snapshot is not None:
-                own.append(outcome.snapshot.id)
+        batches = _drop_in_batches(spark, table, scan, chosen, batch_size, max_replans, before_commit)
+        for batch, outcome in batches:
             record_drop(record, outcome)
             record.count("commits", 1 if outcome.snapshot else 0)
             log.info(
@@ -256,6 +238,56 @@ def expire_partitions(
     finally:
         scan.close()
     return record
+
+
+def _record_selection(
+    table: Table,
+    selection: ExpirySelection,
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> None:
+    """How many partitions expired, and which have no readable time (they never expire by value)."""
+    record.count("partitions_expired_total", selection.expired_total)
+    if selection.unreadable_total:
+        record.count("partitions_without_time", selection.unreadable_total)
+        record.details["partitions_without_time"] = [
+            partition_label(table, values) for values in selection.unreadable
+        ]
+        log.warning(
+            "%d partitions have no readable time in their values and never expire by value "
+            "(check timestamp_formatter/timestamp_pattern, or drop them with drop-partition)",
+            selection.unreadable_total,
+        )
+
+
+def _drop_in_batches(
+    spark: SparkSession | LocalSession,
+    table: Table,
+    scan: PartitionScan,
+    chosen: Sequence[tuple[PartitionStats, Sequence[object]]],
+    batch_size: int | None,
+    max_replans: int,
+    before_commit: Callable[[], None] | None,
+) -> Iterator[tuple[list[bytes], DropOutcome]]:
+    """One OVERWRITE commit per batch of `batch_size` chosen partitions (all in one by default),
+    each batch's DELETE manifests written from the scan; yields (batch, what it committed)."""
+    size = batch_size or len(chosen)
+    own: list[int] = []  # our earlier batches: they drop other partitions, their deltas need no reading
+    for start in range(0, len(chosen), size):
+        batch = [stats.partition for stats, _values in chosen[start : start + size]]
+        outcome = drop_partitions(
+            spark,
+            table,
+            batch,
+            max_replans=max_replans,
+            before_commit=before_commit,
+            step_prefix="expire-partitions",
+            first_plan=scan.write_deletes(batch),
+            own_snapshots=own,
+        )
+        if outcome.snapshot is not None:
+            own.append(outcome.snapshot.id)
+        yield batch, outcome
 
 
 def may_expire(

@@ -383,7 +383,7 @@ def write_dataframe(
         check_bucket_mode(schema, table)
         compact_level0 = compacts_level0(schema, table)
         if compact_level0:
-            from jobs.compact import check_supported
+            from jobs.compaction.refusals import check_supported
 
             check_supported(target, None)  # what the compaction after the commit would refuse: now
         check_compatible(arrow_schema, schema, table)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa  # noqa: E402
 
-from jobs.partitions.scan import ManifestTarget, merge_partitions_task, scan_manifests_task  # noqa: E402
+from jobs.partitions.scan_tasks import ManifestTarget, merge_partitions_task, scan_manifests_task  # noqa: E402
 from paimon_format.model.binary_row import deserialize_row  # noqa: E402
 from paimon_format.scan.snapshot_scan import data_manifests  # noqa: E402
 from scripts.bench_compact_manifests import build  # noqa: E402

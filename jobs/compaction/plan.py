@@ -14,24 +14,29 @@ The driver collects the summary columns only (one row per bin), never the files.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import pickle
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.partitions.commit import _creation_millis, _manifest_frame
+from jobs.partitions.scan import manifest_frame
 from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small
 from paimon_format.compaction.rules import BucketFile, CompactionSettings, pick_bins
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.index.deletion_vectors import DeletionFile
-from paimon_format.manifest.entries import ADD, DELETE, read_manifest
+from paimon_format.manifest.entries import ADD, DELETE, DataFileMeta, read_manifest
 from paimon_format.scan.partition_predicate import PartitionTest, selects
 from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_EPOCH = dt.datetime(1970, 1, 1)
 ENTRY_COLUMNS = (
     "partition binary, bucket int, total_buckets int, ident binary, kind int, created long, payload binary"
 )
@@ -88,15 +93,20 @@ class PlanShape:
     full: bool
 
 
+def creation_millis(created: dt.datetime | None) -> int | None:
+    """A file's creation time as milliseconds in the same local-as-UTC encoding (spec §10.11)."""
+    return None if created is None else (created - _EPOCH) // dt.timedelta(milliseconds=1)
+
+
 def live_files_frame(
-    spark: Any, table: Table, snapshot: Snapshot, selected: Sequence[PartitionTest] | None
-) -> Any:
+    spark: SparkSession, table: Table, snapshot: Snapshot, selected: Sequence[PartitionTest] | None
+) -> DataFrame:
     """One row per live file of `snapshot` in the selected partitions (all when `selected` is None).
 
     Raises InvalidTableStateError (via the job's error mapping) when the metadata deletes a file
     never added or adds one twice: a compaction on inconsistent metadata could lose rows.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
 
     manifests = data_manifests(table, snapshot)
     tests = list(selected) if selected is not None else None
@@ -127,7 +137,7 @@ def live_files_frame(
                         pa.array([e.total_buckets for e in kept], pa.int32()),
                         pa.array([pickle.dumps(e.identifier()[1:]) for e in kept], pa.binary()),
                         pa.array([e.kind for e in kept], pa.int32()),
-                        pa.array([_creation_millis(e.file.creation_time) for e in kept], pa.int64()),
+                        pa.array([creation_millis(e.file.creation_time) for e in kept], pa.int64()),
                         pa.array(
                             [pickle.dumps(e.file) if e.kind == ADD else None for e in kept], pa.binary()
                         ),
@@ -135,7 +145,7 @@ def live_files_frame(
                     schema=_ENTRY_SCHEMA,
                 )
 
-    entries = _manifest_frame(spark, manifests).mapInArrow(read, ENTRY_COLUMNS)
+    entries = manifest_frame(spark, manifests).mapInArrow(read, ENTRY_COLUMNS)
     files = entries.groupBy("partition", "bucket", "ident").agg(
         F.sum(F.when(F.col("kind") == ADD, 1).when(F.col("kind") == DELETE, -1).otherwise(1000)).alias("net"),
         F.max("total_buckets").alias("total_buckets"),
@@ -145,15 +155,15 @@ def live_files_frame(
     return files
 
 
-def idle_partitions_only(files: Any, idle_ms: int, now: dt.datetime | None = None) -> Any:
+def idle_partitions_only(files: DataFrame, idle_ms: int, now: dt.datetime | None = None) -> DataFrame:
     """Keep the files of partitions whose newest file was created more than `idle_ms` ago.
 
     Creation times are local wall-clock times stored as if UTC (spec §10.11), so the cut-off is the
     local wall clock minus the idle time, in the same encoding.
     """
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
 
-    cutoff = _creation_millis((now or dt.datetime.now()) - dt.timedelta(milliseconds=idle_ms))
+    cutoff = creation_millis((now or dt.datetime.now()) - dt.timedelta(milliseconds=idle_ms))
     live_created = F.when(F.col("net") == 1, F.col("created"))
     newest = files.groupBy("partition").agg(F.max(live_created).alias("newest"))
     idle = newest.filter(F.col("newest").isNull() | (F.col("newest") < F.lit(cutoff))).select("partition")
@@ -164,13 +174,13 @@ DeletionFiles = Mapping[tuple[bytes, int], Mapping[str, DeletionFile]]
 
 
 def bins_frame(
-    files: Any,
+    files: DataFrame,
     shape: PlanShape,
     settings: CompactionSettings,
     num_tasks: int,
     source: str,
     deletions: DeletionFiles | None = None,
-) -> Any:
+) -> DataFrame:
     """One row per bin: (partition, bucket) groups of live files handed to the picking rules.
 
     `files` are the grouped entries of `live_files_frame` (with their ADD/DELETE count `net`); a
@@ -180,79 +190,9 @@ def bins_frame(
     `deletions` (the snapshot's deletion files by bucket) travel with each bin's payload as
     (files, {file name: DeletionFile}), so the task applies them.
     """
-    vectors = dict(deletions or {})
-
-    def plan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        collected = [batch for batch in batches if batch.num_rows]
-        if not collected:
-            return
-        rows = pa.Table.from_batches(collected)
-        partitions = rows.column("partition").to_pylist()
-        buckets = rows.column("bucket").to_pylist()
-        totals = rows.column("total_buckets").to_pylist()
-        nets = rows.column("net").to_pylist()
-        idents = rows.column("ident").to_pylist()
-        payloads = rows.column("payload").to_pylist()
-        out: list[dict[str, Any]] = []
-        for net, ident in zip(nets, idents, strict=True):
-            if net not in (0, 1):
-                problem = (
-                    "deletes a file that was never added" if net < 0 else "adds a file that is already live"
-                )
-                error = f"{source}: the metadata {problem} ({pickle.loads(ident)[2]}); nothing was changed"
-                yield pa.RecordBatch.from_pylist([{"bin": -1, "error": error}], schema=_BIN_SCHEMA)
-                return
-        start = 0
-        while start < len(partitions):
-            end = start
-            group = (partitions[start], buckets[start])
-            while end < len(partitions) and (partitions[end], buckets[end]) == group:
-                end += 1
-            bucket_vectors = vectors.get(group, {})
-            files = [
-                _bucket_file(pickle.loads(payloads[i]), bucket_vectors)
-                for i in range(start, end)
-                if nets[i] == 1
-            ]
-            picked = pick_bins(
-                files,
-                settings,
-                primary_key=shape.primary_key,
-                unaware_bucket=shape.unaware_bucket,
-                full=shape.full,
-            )
-            for index, chosen in enumerate(picked):
-                metas = [f.meta for f in chosen]
-                out.append(
-                    {
-                        "partition": partitions[start],
-                        "bucket": buckets[start],
-                        "total_buckets": totals[start],
-                        "bin": index,
-                        "files": len(metas),
-                        "bytes": sum(m.file_size for m in metas),
-                        "rows": sum(m.row_count for m in metas),
-                        "bucket_files": len(files),
-                        "payload": pickle.dumps(
-                            (
-                                metas,
-                                {
-                                    m.file_name: bucket_vectors[m.file_name]
-                                    for m in metas
-                                    if m.file_name in bucket_vectors
-                                },
-                            )
-                        ),
-                        "error": None,
-                    }
-                )
-            start = end
-            if len(out) >= 256:
-                yield pa.RecordBatch.from_pylist(out, schema=_BIN_SCHEMA)
-                out = []
-        if out:
-            yield pa.RecordBatch.from_pylist(out, schema=_BIN_SCHEMA)
-
+    plan = functools.partial(
+        _plan_bins_task, shape=shape, settings=settings, source=source, vectors=dict(deletions or {})
+    )
     grouped = files.select("partition", "bucket", "total_buckets", "net", "ident", "payload")
     arranged = grouped.repartition(num_tasks, "partition", "bucket").sortWithinPartitions(
         "partition", "bucket"
@@ -260,14 +200,112 @@ def bins_frame(
     return arranged.mapInArrow(plan, BIN_COLUMNS)
 
 
-def _bucket_file(meta: Any, bucket_vectors: Mapping[str, DeletionFile]) -> BucketFile:
+def _plan_bins_task(
+    batches: Iterable[pa.RecordBatch],
+    shape: PlanShape,
+    settings: CompactionSettings,
+    source: str,
+    vectors: DeletionFiles,
+) -> Iterator[pa.RecordBatch]:
+    """The executor side of `bins_frame`: a task's rows, sorted by (partition, bucket), into bins."""
+    collected = [batch for batch in batches if batch.num_rows]
+    if not collected:
+        return
+    rows = pa.Table.from_batches(collected)
+    partitions = rows.column("partition").to_pylist()
+    buckets = rows.column("bucket").to_pylist()
+    totals = rows.column("total_buckets").to_pylist()
+    nets = rows.column("net").to_pylist()
+    payloads = rows.column("payload").to_pylist()
+    error = _inconsistency(nets, rows.column("ident").to_pylist(), source)
+    if error is not None:
+        yield pa.RecordBatch.from_pylist([{"bin": -1, "error": error}], schema=_BIN_SCHEMA)
+        return
+    out: list[dict[str, Any]] = []
+    for start, end in _bucket_ranges(partitions, buckets):
+        bucket_vectors = vectors.get((partitions[start], buckets[start]), {})
+        files = [
+            _bucket_file(pickle.loads(payloads[i]), bucket_vectors) for i in range(start, end) if nets[i] == 1
+        ]
+        picked = pick_bins(
+            files,
+            settings,
+            primary_key=shape.primary_key,
+            unaware_bucket=shape.unaware_bucket,
+            full=shape.full,
+        )
+        for index, chosen in enumerate(picked):
+            metas = [f.meta for f in chosen]
+            out.append(
+                _bin_row(
+                    partitions[start], buckets[start], totals[start], index, metas, len(files), bucket_vectors
+                )
+            )
+        if len(out) >= 256:
+            yield pa.RecordBatch.from_pylist(out, schema=_BIN_SCHEMA)
+            out = []
+    if out:
+        yield pa.RecordBatch.from_pylist(out, schema=_BIN_SCHEMA)
+
+
+def _inconsistency(nets: Sequence[int], idents: Sequence[bytes], source: str) -> str | None:
+    """The error of the first file whose ADD/DELETE count is neither 0 nor 1, if any."""
+    for net, ident in zip(nets, idents, strict=True):
+        if net not in (0, 1):
+            problem = "deletes a file that was never added" if net < 0 else "adds a file that is already live"
+            return f"{source}: the metadata {problem} ({pickle.loads(ident)[2]}); nothing was changed"
+    return None
+
+
+def _bucket_ranges(partitions: Sequence[bytes], buckets: Sequence[int]) -> Iterator[tuple[int, int]]:
+    """[start, end) of each run of rows with the same (partition, bucket), the rows being sorted so."""
+    start = 0
+    while start < len(partitions):
+        end = start
+        group = (partitions[start], buckets[start])
+        while end < len(partitions) and (partitions[end], buckets[end]) == group:
+            end += 1
+        yield start, end
+        start = end
+
+
+def _bin_row(
+    partition: bytes,
+    bucket: int,
+    total_buckets: int,
+    index: int,
+    metas: list[DataFileMeta],
+    bucket_files: int,
+    bucket_vectors: Mapping[str, DeletionFile],
+) -> dict[str, Any]:
+    """One bin's row: its summary columns, and its files with their deletion files as the payload."""
+    return {
+        "partition": partition,
+        "bucket": bucket,
+        "total_buckets": total_buckets,
+        "bin": index,
+        "files": len(metas),
+        "bytes": sum(m.file_size for m in metas),
+        "rows": sum(m.row_count for m in metas),
+        "bucket_files": bucket_files,
+        "payload": pickle.dumps(
+            (
+                metas,
+                {m.file_name: bucket_vectors[m.file_name] for m in metas if m.file_name in bucket_vectors},
+            )
+        ),
+        "error": None,
+    }
+
+
+def _bucket_file(meta: DataFileMeta, bucket_vectors: Mapping[str, DeletionFile]) -> BucketFile:
     deletion = bucket_vectors.get(meta.file_name)
     if deletion is None:
         return BucketFile(meta)
     return BucketFile(meta, deletion.cardinality if deletion.cardinality is not None else meta.row_count)
 
 
-def collect_summaries(bins: Any) -> list[BinSummary]:
+def collect_summaries(bins: DataFrame) -> list[BinSummary]:
     """The bins' summaries on the driver (never their payloads); refuses absurdly many bins."""
     rows = (
         bins.select("partition", "bucket", "bin", "files", "bytes", "rows", "bucket_files", "error")

@@ -23,40 +23,33 @@ files of other partitions and are not read again.
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from jobs.partitions.scan import (
-    WrittenDeletes,
-    creation_millis,
-    manifest_frame,
-    remove_manifests,
-    scan_partitions,
-)
-from jobs.runtime.errors import CommitRaceLost
+from jobs.partitions.scan import WrittenDeletes, remove_manifests, scan_partitions
+from jobs.runtime.config import TableJobConfig
+from jobs.runtime.errors import BadInputError, CommitRaceLost
+from jobs.runtime.report import RunRecord
+from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import OVERWRITE, AttemptContext, PrewrittenDelta, SnapshotCommit
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
 from paimon_format.manifest.entries import ADD, ManifestEntry, read_manifest
-from paimon_format.model.partition_spec import PartitionStats
 from paimon_format.scan.partition_pruning import partitions_pruner
 from paimon_format.scan.snapshot_scan import read_list
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
-# compact_plan reads manifests the same way (kept under their old names)
-_manifest_frame = manifest_frame
-_creation_millis = creation_millis
-__all__ = ["WrittenDeletes", "remove_manifests"]
+log = logging.getLogger(__name__)
 
 
 def plan_deletes(
-    spark: Any, table: Table, snapshot: Snapshot, partitions: Collection[bytes]
+    spark: SparkSession, table: Table, snapshot: Snapshot, partitions: Collection[bytes]
 ) -> WrittenDeletes:
     """The DELETE manifests of every live file of `partitions` in `snapshot` (one read, on executors)."""
     wanted = frozenset(partitions)
@@ -128,7 +121,7 @@ class DropOutcome:
 
 
 def drop_partitions(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
     partitions: Sequence[bytes],
     max_replans: int = 3,
@@ -203,56 +196,16 @@ def drop_partitions(
 
 # -- shared by the two jobs ---------------------------------------------------------------------
 
-# Partitions listed one by one in a run record (all of them are counted).
-RECORD_PARTITION_LIMIT = 100
 
-
-def open_partitioned_table(config: Any) -> Table:
+def open_partitioned_table(config: TableJobConfig) -> Table:
     """The configured table, which must exist and be partitioned (else exit 2 naming it)."""
-    from jobs.runtime.errors import BadInputError
-    from jobs.runtime.table_open import open_existing_table
-
     table = open_existing_table(config)
     if not table.schema.partition_keys:
         raise BadInputError(f"{table.path}: table {config.table} has no partition keys; nothing to drop")
     return table
 
 
-def partition_label(table: Table, values: Sequence[Any]) -> dict[str, str]:
-    """A partition as people write it in a spec: {key: text}, the default name for null."""
-    default = table.options.partition_default_name
-    label = {}
-    for key, value in zip(table.schema.partition_keys, values, strict=True):
-        if value is None:
-            label[key] = default
-        elif isinstance(value, (dt.date, dt.datetime)):
-            label[key] = value.isoformat(sep=" ") if isinstance(value, dt.datetime) else value.isoformat()
-        else:
-            label[key] = str(value)
-    return label
-
-
-def record_partitions(
-    record: Any, table: Table, chosen: Sequence[tuple[PartitionStats, Sequence[Any]]]
-) -> None:
-    """Counts of the chosen partitions, and the first RECORD_PARTITION_LIMIT of them in detail."""
-    record.count("partitions", len(chosen))
-    record.count("files", sum(stats.file_count for stats, _ in chosen))
-    record.add_bytes("files", sum(stats.file_bytes for stats, _ in chosen))
-    record.count("rows", sum(stats.row_count for stats, _ in chosen))
-    record.details["partitions"] = [
-        {
-            "partition": partition_label(table, values),
-            "files": stats.file_count,
-            "bytes": stats.file_bytes,
-            "rows": stats.row_count,
-        }
-        for stats, values in chosen[:RECORD_PARTITION_LIMIT]
-    ]
-    record.sample("partition_dirs", [table.partition_dir(stats.partition) for stats, _ in chosen])
-
-
-def record_drop(record: Any, outcome: DropOutcome) -> None:
+def record_drop(record: RunRecord, outcome: DropOutcome) -> None:
     if outcome.snapshot is not None:
         record.committed(outcome.snapshot.id)
     record.count("files_dropped", outcome.files)

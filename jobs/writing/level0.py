@@ -9,14 +9,21 @@ full-compaction that compaction also produces the changelog of the rows written,
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from typing import TYPE_CHECKING
 
+from jobs.compaction.run import CompactRequest, compact_table
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.report import RunRecord
+from paimon_format.compaction.changelog import changelog_rule
 from paimon_format.errors import PaimonFormatError
+from paimon_format.merge.table_engine import check_merge_supported
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def compacts_level0(schema: TableSchema, table: str) -> bool:
@@ -39,9 +46,6 @@ def compacts_level0(schema: TableSchema, table: str) -> bool:
     if not skips:
         return False
     reason = "deletion-vectors.enabled" if options.deletion_vectors_enabled else "merge-engine first-row"
-    from paimon_format.compaction.changelog import changelog_rule
-    from paimon_format.merge.table_engine import check_merge_supported
-
     try:
         changelog_rule(schema, options, 0)
     except ValueError as error:
@@ -58,7 +62,11 @@ def compacts_level0(schema: TableSchema, table: str) -> bool:
 
 
 def compact_written_buckets(
-    spark: Any, target: Table, touched: set[tuple[bytes, int]], record: RunRecord, log: Any
+    spark: SparkSession,
+    target: Table,
+    touched: set[tuple[bytes, int]],
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
 ) -> None:
     """Compact the buckets just written (deletion vectors / first-row: level 0 is invisible to reads).
 
@@ -69,15 +77,13 @@ def compact_written_buckets(
     compaction wrote are unreferenced (remove-orphan-files). A rival commit that removed one of
     the inputs makes the compaction give up with exit 3, the APPEND snapshot staying committed.
     """
-    from jobs.compact import compact
-
     log.info(
         "batch reads of this table skip level 0: compacting the %d bucket(s) written, as Paimon's "
         "writer does at commit",
         len(touched),
     )
     compaction = RunRecord(operation="compact", table=record.table, dry_run=False)
-    compact(spark, target, record=compaction, log=log, buckets=touched)
+    compact_table(spark, target, CompactRequest(buckets=touched), record=compaction, log=log)
     committed = compaction.snapshot_ids.get("committed")
     if committed is not None:
         record.committed(committed)

@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from jobs.partitions.scan import (
+from jobs.partitions.scan import _collect
+from jobs.partitions.scan_tasks import (
     ManifestTarget,
-    _collect,
     check_identities_task,
     merge_partitions_task,
     scan_and_drop_task,

@@ -1,0 +1,232 @@
+"""One compaction run: refuse what cannot be compacted, plan bins, rewrite them, commit.
+
+Shared by the compact job (`jobs/compact.py`, whose docstring tells the run and its crash
+ordering) and the write job, which compacts the buckets it wrote on tables whose batch reads skip
+level 0 (`jobs.writing.level0`). What the run is asked to do is one `CompactRequest`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from jobs.compaction.plan import (
+    BinSummary,
+    PlanShape,
+    bins_frame,
+    collect_summaries,
+    idle_partitions_only,
+    limit_buckets,
+    live_files_frame,
+)
+from jobs.compaction.refusals import UnsupportedTable, check_supported
+from jobs.compaction.rewrite import rewrite_and_commit
+from jobs.partitions.records import RECORD_PARTITION_LIMIT, partition_label
+from jobs.partitions.selection import selection_tests
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.report import RunRecord
+from jobs.runtime.spark import driver_list_frame
+from paimon_format.compaction.rewrite import RewriteSpec
+from paimon_format.compaction.rules import CompactionSettingError, CompactionSettings
+from paimon_format.index.deletion_vectors import snapshot_deletion_files
+from paimon_format.model.options import CoreOptions, parse_duration_ms
+from paimon_format.scan.partition_predicate import PartitionTest
+from paimon_format.snapshot import Snapshot
+from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Log = logging.Logger | logging.LoggerAdapter
+
+
+@dataclass(frozen=True)
+class CompactRequest:
+    """What one compaction run is asked to do (the compact job's validated config, or the write
+    job's buckets); the defaults compact every bucket of every partition by Paimon's rules."""
+
+    strategy: str = "minor"  # minor: Paimon's picking rules; full: rewrite every selected bin
+    specs: Sequence[Mapping[str, Any]] | None = None  # partition specs, or
+    where: str | None = None  # a predicate on partition columns
+    order_by: Sequence[str] | None = None  # append tables: sort each bin by these columns
+    order_strategy: str = "order"  # order | zorder
+    partition_idle_time: str | None = None  # only partitions whose newest file is older than this
+    max_buckets_per_run: int | None = None
+    target_file_size: str | None = None  # overrides the table's target-file-size
+    skip_unsupported: bool = False  # a table this job cannot compact is skipped, not exit 2
+    dry_run: bool = False
+    # only these (partition bytes, bucket) pairs (the write job compacts the buckets it wrote; the
+    # driver holds them already)
+    buckets: Collection[tuple[bytes, int]] | None = None
+
+
+def compact_table(
+    spark: SparkSession,
+    table: Table,
+    request: CompactRequest,
+    record: RunRecord | None = None,
+    log: Log | None = None,
+    before_commit: Callable[[], None] | None = None,
+) -> RunRecord:
+    """Compact the table's latest snapshot; `before_commit` is a test hook (a rival commits there)."""
+    log = log or logging.getLogger("jobs.compact")
+    record = record or RunRecord(operation="compact", table=table.path, dry_run=request.dry_run)
+    if _skipped(table, request, record, log):
+        return record
+    tests = _selection(table, request.specs, request.where)
+    settings = _compaction_settings(table, request.target_file_size)
+    latest = table.snapshot_manager.latest()
+    record.snapshot_ids["base"] = latest.id if latest else None
+    record.details["strategy"] = request.strategy
+    if latest is None:
+        log.info("the table has no snapshot: nothing to compact")
+        return record
+    if latest.schema_id != table.schema.id:
+        table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse
+    bins = _planned_bins(spark, table, latest, tests, settings, request)
+    try:
+        summaries = limit_buckets(collect_summaries(bins), request.max_buckets_per_run)
+        _record_plan(record, table, summaries, settings)
+        log.info(
+            "snapshot %d: %d bins in %d buckets, %d files, %d bytes to rewrite",
+            latest.id,
+            len(summaries),
+            record.counts["buckets"],
+            record.counts["files_before"],
+            record.bytes["files_before"],
+        )
+        if not summaries:
+            log.info("nothing to compact")
+            return record
+        if request.dry_run:
+            log.info("dry run: %d bins would be rewritten", len(summaries))
+            return record
+        spec = RewriteSpec(
+            target_file_size=settings.target_file_size,
+            top_level=settings.top_level,
+            order_by=tuple(request.order_by or ()),
+            order_strategy=request.order_strategy,
+        )
+        rewrite_and_commit(spark, table, latest, bins, summaries, spec, record, log, before_commit)
+    finally:
+        bins.unpersist()
+    return record
+
+
+# -- before anything is read ---------------------------------------------------------------------
+
+
+def _skipped(table: Table, request: CompactRequest, record: RunRecord, log: Log) -> bool:
+    """Refuse a table this job would compact wrongly (exit 2), or with `skip_unsupported` skip a
+    table kind it cannot compact, its reason in the record (for maintain over many tables)."""
+    try:
+        check_supported(table, request.order_by)
+    except UnsupportedTable as refusal:
+        if not request.skip_unsupported:
+            raise
+        record.details["skipped"] = str(refusal)
+        log.info("skipped (skip_unsupported): %s", refusal)
+        return True
+    return False
+
+
+def _selection(
+    table: Table, specs: Sequence[Mapping[str, Any]] | None, where: str | None
+) -> list[PartitionTest] | None:
+    if specs is None and where is None:
+        return None
+    if not table.schema.partition_keys:
+        raise BadInputError(f"{table.path}: partitions/where given, but the table has no partition keys")
+    return [test for _description, test in selection_tests(table, specs, where)]
+
+
+def _compaction_settings(table: Table, target_file_size: str | None) -> CompactionSettings:
+    schema = table.schema
+    try:
+        return CompactionSettings.of(schema.options, bool(schema.primary_keys), target_file_size)
+    except CompactionSettingError as error:
+        raise BadInputError(f"{table.path}: {error}") from None
+
+
+# -- the plan ------------------------------------------------------------------------------------
+
+
+def _planned_bins(
+    spark: SparkSession,
+    table: Table,
+    latest: Snapshot,
+    tests: list[PartitionTest] | None,
+    settings: CompactionSettings,
+    request: CompactRequest,
+) -> DataFrame:
+    """The persisted bins of the snapshot's live files in the selected, idle, requested buckets."""
+    from pyspark import StorageLevel  # pyspark: loaded when the job runs, not on import (--help)
+
+    schema = table.schema
+    # deletion files of the snapshot: O(files with a deletion vector) on the driver, shipped with the bins
+    deletions = snapshot_deletion_files(table, latest) if latest.index_manifest else {}
+    bucket_option = CoreOptions(schema.options).bucket
+    shape = PlanShape(
+        primary_key=bool(schema.primary_keys),
+        unaware_bucket=bucket_option == -1,
+        full=request.strategy == "full",
+    )
+    parallelism = spark.sparkContext.defaultParallelism
+    files = live_files_frame(spark, table, latest, tests)
+    if request.buckets is not None:
+        files = _only_buckets(spark, files, request.buckets)
+    if request.partition_idle_time is not None:
+        files = idle_partitions_only(files, parse_duration_ms(request.partition_idle_time))
+    source = f"{table.path} snapshot {latest.id}"
+    bins = bins_frame(files, shape, settings, max(parallelism * 2, 1), source, deletions)
+    return bins.persist(StorageLevel.MEMORY_AND_DISK)
+
+
+def _only_buckets(spark: SparkSession, files: DataFrame, buckets: Collection[tuple[bytes, int]]) -> DataFrame:
+    """The live files of the given (partition, bucket) pairs only (a broadcast semi-join)."""
+    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
+
+    pairs = sorted(set(buckets))
+    chosen = driver_list_frame(
+        spark,
+        {
+            "partition": pa.array([p for p, _ in pairs], pa.binary()),
+            "bucket": pa.array([b for _, b in pairs], pa.int32()),
+        },
+        "buckets to compact",
+    )
+    return files.join(F.broadcast(chosen), ["partition", "bucket"], "left_semi")
+
+
+def _record_plan(
+    record: RunRecord, table: Table, summaries: list[BinSummary], settings: CompactionSettings
+) -> None:
+    record.count("bins", len(summaries))
+    record.count("buckets", len({(s.partition, s.bucket) for s in summaries}))
+    record.count("files_before", sum(s.files for s in summaries))
+    record.add_bytes("files_before", sum(s.bytes for s in summaries))
+    record.count("rows_before", sum(s.rows for s in summaries))
+    estimate = sum(max(1, math.ceil(s.bytes / settings.target_file_size)) for s in summaries)
+    record.count("files_after_estimate", estimate)
+    per_partition: dict[bytes, dict[str, int]] = {}
+    for summary in summaries:
+        counts = per_partition.setdefault(
+            summary.partition, {"bins": 0, "buckets": 0, "files": 0, "bytes": 0}
+        )
+        counts["bins"] += 1
+        counts["files"] += summary.files
+        counts["bytes"] += summary.bytes
+        if summary.bin == 0:
+            counts["buckets"] += 1
+    record.count("partitions", len(per_partition))
+    record.details["partitions"] = [
+        {"partition": partition_label(table, table.partition_values(partition)), **counts}
+        for partition, counts in sorted(per_partition.items(), key=lambda item: -item[1]["files"])[
+            :RECORD_PARTITION_LIMIT
+        ]
+    ]
