@@ -87,7 +87,7 @@ from paimon_format.maintenance.expire import (
     decoupled_cause,
     plan_range,
 )
-from paimon_format.maintenance.orphan_rules import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
+from paimon_format.maintenance.references import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
 from paimon_format.model.instants import instant_ms, iso_utc
 from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,

@@ -39,7 +39,7 @@ from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.table_open import open_existing_table
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import SnapshotNotFoundError
-from paimon_format.maintenance.orphan_rules import CHANGELOG_ROOT, SNAPSHOT_ROOT, TAG_ROOT
+from paimon_format.maintenance.references import CHANGELOG_ROOT, SNAPSHOT_ROOT, TAG_ROOT
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table

@@ -18,7 +18,7 @@ from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import assert_small
 from paimon_format.errors import StorageError
 from paimon_format.maintenance.expire import ChangelogSettings, ExpireRange, plan_changelog_range
-from paimon_format.maintenance.orphan_rules import (
+from paimon_format.maintenance.references import (
     CHANGELOG_ROOT,
     CHANGELOG_TO_WRITE_ROOT,
     SNAPSHOT_ROOT,

@@ -16,13 +16,13 @@ import pyarrow as pa
 from jobs.deletion.roots import ALREADY_DELETED, FILES, LISTS, MANIFESTS, retained_needs
 from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import MissingFileError
-from paimon_format.maintenance.orphan_rules import (
+from paimon_format.maintenance.references import (
     CHANGELOG_TO_WRITE_ROOT,
     changelog_or_snapshot,
     index_manifest_references,
+    snapshot_metadata_files,
 )
 from paimon_format.manifest.entries import ADD, read_manifest, read_manifest_list
-from paimon_format.scan.snapshot_scan import snapshot_metadata_files
 from paimon_format.table import Table
 
 SNAPSHOT_LIMIT = 1_000_000  # snapshot ids the driver lists; Paimon tables keep far fewer

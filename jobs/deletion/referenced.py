@@ -29,7 +29,7 @@ import pyarrow as pa
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import driver_list_frame, parallelize_small
 from paimon_format.branches import MAIN_BRANCH
-from paimon_format.maintenance.orphan_rules import (
+from paimon_format.maintenance.references import (
     branch_prefix,
     index_manifest_references,
     manifest_references,

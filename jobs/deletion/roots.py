@@ -26,19 +26,20 @@ from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import parallelize_small
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError, StorageError
-from paimon_format.maintenance.orphan_rules import (
+from paimon_format.maintenance.references import (
     CHANGELOG_ROOT,
     PENDING_TAG_ROOT,
     SNAPSHOT_ROOT,
     TAG_ROOT,
     RootReferences,
     chained_root_references,
+    changelog_needs_entry,
     index_manifest_references,
     metadata_file_relpaths,
     root_references,
+    snapshot_metadata_files,
 )
 from paimon_format.manifest.entries import ADD, read_manifest
-from paimon_format.scan.snapshot_scan import changelog_needs_entry, snapshot_metadata_files
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 

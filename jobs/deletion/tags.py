@@ -27,7 +27,7 @@ from jobs.deletion.expire_candidates import future_changelog_roots
 from jobs.deletion.roots import delete_stages, dropped_root_candidates, report_candidates
 from jobs.runtime.errors import SafetyRefusal
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
-from paimon_format.maintenance.orphan_rules import PENDING_TAG_ROOT, TAG_ROOT
+from paimon_format.maintenance.references import PENDING_TAG_ROOT, TAG_ROOT
 from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,
     CHANGELOG_NUM_RETAINED_MIN,

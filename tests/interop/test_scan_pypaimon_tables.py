@@ -13,7 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from paimon_format.scan.snapshot_scan import live_entries, referenced_files, resolve_snapshot
+from paimon_format.maintenance.references import referenced_files
+from paimon_format.scan.snapshot_scan import live_entries, resolve_snapshot
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 

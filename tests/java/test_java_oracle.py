@@ -73,7 +73,7 @@ def test_a_tag_whose_changelog_java_expired_needs_no_changelog(java_templates):
     Java reads there, and not its (gone) changelog list."""
     import json
 
-    from paimon_format.scan.snapshot_scan import referenced_files
+    from paimon_format.maintenance.references import referenced_files
     from paimon_format.storage.fileio import FileIO
 
     warehouse, fixtures = java_templates

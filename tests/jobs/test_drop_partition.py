@@ -356,7 +356,8 @@ def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spa
 
     from jobs.expire_snapshots import expire_snapshots
     from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
-    from paimon_format.scan.snapshot_scan import index_entries, index_file_relpaths
+    from paimon_format.maintenance.references import index_file_relpaths
+    from paimon_format.scan.snapshot_scan import index_entries
 
     warehouse = str(tmp_path / "wh")
     catalog = pypaimon.CatalogFactory.create({"warehouse": warehouse})

@@ -39,14 +39,8 @@ from paimon_format.maintenance.expire import (
     decoupled_cause,
     plan_changelog_range,
 )
-from paimon_format.scan.snapshot_scan import (
-    changelog_entries,
-    index_entries,
-    index_file_relpaths,
-    live_entries,
-    manifest_names,
-    snapshot_metadata_files,
-)
+from paimon_format.maintenance.references import index_file_relpaths, manifest_names, snapshot_metadata_files
+from paimon_format.scan.snapshot_scan import changelog_entries, index_entries, live_entries
 from paimon_format.storage import crash_points
 from tests.support.factories import data_file, make_table, message, partition_of
 from tests.support.table_states import (

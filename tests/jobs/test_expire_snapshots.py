@@ -49,14 +49,12 @@ def needed(table, first_retained: int | None = None) -> set[str]:
     Live files only: a file that a retained manifest names in a DELETE entry is not needed (Paimon's
     expiry deletes it too). `first_retained`: ignore snapshots below it (half-expired after a crash).
     """
-    from paimon_format.scan.snapshot_scan import (
-        changelog_entries,
-        index_entries,
+    from paimon_format.maintenance.references import (
         index_file_relpaths,
-        live_entries,
         manifest_names,
         snapshot_metadata_files,
     )
+    from paimon_format.scan.snapshot_scan import changelog_entries, index_entries, live_entries
 
     manager = table.snapshot_manager
     ids = [i for i in manager.snapshot_ids() if first_retained is None or i >= first_retained]

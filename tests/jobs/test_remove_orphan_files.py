@@ -25,7 +25,8 @@ from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
 from jobs.runtime.errors import SafetyRefusal, exit_code_for
 from paimon_format.errors import StorageError
 from paimon_format.maintenance.orphan_rules import FileNaming
-from paimon_format.scan.snapshot_scan import live_entries, referenced_files, snapshot_sources
+from paimon_format.maintenance.references import referenced_files, snapshot_sources
+from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.interop import oracle

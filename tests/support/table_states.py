@@ -18,9 +18,9 @@ import pyarrow as pa
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
+from paimon_format.maintenance.references import referenced_files
 from paimon_format.model.schema import new_table_schema
 from paimon_format.model.types import parse_type
-from paimon_format.scan.snapshot_scan import referenced_files
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 
@@ -144,15 +144,13 @@ def needed_files(
     `expiring`: main-branch snapshot ids an interrupted expiry was removing; they are no root (the
     expiry deletes their files before their snapshot files, as Paimon does, so a reader must not
     start from them) but their snapshot files still count as present."""
-    from paimon_format.scan.snapshot_scan import (
-        changelog_entries,
-        index_entries,
+    from paimon_format.maintenance.references import (
         index_file_relpaths,
-        live_entries,
         manifest_names,
         snapshot_metadata_files,
         snapshot_sources,
     )
+    from paimon_format.scan.snapshot_scan import changelog_entries, index_entries, live_entries
 
     files: set[str] = set()
     for branch_table in [table] + [table.for_branch(n) for n in table.branch_manager.branch_names()]:

@@ -134,7 +134,7 @@ def test_a_snapshot_handed_over_to_a_changelog_after_the_listing_still_protects(
     """Expiry writes changelog-<id>, then deletes snapshot-<id>: a root listed as the snapshot must
     read the changelog's needs, or remove-orphan-files would delete what the changelog reads."""
     from paimon_format.commit import SnapshotCommit
-    from paimon_format.maintenance.orphan_rules import SNAPSHOT_ROOT, changelog_references, root_references
+    from paimon_format.maintenance.references import SNAPSHOT_ROOT, changelog_references, root_references
     from tests.support.factories import data_file, make_table, message
 
     table = make_table(str(tmp_path / "t"))
