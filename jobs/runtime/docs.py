@@ -29,7 +29,6 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from jobs.runtime.config import TableJobConfig
-from jobs.runtime.local_exec import LocalRunOptions
 from jobs.runtime.registry import OPERATIONS, load
 
 BEGIN = "<!-- options:begin -->"
@@ -39,9 +38,9 @@ SHARED_LINK_TEXT = "how every operation runs"
 SHARED_LINK = "README.md#the-keys-every-job-shares"  # docs/operations/README.md
 _GENERATED = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.DOTALL)
 
-# Keys every table job has (TableJobConfig) or every job that can run a small table in the driver
-# (LocalRunOptions): listed once per page, after the operation's own keys.
-SHARED_KEYS = frozenset(TableJobConfig.model_fields) | frozenset(LocalRunOptions.model_fields)
+# Where the frame's option models live (TableJobConfig, LocalRunOptions, ...): keys an operation
+# inherits from them are shared by many jobs and listed once per page, after the operation's own.
+FRAME_PACKAGE = "jobs.runtime."
 
 
 @dataclass(frozen=True)
@@ -239,10 +238,26 @@ def _table(rows: list[OptionRow]) -> list[str]:
     return lines
 
 
+def shared_keys(model: type[BaseModel]) -> frozenset[str]:
+    """The keys every table job has, and those `model` inherits from the frame's option models.
+
+    Found from the model's bases rather than by importing them, so that `python -m jobs` (which
+    imports this module) does not load the driver-execution machinery just to print its help.
+    """
+    frame_bases = [
+        base
+        for base in model.__mro__[1:]
+        if issubclass(base, BaseModel) and base.__module__.startswith(FRAME_PACKAGE)
+    ]
+    inherited = {name for base in frame_bases for name in base.model_fields}
+    return frozenset(TableJobConfig.model_fields) | frozenset(inherited)
+
+
 def options_markdown(model: type[BaseModel]) -> str:
     """The option tables of one model: its own keys, then the keys every job shares."""
     rows = list(option_rows(model))
-    own = [row for row in rows if row.key.split(".")[0].split("[")[0] not in SHARED_KEYS]
+    shared_names = shared_keys(model)
+    own = [row for row in rows if row.key.split(".")[0].split("[")[0] not in shared_names]
     shared = [row for row in rows if row not in own]
     lines = _table(own)
     if shared:
