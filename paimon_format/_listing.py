@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from paimon_format.errors import MissingFileError
 
 if TYPE_CHECKING:
-    from paimon_format.storage.fileio import FileIO, FileStatus
+    from paimon_format.storage.file_status import FileStatus
+    from paimon_format.storage.fileio import FileIO
 
 
 def basename(path: str) -> str:

@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from jobs.runtime.errors import BadInputError
 from paimon_format.errors import MissingDependencyError
 from paimon_format.scan.partition_predicate import PredicateError, parse_predicate
-from paimon_format.storage.fileio import fsspec_backend_install, protocol_of
+from paimon_format.storage.urls import fsspec_backend_install, protocol_of
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 Model = TypeVar("Model", bound=BaseModel)

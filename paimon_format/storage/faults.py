@@ -22,7 +22,10 @@ batch); the deleted ones are in the error's `deleted_paths`, as `FileIO.delete_m
 
 Plans come from code (`with injected("write:2"):`) or from the environment variable `PAIMON_FAULTS`
 (e.g. `PAIMON_FAULTS="delete:3,write:1"`), which reaches subprocesses and spark-submit runs:
-`FileIO.for_path` wraps every FileIO it makes in `FaultyFileIO` while a plan is active. A wrapped
+`FileIO.for_path` wraps every FileIO it makes in `FaultyFileIO` while a plan is active. FileIO does
+not know this module: importing it installs `maybe_inject` as a FileIO wrapper, and
+`paimon_format.storage` imports it in every process started with PAIMON_FAULTS set (a test's
+subprocess, a spark-submit driver, its executors' Python workers). A wrapped
 FileIO carries its plan when pickled to Spark executors. Counts are per process, unless the plan has a
 state directory (`PAIMON_FAULTS_STATE` or `state_dir=`): then every process using the plan (driver
 and executors) counts together, under a file lock, and shares the halted state.
@@ -41,7 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from paimon_format.errors import StorageError
-from paimon_format.storage.fileio import FileIO, FileStatus
+from paimon_format.storage import crash_points
+from paimon_format.storage.file_status import FileStatus
+from paimon_format.storage.fileio import FileIO, install_wrapper
 
 FAULTS_ENV = "PAIMON_FAULTS"
 FAULTS_STATE_ENV = "PAIMON_FAULTS_STATE"
@@ -156,7 +161,8 @@ def _env_plan(spec: str, state_dir: str | None) -> FaultPlan:
 
 
 def maybe_inject(file_io: FileIO) -> FileIO:
-    """`file_io` wrapped in FaultyFileIO when a plan is active (the hook of `FileIO.for_path`)."""
+    """`file_io` wrapped in FaultyFileIO when a plan is active (installed below as the wrapper of
+    `FileIO.for_path`)."""
     plan = active_plan()
     if plan is None or isinstance(file_io, FaultyFileIO):
         return file_io
@@ -277,8 +283,6 @@ def halt_at_step(step: str, plan: FaultPlan) -> Iterator[None]:
 
     `step` may end in `#N` to crash at its N-th pass (PAIMON_CRASH_SKIP=N-1).
     """
-    from paimon_format.storage import crash_points
-
     name, _, nth = step.partition("#")
 
     def halt(reached: str) -> None:
@@ -392,3 +396,6 @@ class FaultyFileIO(FileIO):
     def size(self, path: str) -> int:
         self._check_alive("stat", path)
         return super().size(path)
+
+
+install_wrapper(maybe_inject)

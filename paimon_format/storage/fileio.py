@@ -11,6 +11,9 @@ Why a wrapper and not fsspec directly:
 * Spark: a FileIO is pickled to executors, so it holds only the protocol and the storage options and
   builds the fsspec filesystem lazily on whichever process uses it.
 
+Local durability (`local_files`), URL arithmetic (`urls`) and listing entries (`file_status`) live
+in their own modules. Fault injection for tests wraps FileIOs from outside (`install_wrapper`).
+
 Paths given to FileIO are full (`/abs/path`, `file:///abs`, `s3://bucket/key`, `memory://x/y`), and
 listings answer in the caller's form (the listed directory's text + "/" + child name), so callers can
 relativise results against the table root with `FileIO.relative_to`.
@@ -18,21 +21,16 @@ relativise results against the table root with `FileIO.relative_to`.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import errno
 import logging
 import os
 import stat
-import sys
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import fsspec
+from fsspec.asyn import sync
 
 from paimon_format.errors import (
     MissingDependencyError,
@@ -41,81 +39,31 @@ from paimon_format.errors import (
     StorageError,
     UnsupportedOperationError,
 )
+from paimon_format.storage import local_files
+from paimon_format.storage.file_status import FileStatus, mtime_ms
+from paimon_format.storage.urls import fsspec_backend_install, join_path, protocol_of, with_backend_defaults
 
 logger = logging.getLogger(__name__)
 
-# URL scheme -> fsspec protocol. Paths without a scheme are local.
-_PROTOCOLS = {
-    "file": "file",
-    "local": "file",
-    "memory": "memory",
-    "s3": "s3",
-    "s3a": "s3",
-    "s3n": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "abfs": "abfs",
-    "abfss": "abfs",
-    "az": "abfs",
-}
 _S3_DELETE_BATCH = 1000  # DeleteObjects limit
 _S3_LIST_PAGE = 1000
 # One process-wide lock: the in-memory store is a class attribute shared by every MemoryFileSystem.
 _MEMORY_CREATE_LOCK = threading.Lock()
 # Errors that are bugs in the caller, not storage failures: never disguise them as StorageError.
 _PROGRAMMING_ERRORS = (TypeError, AttributeError, NameError, AssertionError, KeyError, IndexError)
-# link() fails with these on filesystems without hard links; we fall back to O_CREAT|O_EXCL.
-_NO_HARD_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK}
+
+FileIOWrapper = Callable[["FileIO"], "FileIO"]
+_WRAPPERS: list[FileIOWrapper] = []
 
 
-@dataclass(frozen=True)
-class FileStatus:
-    """One listing entry; `path` is in the caller's form (same scheme as the listed directory)."""
+def install_wrapper(wrapper: FileIOWrapper) -> None:
+    """From now on `FileIO.for_path` passes every FileIO it makes through `wrapper` (once each).
 
-    path: str
-    size: int
-    modification_time_ms: int
-    is_dir: bool
-
-
-def protocol_of(url: str) -> str:
-    """The fsspec protocol for a URL: no scheme -> "file", s3a/s3n -> "s3", gs -> "gcs", ..."""
-    scheme, sep, _ = url.partition("://")
-    if not sep:
-        return "file"
-    scheme = scheme.lower()
-    return _PROTOCOLS.get(scheme, scheme)
-
-
-# What to install for each object store's fsspec backend (`pip install ...`).
-_BACKEND_PACKAGES = {
-    "s3": "paimon-jobs[s3] (s3fs)",
-    "s3a": "paimon-jobs[s3] (s3fs)",
-    "gs": "paimon-jobs[gcs] (gcsfs)",
-    "gcs": "paimon-jobs[gcs] (gcsfs)",
-    "abfs": "adlfs",
-    "abfss": "adlfs",
-    "az": "adlfs",
-}
-
-
-def fsspec_backend_install(protocol: str) -> str:
-    """What `pip install` brings the fsspec backend of `protocol`, for a "install X" message."""
-    return _BACKEND_PACKAGES.get(protocol, f"the fsspec backend for {protocol}://")
-
-
-def join_path(*parts: str) -> str:
-    """Join a root and relative parts with "/"; empty parts are skipped, a bare "memory://" is kept."""
-    if not parts:
-        raise ValueError("join_path needs at least a root")
-    root = parts[0]
-    stripped = root.rstrip("/")
-    out = stripped + "//" if stripped.endswith(":") else stripped
-    for part in parts[1:]:
-        part = part.strip("/")
-        if part:
-            out = f"{out}{part}" if out.endswith("//") else f"{out}/{part}"
-    return out or "/"
+    The hook for what sits above storage and must reach every FileIO a process makes: fault
+    injection (`faults` installs itself on import), so FileIO never imports it.
+    """
+    if wrapper not in _WRAPPERS:
+        _WRAPPERS.append(wrapper)
 
 
 @contextmanager
@@ -161,10 +109,8 @@ class FileIO:
         without a create-if-absent primitive; concurrent committers can then overwrite each other.
         """
         file_io = FileIO(protocol_of(url), storage_options, allow_unsafe_overwrite_commit)
-        if os.environ.get("PAIMON_FAULTS") or "paimon_format.storage.faults" in sys.modules:
-            from paimon_format.storage.faults import maybe_inject  # fault injection for tests (PAIMON_FAULTS)
-
-            return maybe_inject(file_io)
+        for wrapper in _WRAPPERS:
+            file_io = wrapper(file_io)
         return file_io
 
     # -- pickling and identity -------------------------------------------------------------------
@@ -262,7 +208,7 @@ class FileIO:
         """True for an existing file or directory; errors other than not-found are raised."""
         fs_path = self._fs_path(path)
         if self.protocol == "file":
-            return _local_exists(fs_path, path)
+            return local_files.local_exists(fs_path, path)
         with _storage_errors("stat", path):
             self.fs.invalidate_cache(fs_path)
             try:
@@ -333,7 +279,7 @@ class FileIO:
         return FileStatus(
             path=path,
             size=0 if is_dir else int(info.get("size") or 0),
-            modification_time_ms=_mtime_ms(info, path, is_dir),
+            modification_time_ms=mtime_ms(info, path, is_dir),
             is_dir=is_dir,
         )
 
@@ -347,7 +293,7 @@ class FileIO:
         fs_path = self._fs_path(path)
         with _storage_errors("write", path, missing_is_error=False):
             if self.protocol == "file":
-                self._local_replace(fs_path, data)
+                local_files.replace_file(fs_path, data)
             else:
                 self.fs.pipe_file(fs_path, data)
 
@@ -371,7 +317,7 @@ class FileIO:
 
     def _create_if_absent_primitive(self) -> Callable[[str, str, bytes], bool]:
         if self.protocol == "file":
-            return self._create_local
+            return local_files.create_if_absent
         if self.protocol == "memory":
             return self._create_memory
         if self.protocol == "s3":
@@ -383,41 +329,6 @@ class FileIO:
             "concurrent writer's snapshot. Set allow_unsafe_overwrite_commit=True to accept a best-effort "
             "exists-check-then-write (safe only with a single writer)."
         )
-
-    def _create_local(self, fs_path: str, path: str, data: bytes) -> bool:
-        """Write a unique temp file, then hard-link it to the target: link() fails if the target exists."""
-        directory, name = os.path.split(fs_path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{name}.{uuid.uuid4()}.tmp")
-        try:
-            _write_synced(tmp, data)
-            try:
-                os.link(tmp, fs_path)
-            except FileExistsError:
-                return False
-            except OSError as exc:
-                if exc.errno not in _NO_HARD_LINKS:
-                    raise
-                logger.warning("%s: no hard links on this filesystem (%s); using O_EXCL create", path, exc)
-                return self._create_local_exclusive(fs_path, data)
-            _fsync_dir(directory)
-            return True
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
-
-    @staticmethod
-    def _create_local_exclusive(fs_path: str, data: bytes) -> bool:
-        """O_CREAT|O_EXCL fallback: still never overwrites, but a reader may briefly see a partial file."""
-        try:
-            _write_synced(fs_path, data)
-        except FileExistsError:
-            return False
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(fs_path)  # we created it: do not leave half a snapshot behind
-            raise
-        return True
 
     def _create_memory(self, fs_path: str, path: str, data: bytes) -> bool:
         with _MEMORY_CREATE_LOCK:
@@ -433,7 +344,7 @@ class FileIO:
         there. So on 412 the object is read back: identical bytes count as our success (like Java's
         "target exists and equals our snapshot").
         """
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import ClientError  # optional (s3 extra): only S3 commits need it
 
         bucket, key = _split_bucket_key(fs_path, path)
         try:
@@ -464,18 +375,6 @@ class FileIO:
             return False
         self.fs.pipe_file(fs_path, data)
         return True
-
-    @staticmethod
-    def _local_replace(fs_path: str, data: bytes) -> None:
-        directory, name = os.path.split(fs_path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = os.path.join(directory, f".{name}.{uuid.uuid4()}.tmp")
-        try:
-            _write_synced(tmp, data)
-            os.replace(tmp, fs_path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
 
     # -- deleting --------------------------------------------------------------------------------
 
@@ -537,8 +436,6 @@ class FileIO:
         The client carries the storage options' credentials, endpoint and `s3_additional_kwargs`
         (e.g. server-side encryption); our own kwargs always win over those.
         """
-        from fsspec.asyn import sync
-
         fs = self.fs
 
         async def call() -> Any:
@@ -567,7 +464,7 @@ class FileIO:
                 yield FileStatus(
                     path=join_path(path, obj["Key"][len(prefix) :]),
                     size=int(obj["Size"]),
-                    modification_time_ms=_mtime_ms(info, obj["Key"], False),
+                    modification_time_ms=mtime_ms(info, obj["Key"], False),
                     is_dir=False,
                 )
             if not page.get("IsTruncated"):
@@ -606,92 +503,8 @@ class FileIO:
         return deleted, failures
 
 
-# -- helpers ------------------------------------------------------------------------------------
-
-# botocore's retries for S3: 503 SlowDown, 500s and dropped connections are retried with exponential
-# back-off and jitter ("standard" mode) instead of failing a job that touches millions of objects.
-S3_RETRIES = {"max_attempts": 10, "mode": "standard"}
-
-
-def with_backend_defaults(protocol: str, storage_options: dict[str, Any]) -> dict[str, Any]:
-    """Storage options plus our defaults; whatever the user set wins, key by key.
-
-    S3: `config_kwargs.retries` (botocore's retry config, handed to the client by s3fs).
-    """
-    if protocol != "s3":
-        return storage_options
-    options = dict(storage_options)
-    config_kwargs = dict(options.get("config_kwargs") or {})
-    config_kwargs.setdefault("retries", dict(S3_RETRIES))
-    options["config_kwargs"] = config_kwargs
-    return options
-
-
 def _split_bucket_key(fs_path: str, path: str, key_required: bool = True) -> tuple[str, str]:
     bucket, _, key = fs_path.partition("/")
     if not bucket or (key_required and not key):
         raise ValueError(f"{path}: an S3 path needs a bucket and a key")
     return bucket, key.strip("/")
-
-
-def _local_exists(fs_path: str, path: str) -> bool:
-    try:
-        os.stat(fs_path)
-    except FileNotFoundError:
-        return False
-    except OSError as exc:
-        raise StorageError(f"stat {path}: {exc}") from exc
-    return True
-
-
-def _write_synced(path: str, data: bytes) -> None:
-    """Create (O_EXCL) and fsync, so a linked/renamed file is durable before it becomes visible."""
-    with open(path, "xb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def _fsync_dir(directory: str) -> None:
-    """Persist the new directory entry; some filesystems cannot open directories, which is fine."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-# Keys the fsspec backends use for a modification time, most specific first.
-_MTIME_KEYS = ("mtime", "LastModified", "last_modified", "updated", "modified", "created")
-
-
-def _mtime_ms(info: dict[str, Any], path: str, is_dir: bool) -> int:
-    """Modification time in epoch millis.
-
-    A file without one is an error rather than 0: orphan cleaning would take 0 for "very old".
-    Object-store directories are virtual and have none; they get 0.
-    """
-    for key in _MTIME_KEYS:
-        value = info.get(key)
-        if value is not None:
-            return _to_epoch_ms(value, path)
-    if is_dir:
-        return 0
-    raise StorageError(f"list {path}: the filesystem reported no modification time ({sorted(info)})")
-
-
-def _to_epoch_ms(value: Any, path: str) -> int:
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-        return int(value.timestamp() * 1000)
-    if isinstance(value, (int, float)):
-        return int(value * 1000)
-    raise StorageError(f"list {path}: unreadable modification time {value!r}")

@@ -16,7 +16,8 @@ from fsspec.implementations.memory import MemoryFileSystem
 
 import paimon_format.storage.fileio as fileio_module
 from paimon_format.errors import MissingFileError, StorageError, UnsupportedOperationError
-from paimon_format.storage.fileio import FileIO, join_path, protocol_of
+from paimon_format.storage.fileio import FileIO
+from paimon_format.storage.urls import join_path, protocol_of
 
 
 @dataclass
