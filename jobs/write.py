@@ -34,10 +34,11 @@ from paimon_format.data.conform import conform, fit_string_lengths
 from paimon_format.data.writer import write_bucket_outputs, write_table_files
 from paimon_format.errors import PaimonFormatError
 from paimon_format.manifest.entries import ADD, read_manifest
+from paimon_format.model.arrow_types import from_arrow
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.partition_spec import partition_bytes
 from paimon_format.model.schema import TableSchema, new_table_schema
-from paimon_format.model.types import DataType, from_arrow
+from paimon_format.model.types import DataType
 from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.table import Table
 

@@ -34,8 +34,8 @@ from jobs.compact import compact  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.commit import CommitMessage, SnapshotCommit  # noqa: E402
 from paimon_format.data.writer import write_table_files  # noqa: E402
+from paimon_format.model.arrow_types import from_arrow  # noqa: E402
 from paimon_format.model.schema import new_table_schema  # noqa: E402
-from paimon_format.model.types import from_arrow  # noqa: E402
 from paimon_format.scan.snapshot_scan import live_entries  # noqa: E402
 from paimon_format.storage.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402

@@ -38,18 +38,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.compact_manifests import compact_manifests  # noqa: E402
 from jobs.runtime.spark import stop_session  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
-from paimon_format.manifest.entries import (  # noqa: E402
-    ADD,
-    DataFileMeta,
-    ManifestEntry,
-    SimpleStats,
-    read_manifest,
-    write_manifest_list,
-)
+from paimon_format.manifest.codec import read_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest.entries import ADD, DataFileMeta, ManifestEntry, SimpleStats  # noqa: E402
 from paimon_format.manifest.files import rolling_write_manifests, rolling_write_raw_manifests  # noqa: E402
 from paimon_format.manifest.raw import read_raw_manifest  # noqa: E402
 from paimon_format.model.binary_row import serialize_row  # noqa: E402
-from paimon_format.model.types import parse_type  # noqa: E402
+from paimon_format.model.type_parsing import parse_type  # noqa: E402
 from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.storage.fileio import FileIO  # noqa: E402

@@ -30,7 +30,7 @@ from paimon_format.merge.sorted_runs import merge_sorted_runs  # noqa: E402
 from paimon_format.model.file_layout import file_arrow_schema  # noqa: E402
 from paimon_format.model.options import CoreOptions  # noqa: E402
 from paimon_format.model.schema import new_table_schema  # noqa: E402
-from paimon_format.model.types import parse_type  # noqa: E402
+from paimon_format.model.type_parsing import parse_type  # noqa: E402
 
 
 def build_runs(directory: Path, schema, runs: int, rows: int, seed: int) -> list[Path]:

@@ -21,13 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.errors import PaimonFormatError
+from paimon_format.model.arrow_types import to_arrow
 from paimon_format.model.binary_row import (
     COMPACT_DECIMAL_PRECISION,
     COMPACT_TIMESTAMP_PRECISION,
     bitset_width,
     encode_row,
 )
-from paimon_format.model.types import DataType, to_arrow
+from paimon_format.model.types import DataType
 
 SEED = 42
 _C1 = 0xCC9E2D51

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from paimon_format.model.arrow_types import to_arrow
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
-from paimon_format.model.types import DataField, DataType, to_arrow
+from paimon_format.model.types import DataField, DataType
 
 KEY_PREFIX = "_KEY_"
 SEQUENCE_NUMBER = "_SEQUENCE_NUMBER"

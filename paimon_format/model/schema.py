@@ -31,6 +31,7 @@ from paimon_format.model.options import (
     CoreOptions,
     options_to_strings,
 )
+from paimon_format.model.type_parsing import parse_field
 from paimon_format.model.types import DataField, DataType, assign_field_ids
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ class TableSchema:
             raw_fields = _require(data, "fields", path)
             if not isinstance(raw_fields, list):
                 raise CorruptFileError(path, "'fields' must be a JSON array")
-            fields = tuple(DataField.from_json(f) for f in raw_fields)
+            fields = tuple(parse_field(f) for f in raw_fields)
             highest_field_id = _get_int(data, "highestFieldId", path)
             partition_keys = _get_str_list(data, "partitionKeys", path)
             primary_keys = _get_str_list(data, "primaryKeys", path)

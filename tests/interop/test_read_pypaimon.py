@@ -13,7 +13,8 @@ import pytest
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
 from paimon_format.model.file_layout import table_arrow_schema
-from paimon_format.model.types import DataField, parse_type
+from paimon_format.model.type_parsing import parse_type
+from paimon_format.model.types import DataField
 from paimon_format.scan.split_read import read_split
 from paimon_format.scan.splits import plan_splits
 from paimon_format.storage.fileio import FileIO

@@ -236,7 +236,7 @@ def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, 
     top level, file source APPEND) with the rewrite's changes: keys with level-0 rows, each diffed
     against its row above level 0 (none: +I; else -U old, +U new); a key only above level 0: nothing."""
     from paimon_format.data.reader import read_data_file
-    from paimon_format.manifest.entries import read_manifest
+    from paimon_format.manifest.codec import read_manifest
     from paimon_format.scan.snapshot_scan import read_list
 
     warehouse = str(tmp_path / "wh")
@@ -373,7 +373,7 @@ def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_pat
     from pyroaring import BitMap
 
     from paimon_format.model.schema import new_table_schema
-    from paimon_format.model.types import parse_type
+    from paimon_format.model.type_parsing import parse_type
     from paimon_format.scan.snapshot_scan import index_entries
     from tests.support.dv_tables import delete_rows
 

@@ -87,7 +87,7 @@ def test_deletion_vectors_of_lost_files_leave_the_index(spark_session, tmp_path)
 
     from paimon_format.index.deletion_vectors import deletion_vectors, write_index_file
     from paimon_format.model.schema import new_table_schema
-    from paimon_format.model.types import parse_type
+    from paimon_format.model.type_parsing import parse_type
     from paimon_format.scan.snapshot_scan import index_entries
     from paimon_format.table import Table
     from tests.support.dv_tables import commit_index_entries

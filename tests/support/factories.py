@@ -10,7 +10,7 @@ from paimon_format.commit import CommitMessage
 from paimon_format.manifest.entries import DataFileMeta, SimpleStats
 from paimon_format.model.binary_row import EMPTY_ROW, serialize_row
 from paimon_format.model.schema import new_table_schema
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 

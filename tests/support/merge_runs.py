@@ -11,7 +11,7 @@ from paimon_format.merge.sorted_runs import merge_sorted_runs
 from paimon_format.model.file_layout import file_arrow_schema, key_fields
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema, new_table_schema
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 
 KINDS = {"+I": 0, "-U": 1, "+U": 2, "-D": 3}
 KIND_NAMES = {code: name for name, code in KINDS.items()}

@@ -20,7 +20,7 @@ from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
 from paimon_format.maintenance.references import referenced_files
 from paimon_format.model.schema import new_table_schema
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 

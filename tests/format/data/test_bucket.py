@@ -24,8 +24,9 @@ from paimon_format.data.bucket import (
     hash_row,
     murmur3_x86_32,
 )
+from paimon_format.model.arrow_types import to_arrow
 from paimon_format.model.binary_row import deserialize_row, encode_row
-from paimon_format.model.types import parse_type, to_arrow
+from paimon_format.model.type_parsing import parse_type
 from tests.support.samples import SAMPLES
 
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared/spec/samples not present")

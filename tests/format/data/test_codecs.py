@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from paimon_format.data.bucket import bucket_array, bucket_of, hash_row
+from paimon_format.model.arrow_types import from_arrow, to_arrow
 from paimon_format.model.binary_row import (
     EMPTY_ROW,
     BinaryRowError,
@@ -17,7 +18,8 @@ from paimon_format.model.binary_row import (
     encode_row,
     serialize_row,
 )
-from paimon_format.model.types import TypeParseError, assign_field_ids, from_arrow, parse_type, to_arrow
+from paimon_format.model.type_parsing import parse_type
+from paimon_format.model.types import TypeParseError, assign_field_ids
 from tests.support.samples import SAMPLES
 
 T = parse_type

@@ -23,7 +23,8 @@ from paimon_format.errors import CorruptFileError, MissingFileError
 from paimon_format.model.binary_row import EMPTY_ROW
 from paimon_format.model.file_layout import table_arrow_schema
 from paimon_format.model.schema import TableSchema
-from paimon_format.model.types import DataField, parse_type
+from paimon_format.model.type_parsing import parse_type
+from paimon_format.model.types import DataField
 from paimon_format.table import Table
 from tests.support.factories import make_table, partition_of
 
@@ -267,7 +268,7 @@ def test_a_missing_codec_library_is_not_a_corrupt_file(tmp_path: Path):
         capture_output=True,
         text=True,
         timeout=60,
-        cwd=str(Path(__file__).resolve().parents[2]),
+        cwd=str(Path(__file__).resolve().parents[3]),
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("missing ") and "install" in result.stdout

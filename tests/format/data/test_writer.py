@@ -28,7 +28,7 @@ from paimon_format.manifest.entries import DataFileMeta
 from paimon_format.model.binary_row import EMPTY_ROW, deserialize_row
 from paimon_format.model.file_layout import table_arrow_schema
 from paimon_format.model.schema import TableSchema, new_table_schema
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
 
 COLUMNS = [("id", "BIGINT"), ("dt", "STRING"), ("v", "STRING")]

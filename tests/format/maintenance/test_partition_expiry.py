@@ -18,7 +18,7 @@ from paimon_format.maintenance.partition_expiry import (
 from paimon_format.manifest.entries import DELETE
 from paimon_format.manifest.files import rolling_write_manifests
 from paimon_format.model.partition_spec import PartitionStats
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.partition_predicate import PartitionColumns
 from paimon_format.scan.snapshot_scan import live_entries
 from tests.support.factories import data_file, make_table, message

@@ -49,7 +49,7 @@ from paimon_format.manifest.entries import (
 from paimon_format.manifest.files import manifest_file_meta, rolling_write_manifests
 from paimon_format.manifest.schemas import MANIFEST_FILE_META_SCHEMA
 from paimon_format.model.binary_row import EMPTY_ROW, deserialize_row, serialize_row
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
 from tests.support.samples import SAMPLES
 

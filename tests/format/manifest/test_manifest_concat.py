@@ -26,7 +26,7 @@ from paimon_format.manifest.entries import (
 from paimon_format.manifest.files import manifest_file_meta
 from paimon_format.manifest.schemas import MANIFEST_ENTRY_SCHEMA
 from paimon_format.model.binary_row import serialize_row
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.snapshot_scan import EntryMerger
 from paimon_format.storage.fileio import FileIO
 from tests.support.factories import data_file

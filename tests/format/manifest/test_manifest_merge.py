@@ -16,7 +16,7 @@ from paimon_format.manifest.merge import (
     try_full_compaction,
 )
 from paimon_format.model.binary_row import serialize_row
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.snapshot_scan import EntryMerger, merge_entries
 from tests.support.factories import data_file
 

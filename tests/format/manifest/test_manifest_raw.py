@@ -27,7 +27,7 @@ from paimon_format.manifest.files import manifest_file_meta, rolling_write_raw_m
 from paimon_format.manifest.raw import _padding_for, iter_raw_entries, iter_wanted_deletes, read_raw_manifest
 from paimon_format.manifest.schemas import MANIFEST_ENTRY_SCHEMA
 from paimon_format.model.binary_row import EMPTY_ROW, serialize_row
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.snapshot_scan import EntryMerger
 from paimon_format.storage.fileio import FileIO
 

@@ -21,7 +21,7 @@ from paimon_format.merge.row_functions import MergeRow
 from paimon_format.merge.sorted_runs import merge_rows
 from paimon_format.merge.table_engine import check_merge_supported
 from paimon_format.model.options import CoreOptions
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from tests.support.merge_runs import make_run, make_schema, merged_rows
 
 PU_COLUMNS = (("k", "INT"), ("a", "STRING"), ("b", "INT"), ("c", "STRING"))

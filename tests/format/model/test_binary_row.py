@@ -25,7 +25,7 @@ from paimon_format.model.binary_row import (
     row_arity,
     serialize_row,
 )
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from tests.support.samples import SAMPLES
 
 needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared/spec/samples not present")

@@ -16,7 +16,7 @@ from paimon_format.model.schema import (
     TableSchema,
     new_table_schema,
 )
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
 from tests.support.samples import SAMPLES
 

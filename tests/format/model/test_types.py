@@ -10,6 +10,8 @@ import pyarrow as pa
 import pytest
 
 from paimon_format.errors import PaimonFormatError
+from paimon_format.model.arrow_types import from_arrow, to_arrow
+from paimon_format.model.type_parsing import parse_field, parse_type
 from paimon_format.model.types import (
     BIGINT,
     DECIMAL,
@@ -20,10 +22,7 @@ from paimon_format.model.types import (
     DataType,
     TypeParseError,
     assign_field_ids,
-    from_arrow,
     max_field_id,
-    parse_type,
-    to_arrow,
 )
 from tests.support.samples import SAMPLES
 
@@ -183,7 +182,7 @@ def test_nested_fields_without_ids_are_numbered_like_java() -> None:
 
 def test_data_field_json_round_trip() -> None:
     data = {"id": 3, "name": "c", "type": "DECIMAL(10, 2) NOT NULL", "description": "money"}
-    field = DataField.from_json(data)
+    field = parse_field(data)
     assert field == DataField(3, "c", DECIMAL(10, 2, nullable=False), "money")
     assert field.to_json() == data
     assert DataField(0, "x", BIGINT()).to_json() == {"id": 0, "name": "x", "type": "BIGINT"}
@@ -195,9 +194,9 @@ def test_sample_schemas_parse_and_print_back(path: Path) -> None:
     """Fields written by pypaimon read back; printing gives Java's form, which parses to the same type."""
     aliases = {"TIMESTAMP_LTZ(6)": "TIMESTAMP(6) WITH LOCAL TIME ZONE"}
     for raw in json.loads(path.read_text())["fields"]:
-        field = DataField.from_json(raw)
+        field = parse_field(raw)
         printed = field.to_json()
-        assert DataField.from_json(printed) == field
+        assert parse_field(printed) == field
         expected = raw["type"]
         if isinstance(expected, str):
             assert printed["type"] == aliases.get(expected, expected)
@@ -210,7 +209,7 @@ def test_sample_schemas_parse_and_print_back(path: Path) -> None:
 @needs_samples
 def test_more_types_sample_values() -> None:
     fields = {
-        f["name"]: DataField.from_json(f)
+        f["name"]: parse_field(f)
         for f in json.loads((SAMPLES / "schema.more_types.0.json").read_text())["fields"]
     }
     assert fields["c_ts_ltz"].type.root == "TIMESTAMP_LTZ" and fields["c_ts_ltz"].type.precision == 6

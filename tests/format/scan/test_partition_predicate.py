@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.partition_predicate import (
     PartitionColumns,
     PredicateError,

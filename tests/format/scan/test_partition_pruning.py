@@ -12,7 +12,7 @@ import pytest
 from paimon_format.manifest.entries import ManifestFileMeta, SimpleStats
 from paimon_format.manifest.files import partition_stats
 from paimon_format.model.binary_row import EMPTY_ROW, serialize_row
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.partition_predicate import PartitionColumns, predicate_test, selects, spec_test
 from paimon_format.scan.partition_pruning import (
     any_of,

@@ -19,7 +19,7 @@ from paimon_format.errors import UnsupportedOperationError
 from paimon_format.manifest.entries import DataFileMeta
 from paimon_format.model.binary_row import serialize_row
 from paimon_format.model.file_layout import table_arrow_schema
-from paimon_format.model.types import parse_type
+from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.split_read import read_split
 from paimon_format.scan.splits import key_sections, plan_splits, sorted_runs
 from paimon_format.table import Table
