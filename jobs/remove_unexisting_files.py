@@ -48,7 +48,8 @@ from paimon_format.index.deletion_vectors import (
     drop_deletion_vectors,
     index_file_path,
 )
-from paimon_format.manifest.entries import ADD, IndexManifestEntry, ManifestEntry, read_manifest
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import ADD, IndexManifestEntry, ManifestEntry
 from paimon_format.scan.snapshot_scan import data_manifests, index_entries
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point

@@ -33,7 +33,8 @@ from paimon_format.commit import CommitMessage, IndexUpdate, SnapshotCommit
 from paimon_format.data.conform import conform, fit_string_lengths
 from paimon_format.data.writer import write_bucket_outputs, write_table_files
 from paimon_format.errors import PaimonFormatError
-from paimon_format.manifest.entries import ADD, read_manifest
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import ADD
 from paimon_format.model.arrow_types import from_arrow
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.partition_spec import partition_bytes

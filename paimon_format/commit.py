@@ -27,6 +27,7 @@ from paimon_format.errors import (
     PaimonFormatError,
     SnapshotNotFoundError,
 )
+from paimon_format.manifest.codec import read_manifest, write_index_manifest, write_manifest_list
 from paimon_format.manifest.concat import BlockMergeOps
 from paimon_format.manifest.entries import (
     ADD,
@@ -35,9 +36,6 @@ from paimon_format.manifest.entries import (
     IndexManifestEntry,
     ManifestEntry,
     ManifestFileMeta,
-    read_manifest,
-    write_index_manifest,
-    write_manifest_list,
 )
 from paimon_format.manifest.files import rolling_write_manifests
 from paimon_format.manifest.merge import merge_manifests

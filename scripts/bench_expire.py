@@ -41,14 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from jobs.expire_snapshots import expire_snapshots  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
-from paimon_format.manifest.entries import (  # noqa: E402
-    ADD,
-    DELETE,
-    ManifestEntry,
-    ManifestFileMeta,
-    write_manifest,
-    write_manifest_list,
-)
+from paimon_format.manifest.codec import write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest.entries import ADD, DELETE, ManifestEntry, ManifestFileMeta  # noqa: E402
 from paimon_format.manifest.files import manifest_file_meta  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402

@@ -45,7 +45,8 @@ from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.maintenance.orphan_rules import DELETABLE, FileNaming, judge_file  # noqa: E402
 from paimon_format.maintenance.references import referenced_files  # noqa: E402
-from paimon_format.manifest.entries import ADD, ManifestEntry, write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest.codec import write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest.entries import ADD, ManifestEntry  # noqa: E402
 from paimon_format.manifest.files import manifest_file_meta  # noqa: E402
 from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402

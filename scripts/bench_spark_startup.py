@@ -45,7 +45,7 @@ def load() -> str:
 
 
 def _passthrough(batches: Iterator[Any]) -> Iterator[Any]:
-    import paimon_format.manifest.entries  # noqa: F401 - what a real job's workers import first
+    import paimon_format.manifest.codec  # noqa: F401 - what a real job's workers import first
 
     yield from batches
 

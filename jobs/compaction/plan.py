@@ -27,7 +27,8 @@ from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small
 from paimon_format.compaction.rules import BucketFile, CompactionSettings, pick_bins
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.index.deletion_vectors import DeletionFile
-from paimon_format.manifest.entries import ADD, DELETE, DataFileMeta, read_manifest
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import ADD, DELETE, DataFileMeta
 from paimon_format.scan.partition_predicate import PartitionTest, selects
 from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.snapshot import Snapshot

@@ -36,14 +36,8 @@ from paimon_format.commit import COMPACT, AttemptContext, PrewrittenDelta, Snaps
 from paimon_format.compaction.rewrite import RewriteSpec, rewrite_bin
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.index.deletion_vectors import DELETION_VECTORS_INDEX
-from paimon_format.manifest.entries import (
-    ADD,
-    DELETE,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    read_manifest,
-)
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import ADD, DELETE, IndexManifestEntry, ManifestEntry, ManifestFileMeta
 from paimon_format.manifest.files import rolling_write_manifests
 from paimon_format.model.options import CoreOptions
 from paimon_format.scan.snapshot_scan import index_entries, read_list

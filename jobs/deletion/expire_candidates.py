@@ -22,7 +22,8 @@ from paimon_format.maintenance.references import (
     index_manifest_references,
     snapshot_metadata_files,
 )
-from paimon_format.manifest.entries import ADD, read_manifest, read_manifest_list
+from paimon_format.manifest.codec import read_manifest, read_manifest_list
+from paimon_format.manifest.entries import ADD
 from paimon_format.table import Table
 
 SNAPSHOT_LIMIT = 1_000_000  # snapshot ids the driver lists; Paimon tables keep far fewer

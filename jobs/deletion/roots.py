@@ -39,7 +39,8 @@ from paimon_format.maintenance.references import (
     root_references,
     snapshot_metadata_files,
 )
-from paimon_format.manifest.entries import ADD, read_manifest
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import ADD
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 

@@ -35,7 +35,8 @@ from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import OVERWRITE, AttemptContext, PrewrittenDelta, SnapshotCommit
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
-from paimon_format.manifest.entries import ADD, ManifestEntry, read_manifest
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import ADD, ManifestEntry
 from paimon_format.scan.partition_pruning import partitions_pruner
 from paimon_format.scan.snapshot_scan import read_list
 from paimon_format.snapshot import Snapshot

@@ -27,7 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.errors import CorruptFileError, InvalidTableStateError, PaimonFormatError
-from paimon_format.manifest.entries import ADD, check_file_size, gc_paused
+from paimon_format.manifest.codec import check_file_size, gc_paused
+from paimon_format.manifest.entries import ADD
 from paimon_format.manifest.files import rolling_write_raw_manifests
 from paimon_format.manifest.raw import RawEntry, iter_raw_records, iter_wanted_deletes, raw_entry
 from paimon_format.model.options import CoreOptions

@@ -41,7 +41,8 @@ from pydantic import BaseModel, Field
 from jobs.runtime.local_frame import LocalLimitExceeded, LocalSession
 from jobs.runtime.report import RunRecord
 from paimon_format.branches import MAIN_BRANCH
-from paimon_format.manifest.entries import ManifestFileMeta, read_manifest_list
+from paimon_format.manifest.codec import read_manifest_list
+from paimon_format.manifest.entries import ManifestFileMeta
 from paimon_format.table import Table
 
 DEFAULT_MAX_ENTRIES = 10_000

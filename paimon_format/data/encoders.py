@@ -18,7 +18,7 @@ import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
 from paimon_format.errors import UnsupportedOperationError, missing_codec_library
-from paimon_format.manifest.entries import avro_codec
+from paimon_format.manifest.codec import avro_codec
 from paimon_format.model.file_layout import file_arrow_schema, file_fields
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema

@@ -19,16 +19,8 @@ from dataclasses import dataclass
 
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError
-from paimon_format.manifest.entries import (
-    ADD,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    gc_paused,
-    iter_manifest_records,
-    read_index_manifest,
-    read_manifest,
-)
+from paimon_format.manifest.codec import gc_paused, iter_manifest_records, read_index_manifest, read_manifest
+from paimon_format.manifest.entries import ADD, IndexManifestEntry, ManifestEntry, ManifestFileMeta
 from paimon_format.scan.snapshot_scan import (
     changelog_manifests,
     data_manifests,

@@ -40,16 +40,10 @@ import fastavro
 import fastavro.write
 
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest.entries import (
-    _SYNC_INTERVAL,
-    DELETE,
-    ManifestFileMeta,
-    SimpleStats,
-    _codec_and_level,
-    check_file_size,
-    gc_paused,
-)
-from paimon_format.manifest.files import _EncodedBlock, _order_key, raw_manifest_file_meta
+from paimon_format.manifest._blocks import EncodedBlock, partition_order_key
+from paimon_format.manifest.codec import SYNC_INTERVAL, check_file_size, codec_and_level, gc_paused
+from paimon_format.manifest.entries import DELETE, ManifestFileMeta, SimpleStats
+from paimon_format.manifest.files import raw_manifest_file_meta
 from paimon_format.manifest.merge import Canceller, Deletes, may_contain_any
 from paimon_format.manifest.raw import RawEntry, iter_raw_entries, iter_source_entries
 from paimon_format.model.binary_row import EMPTY_ROW, deserialize_row, serialize_row
@@ -286,7 +280,7 @@ class _Writer:
         self._dir = manifest_dir
         self._names = name_factory
         self._target = target_size
-        self._codec, self._level = _codec_and_level(compression)
+        self._codec, self._level = codec_and_level(compression)
         self._partition_types = partition_types
         self._schema_id = schema_id
         self._schema_text: str | None = None
@@ -306,11 +300,11 @@ class _Writer:
                 self._buffer,
                 fastavro.parse_schema(json.loads(schema_text)),
                 codec=self._codec,
-                sync_interval=_SYNC_INTERVAL,
+                sync_interval=SYNC_INTERVAL,
                 compression_level=self._level,
             )
         for data, count in part.blocks:
-            self._avro.write_block(_EncodedBlock(data, count))
+            self._avro.write_block(EncodedBlock(data, count))
         part.blocks = []  # written: only its list record is kept, for the new file's record
         self._parts.append(part)
         if self._buffer.tell() >= self._target:  # type: ignore[union-attr]
@@ -382,9 +376,13 @@ def _combined_stats(parts: list[_Part], partition_types: Sequence[DataType]) -> 
         for i in range(arity):
             count, total = counts[i] if i < len(counts) else None, nulls[i]
             nulls[i] = None if count is None or total is None else total + count
-            if low[i] is not None and (minimum[i] is None or _order_key(low[i]) < _order_key(minimum[i])):
+            if low[i] is not None and (
+                minimum[i] is None or partition_order_key(low[i]) < partition_order_key(minimum[i])
+            ):
                 minimum[i] = low[i]
-            if high[i] is not None and (maximum[i] is None or _order_key(high[i]) > _order_key(maximum[i])):
+            if high[i] is not None and (
+                maximum[i] is None or partition_order_key(high[i]) > partition_order_key(maximum[i])
+            ):
                 maximum[i] = high[i]
     return SimpleStats(
         serialize_row(minimum, partition_types), serialize_row(maximum, partition_types), nulls

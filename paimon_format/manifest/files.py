@@ -1,6 +1,6 @@
 """Writing manifest files: the manifest-list record of each (§4.3) and rolling writers.
 
-Kept apart from the codec (`paimon_format.manifest.entries`, records <-> models) because this is what every
+Kept apart from the codec (`paimon_format.manifest.codec`, records <-> models) because this is what every
 writer of manifests shares: the commit, manifest compaction, data-file compaction and partition
 drops. Two kinds of input roll into files of `manifest.target-file-size`: model entries
 (`ManifestEntry`, encoded here) and raw entries (`manifest_raw.RawEntry`, whose Avro bytes are
@@ -10,24 +10,20 @@ copied as they are: the fast path of bulk rewrites).
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import io
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import fastavro.write
 
-from paimon_format.manifest.entries import (
-    _PARSED_MANIFEST,
-    _SYNC_INTERVAL,
-    ADD,
-    ManifestEntry,
-    ManifestFileMeta,
-    SimpleStats,
-    _codec_and_level,
-    _entry_to_avro,
+from paimon_format.manifest._blocks import EncodedBlock, partition_order_key
+from paimon_format.manifest.codec import (
+    PARSED_MANIFEST_ENTRY_SCHEMA,
+    SYNC_INTERVAL,
+    codec_and_level,
+    entry_to_record,
 )
+from paimon_format.manifest.entries import ADD, ManifestEntry, ManifestFileMeta, SimpleStats
 from paimon_format.manifest.raw import RawEntry
 from paimon_format.model.binary_row import EMPTY_ROW, deserialize_row, serialize_row
 from paimon_format.model.types import DataType
@@ -35,19 +31,6 @@ from paimon_format.storage.fileio import FileIO
 
 # What the manifest-list record needs of one entry: kind, bucket, level, schema id, first row id, rows.
 EntryFacts = tuple[int, int, int, int, "int | None", int]
-
-
-def _order_key(value: Any) -> Any:
-    """Sort key matching Java's comparison of partition values where Python's differs.
-
-    Floats: Java's Double.compare puts NaN above everything and -0.0 below 0.0. Timestamps with
-    nanoseconds (binary_row.PreciseDatetime) compare on the nanos too.
-    """
-    if isinstance(value, float):
-        return (1, 0.0, 0.0) if math.isnan(value) else (0, value, math.copysign(1.0, value))
-    if isinstance(value, dt.datetime):
-        return (value, getattr(value, "nanosecond", 0) or 0)
-    return value
 
 
 def partition_stats(partitions: Iterable[bytes], partition_types: Sequence[DataType]) -> SimpleStats:
@@ -68,7 +51,7 @@ def partition_stats(partitions: Iterable[bytes], partition_types: Sequence[DataT
             if value is None:
                 nulls[i] += count
                 continue
-            key = _order_key(value)
+            key = partition_order_key(value)
             if minimum[i] is None or key < min_keys[i]:
                 minimum[i], min_keys[i] = value, key
             if maximum[i] is None or key > max_keys[i]:
@@ -190,7 +173,7 @@ def rolling_write_manifests(
     ) -> list:
         in_file = []
         for entry in stream:
-            writer.write(_entry_to_avro(entry))
+            writer.write(entry_to_record(entry))
             in_file.append(entry)
             if buffer.tell() >= target_size:
                 break
@@ -227,21 +210,13 @@ def rolling_write_raw_manifests(
             if len(in_file) == first:
                 break  # the stream is exhausted
             block = in_file[first:]
-            writer.write_block(_EncodedBlock(b"".join(e.datum for e in block), len(block)))
+            writer.write_block(EncodedBlock(b"".join(e.datum for e in block), len(block)))
         return in_file
 
     def meta(name: str, size: int, in_file: list) -> ManifestFileMeta:
         return raw_manifest_file_meta(name, size, in_file, schema_id, partition_types)
 
     return _roll(file_io, manifest_dir, name_factory, entries, target_size, compression, fill, meta)
-
-
-class _EncodedBlock:
-    """What fastavro's `Writer.write_block` takes: a block's uncompressed datums and their count."""
-
-    def __init__(self, data: bytes, num_records: int) -> None:
-        self.bytes_ = io.BytesIO(data)
-        self.num_records = num_records
 
 
 def _roll(
@@ -257,8 +232,8 @@ def _roll(
     """Open manifest after manifest, `fill` each from the stream until it reaches the target, write it."""
     if target_size <= 0:
         raise ValueError(f"manifest target size must be positive, got {target_size}")
-    codec, level = _codec_and_level(compression)
-    sync_interval = max(4096, min(_SYNC_INTERVAL, target_size // 8))
+    codec, level = codec_and_level(compression)
+    sync_interval = max(4096, min(SYNC_INTERVAL, target_size // 8))
     metas: list[ManifestFileMeta] = []
     written: list[str] = []
     stream = iter(entries)
@@ -266,7 +241,11 @@ def _roll(
         while True:
             buffer = io.BytesIO()
             writer = fastavro.write.Writer(
-                buffer, _PARSED_MANIFEST, codec=codec, sync_interval=sync_interval, compression_level=level
+                buffer,
+                PARSED_MANIFEST_ENTRY_SCHEMA,
+                codec=codec,
+                sync_interval=sync_interval,
+                compression_level=level,
             )
             in_file = fill(writer, buffer, stream, sync_interval)
             if not in_file:

@@ -13,7 +13,7 @@ The bytes must be in the schema the new file declares, which is ours (`MANIFEST_
   end of `_FILE`, the last top-level field: the datum plus one null-branch byte (0) per missing
   field is the same entry in our layout;
 - any other layout (pypaimon's `["null", record]` unions, fields in another order, fields we do not
-  know): the entry goes through the models (`_entry_from_avro` / `_entry_to_avro`), as every other
+  know): the entry goes through the models (`entry_from_record` / `entry_to_record`), as every other
   rewrite does, so nothing is ever written in a shape we have not checked.
 
 Datum boundaries come from fastavro itself: iterating a block decodes one record at a time from
@@ -33,19 +33,18 @@ from typing import Any
 import fastavro
 
 from paimon_format.errors import CorruptFileError, InvalidTableStateError
-from paimon_format.manifest.entries import (
-    _PARSED_MANIFEST,
-    ADD,
-    DELETE,
+from paimon_format.manifest.codec import (
     MANIFEST_VERSION,
-    _entry_from_avro,
-    _entry_to_avro,
+    PARSED_MANIFEST_ENTRY_SCHEMA,
     check_file_size,
     creation_millis,
     decode_error,
+    entry_from_record,
+    entry_to_record,
     gc_paused,
     version_error,
 )
+from paimon_format.manifest.entries import ADD, DELETE
 from paimon_format.manifest.schemas import MANIFEST_ENTRY_SCHEMA
 from paimon_format.storage.fileio import FileIO
 
@@ -324,7 +323,9 @@ def raw_entry(record: dict[str, Any], datum: bytes | None) -> RawEntry:
     layout through the models (raises KeyError for a missing required field)."""
     if datum is None:
         buffer = io.BytesIO()
-        fastavro.schemaless_writer(buffer, _PARSED_MANIFEST, _entry_to_avro(_entry_from_avro(record)))
+        fastavro.schemaless_writer(
+            buffer, PARSED_MANIFEST_ENTRY_SCHEMA, entry_to_record(entry_from_record(record))
+        )
         datum = buffer.getvalue()
     return _built(record, record["_KIND"], datum)
 

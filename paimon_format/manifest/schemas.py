@@ -1,6 +1,6 @@
 """The Avro schemas of manifests, manifest lists and index manifests, in Java's exact shape (spec §4).
 
-Kept apart from the codec (`paimon_format.manifest.entries`) because they are data: one place to compare
+Kept apart from the codec (`paimon_format.manifest.codec`) because they are data: one place to compare
 with Java's `AvroSchemaConverter` output field by field when Paimon adds a field.
 """
 

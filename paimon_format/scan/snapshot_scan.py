@@ -12,16 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest.entries import (
-    ADD,
-    DELETE,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    read_index_manifest,
-    read_manifest,
-    read_manifest_list,
-)
+from paimon_format.manifest.codec import read_index_manifest, read_manifest, read_manifest_list
+from paimon_format.manifest.entries import ADD, DELETE, IndexManifestEntry, ManifestEntry, ManifestFileMeta
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 

@@ -10,7 +10,7 @@ import pytest
 from paimon_format.commit import OVERWRITE, CommitMessage, SnapshotCommit
 from paimon_format.errors import CommitConflictError, CommitRetriesExhaustedError, StorageError
 from paimon_format.maintenance.references import referenced_files
-from paimon_format.manifest.entries import read_manifest_list
+from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table

@@ -23,7 +23,8 @@ _WITHOUT_ZSTD = textwrap.dedent(
         sys.modules[name] = None
     from paimon_format.errors import MissingDependencyError
     from paimon_format.model.binary_row import EMPTY_ROW
-    from paimon_format.manifest.entries import ADD, ManifestEntry, decode_manifest, encode_manifest
+    from paimon_format.manifest.codec import decode_manifest, encode_manifest
+    from paimon_format.manifest.entries import ADD, ManifestEntry
     from jobs.runtime.errors import describe, exit_code_for
     from tests.support.factories import data_file
 
@@ -41,7 +42,8 @@ _WITHOUT_ZSTD = textwrap.dedent(
 
 
 def test_a_missing_zstd_library_is_exit_1_naming_the_library_not_a_corrupt_manifest():
-    from paimon_format.manifest.entries import ADD, ManifestEntry, encode_manifest
+    from paimon_format.manifest.codec import encode_manifest
+    from paimon_format.manifest.entries import ADD, ManifestEntry
     from paimon_format.model.binary_row import EMPTY_ROW
     from tests.support.factories import data_file
 

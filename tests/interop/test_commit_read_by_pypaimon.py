@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
-from paimon_format.manifest.entries import DataFileMeta, SimpleStats, read_manifest_list
+from paimon_format.manifest.codec import read_manifest_list
+from paimon_format.manifest.entries import DataFileMeta, SimpleStats
 from paimon_format.model.binary_row import EMPTY_ROW
 from paimon_format.table import Table
 from tests.support.factories import make_table, partition_of

@@ -68,7 +68,7 @@ def lists_java_orphan_cleaning_loses(path: str, with_data_files: bool = False) -
     have expired, Java's cleaning takes those too). Absolute paths.
     """
     from paimon_format.maintenance.references import snapshot_sources
-    from paimon_format.manifest.entries import read_manifest, read_manifest_list
+    from paimon_format.manifest.codec import read_manifest, read_manifest_list
     from paimon_format.storage.fileio import FileIO
     from paimon_format.table import Table
 

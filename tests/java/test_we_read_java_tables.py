@@ -11,7 +11,7 @@ import os
 import fastavro
 import pytest
 
-from paimon_format.manifest.entries import decode_manifest
+from paimon_format.manifest.codec import decode_manifest
 from paimon_format.manifest.files import rolling_write_raw_manifests
 from paimon_format.manifest.raw import _padding_for, iter_raw_entries
 from paimon_format.storage.fileio import FileIO

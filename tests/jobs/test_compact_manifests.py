@@ -11,13 +11,8 @@ from jobs.__main__ import main
 from jobs.compact_manifests import compact_manifests, plan_compaction
 from paimon_format.commit import COMPACT, SnapshotCommit
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest.entries import (
-    ManifestFileMeta,
-    SimpleStats,
-    delete_entry,
-    read_manifest,
-    write_manifest,
-)
+from paimon_format.manifest.codec import read_manifest, write_manifest
+from paimon_format.manifest.entries import ManifestFileMeta, SimpleStats, delete_entry
 from paimon_format.manifest.files import manifest_file_meta
 from paimon_format.model.binary_row import deserialize_row
 from paimon_format.scan.snapshot_scan import data_manifests, live_entries

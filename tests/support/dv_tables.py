@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from pyroaring import BitMap
 
 from paimon_format.index.deletion_vectors import write_index_file
-from paimon_format.manifest.entries import IndexManifestEntry, write_index_manifest, write_manifest_list
+from paimon_format.manifest.codec import write_index_manifest, write_manifest_list
+from paimon_format.manifest.entries import IndexManifestEntry
 from paimon_format.scan.snapshot_scan import data_manifests, index_entries
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table

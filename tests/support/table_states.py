@@ -189,7 +189,8 @@ def changelog_needs(table: Table, changelog: Any) -> set[str]:
     With a changelog producer: the changelog manifest list, its manifests and the files they ADD.
     Without (`changelog-producer` = none) the changelog is the delta: the delta and base lists,
     their manifests and the append-origin files the delta names, ADD or DELETE."""
-    from paimon_format.manifest.entries import ADD, read_manifest, read_manifest_list
+    from paimon_format.manifest.codec import read_manifest, read_manifest_list
+    from paimon_format.manifest.entries import ADD
 
     files: set[str] = set()
 

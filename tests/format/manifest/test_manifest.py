@@ -22,19 +22,11 @@ import fastavro
 import pytest
 
 from paimon_format.errors import CorruptFileError, MissingFileError
-from paimon_format.manifest.entries import (
-    ADD,
-    DELETE,
-    DataFileMeta,
-    IndexManifestEntry,
-    ManifestEntry,
-    ManifestFileMeta,
-    SimpleStats,
+from paimon_format.manifest.codec import (
     avro_codec,
     decode_index_manifest,
     decode_manifest,
     decode_manifest_list,
-    delete_entry,
     encode_index_manifest,
     encode_manifest,
     encode_manifest_list,
@@ -45,6 +37,16 @@ from paimon_format.manifest.entries import (
     write_index_manifest,
     write_manifest,
     write_manifest_list,
+)
+from paimon_format.manifest.entries import (
+    ADD,
+    DELETE,
+    DataFileMeta,
+    IndexManifestEntry,
+    ManifestEntry,
+    ManifestFileMeta,
+    SimpleStats,
+    delete_entry,
 )
 from paimon_format.manifest.files import manifest_file_meta, rolling_write_manifests
 from paimon_format.manifest.schemas import MANIFEST_FILE_META_SCHEMA

@@ -13,16 +13,9 @@ import fastavro
 import pytest
 
 from paimon_format.errors import InvalidTableStateError
+from paimon_format.manifest.codec import decode_manifest, encode_manifest, entry_to_record
 from paimon_format.manifest.concat import merge_by_blocks, read_deletes
-from paimon_format.manifest.entries import (
-    ADD,
-    DELETE,
-    ManifestEntry,
-    ManifestFileMeta,
-    _entry_to_avro,
-    decode_manifest,
-    encode_manifest,
-)
+from paimon_format.manifest.entries import ADD, DELETE, ManifestEntry, ManifestFileMeta
 from paimon_format.manifest.files import manifest_file_meta
 from paimon_format.manifest.schemas import MANIFEST_ENTRY_SCHEMA
 from paimon_format.model.binary_row import serialize_row
@@ -57,7 +50,7 @@ class Store:
             schema = copy.deepcopy(MANIFEST_ENTRY_SCHEMA)
             schema["fields"][-1]["type"]["fields"] = schema["fields"][-1]["type"]["fields"][:-5]
             buffer = io.BytesIO()
-            fastavro.writer(buffer, fastavro.parse_schema(schema), [_entry_to_avro(e) for e in entries])
+            fastavro.writer(buffer, fastavro.parse_schema(schema), [entry_to_record(e) for e in entries])
             data = buffer.getvalue()
         else:
             data = encode_manifest(entries)

@@ -12,17 +12,8 @@ import fastavro
 import pytest
 
 from paimon_format.errors import CorruptFileError, InvalidTableStateError
-from paimon_format.manifest.entries import (
-    ADD,
-    DELETE,
-    DataFileMeta,
-    ManifestEntry,
-    SimpleStats,
-    _entry_to_avro,
-    decode_manifest,
-    encode_manifest,
-    entry_from_record,
-)
+from paimon_format.manifest.codec import decode_manifest, encode_manifest, entry_from_record, entry_to_record
+from paimon_format.manifest.entries import ADD, DELETE, DataFileMeta, ManifestEntry, SimpleStats
 from paimon_format.manifest.files import manifest_file_meta, rolling_write_raw_manifests
 from paimon_format.manifest.raw import _padding_for, iter_raw_entries, iter_wanted_deletes, read_raw_manifest
 from paimon_format.manifest.schemas import MANIFEST_ENTRY_SCHEMA
@@ -92,7 +83,7 @@ def _avro(schema: Any, entries: list[ManifestEntry], codec: str = "zstandard") -
     buffer = io.BytesIO()
     records = []
     for entry in entries:
-        record = _entry_to_avro(entry)
+        record = entry_to_record(entry)
         record["_FILE"]["_FUTURE"] = 5
         records.append(record)
     fastavro.writer(buffer, fastavro.parse_schema(schema), records, codec=codec, sync_interval=2000)
@@ -231,7 +222,7 @@ def test_a_fastavro_reading_blocks_otherwise_falls_back_to_the_models(monkeypatc
 
 
 def _one_record_manifest(**changes: Any) -> bytes:
-    record = _entry_to_avro(_entries(1)[0]) | changes
+    record = entry_to_record(_entries(1)[0]) | changes
     buffer = io.BytesIO()
     fastavro.writer(buffer, fastavro.parse_schema(MANIFEST_ENTRY_SCHEMA), [record])
     return buffer.getvalue()

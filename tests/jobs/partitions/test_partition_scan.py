@@ -18,7 +18,8 @@ from jobs.partitions.scan_tasks import (
 )
 from paimon_format.commit import SnapshotCommit
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest.entries import DELETE, ManifestEntry, read_manifest
+from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.entries import DELETE, ManifestEntry
 from paimon_format.scan.snapshot_scan import data_manifests, live_entries
 from tests.support.factories import data_file, make_table, message, partition_of
 
