@@ -144,6 +144,18 @@ def test_type_checking_imports_do_not_make_a_circle(tmp_path: Path) -> None:
     assert rules_of(check_tree(write_tree(tmp_path / "unguarded", unguarded))) == [IMPORT_CIRCLE]
 
 
+def test_the_script_block_of_an_operation_makes_no_circle(tmp_path: Path) -> None:
+    """`if __name__ == "__main__":` runs only in the file spark-submit starts (named `__main__`)."""
+    files = {
+        "jobs/compact.py": 'if __name__ == "__main__":\n    from jobs.entry import run_entry\n',
+        "jobs/entry.py": "from jobs.__main__ import main\n",
+        "jobs/__main__.py": "from jobs import compact\n",
+    }
+    assert check_tree(write_tree(tmp_path / "guarded", files)) == []
+    unguarded = {**files, "jobs/compact.py": "from jobs.entry import run_entry\n"}
+    assert rules_of(check_tree(write_tree(tmp_path / "unguarded", unguarded))) == [IMPORT_CIRCLE]
+
+
 def test_relative_imports_are_resolved_into_the_graph(tmp_path: Path) -> None:
     root = write_tree(
         tmp_path,

@@ -4,7 +4,8 @@ Rules (docs in /work/shared/DESIGN.md, "The layout"):
 
 - ``import-circle``: no import circle among the modules of ``paimon_format`` and ``jobs``. An import
   inside a function counts (it only postpones the circle to the first call); an import under
-  ``if TYPE_CHECKING:`` does not (it never runs).
+  ``if TYPE_CHECKING:`` does not (it never runs), nor one under ``if __name__ == "__main__":`` (it
+  runs only in the file spark-submit starts, which Python names ``__main__``, not the module).
 - ``format-imports-spark-or-jobs``: ``paimon_format`` never imports ``jobs``, ``pyspark`` or ``py4j``,
   anywhere in a module (inside functions and under ``TYPE_CHECKING`` too).
 - ``operation-imports-operation``: one operation module (a ``.py`` file directly in ``jobs/`` other
@@ -87,7 +88,7 @@ class ImportStatement:
     end_line: int
     names: tuple[str, ...]
     in_function: bool
-    type_checking_only: bool
+    only_when: str | None  # "type checking" or "script": never runs when the module is imported
     has_reason: bool
 
 
@@ -157,11 +158,24 @@ def comment_lines(source: str) -> tuple[set[int], set[int]]:
     return with_comment, only_comment
 
 
-def is_type_checking_test(test: ast.expr) -> bool:
-    """`if TYPE_CHECKING:` or `if typing.TYPE_CHECKING:`."""
-    if isinstance(test, ast.Name):
-        return test.id == "TYPE_CHECKING"
-    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+def guarded_block(test: ast.expr) -> str | None:
+    """What an `if` test says about its block: "type checking" for `if TYPE_CHECKING:` (or
+    `typing.TYPE_CHECKING`), "script" for `if __name__ == "__main__":`, else None."""
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return "type checking"
+    if isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
+        return "type checking"
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Eq)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    ):
+        return "script"
+    return None
 
 
 def resolve_names(node: ast.Import | ast.ImportFrom, module: Module, known: set[str]) -> tuple[str, ...]:
@@ -196,7 +210,7 @@ def child_bodies(statement: ast.stmt) -> Iterator[list[ast.stmt]]:
 @dataclass(frozen=True)
 class _Place:
     in_function: bool = False
-    type_checking_only: bool = False
+    only_when: str | None = None
 
 
 def collect_imports(module: Module, known: set[str]) -> Iterator[ImportStatement]:
@@ -223,14 +237,12 @@ def collect_imports(module: Module, known: set[str]) -> Iterator[ImportStatement
                     or follows(previous, line)
                 )
                 names = resolve_names(statement, module, known)
-                current = ImportStatement(
-                    line, end, names, place.in_function, place.type_checking_only, has_reason
-                )
+                current = ImportStatement(line, end, names, place.in_function, place.only_when, has_reason)
                 yield current
             elif isinstance(statement, ast.FunctionDef | ast.AsyncFunctionDef):
-                yield from walk(statement.body, _Place(True, place.type_checking_only))
-            elif isinstance(statement, ast.If) and is_type_checking_test(statement.test):
-                yield from walk(statement.body, _Place(place.in_function, True))
+                yield from walk(statement.body, _Place(True, place.only_when))
+            elif isinstance(statement, ast.If) and guarded_block(statement.test):
+                yield from walk(statement.body, _Place(place.in_function, guarded_block(statement.test)))
                 yield from walk(statement.orelse, place)
             else:
                 for nested in child_bodies(statement):
@@ -251,12 +263,12 @@ def checked_target(name: str, known: set[str]) -> str | None:
 
 
 def import_edges(modules: dict[str, Module]) -> list[Edge]:
-    """Every runtime import between checked modules (TYPE_CHECKING-only imports left out)."""
+    """Every runtime import between checked modules (TYPE_CHECKING and script-only ones left out)."""
     known = set(modules)
     edges = []
     for module in modules.values():
         for statement in module.imports:
-            if statement.type_checking_only:
+            if statement.only_when is not None:
                 continue
             for name in statement.names:
                 target = checked_target(name, known)
