@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -41,12 +41,16 @@ from paimon_format.scan.split_read import projected_schema, read_split
 from paimon_format.scan.splits import PartitionFilter, plan_splits
 from paimon_format.table import Table
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
 log = logging.getLogger(__name__)
 SPLIT_COLUMN = "split"
 
 
 def read_table(
-    spark: Any,
+    spark: SparkSession,
     warehouse: str,
     table: str,
     snapshot: int | None = None,
@@ -54,7 +58,7 @@ def read_table(
     columns: Sequence[str] | None = None,
     where: str | None = None,
     storage_options: dict[str, Any] | None = None,
-) -> Any:  # -> pyspark.sql.DataFrame
+) -> DataFrame:
     """The rows of `table` (`db.name` in `warehouse`) at the latest snapshot, snapshot `snapshot`
     or tag `tag`, as a DataFrame with the table's columns (or `columns`, in that order).
 
@@ -77,7 +81,7 @@ def read_table(
     read_columns = list(columns) if columns and not where else None
     read_schema_spark = spark_schema_of(output_arrow_schema(projected_schema(schema, read_columns)))
 
-    def finish(frame: Any) -> Any:
+    def finish(frame: DataFrame) -> DataFrame:
         frame = frame.where(where) if where else frame
         return frame.select(*columns) if columns and where else frame
 
@@ -94,6 +98,7 @@ def read_table(
     )
     if not splits:
         return finish(spark.createDataFrame([], read_schema_spark))
+    # pyspark: loaded by a read that runs, not on import (--help)
     from pyspark.sql.types import BinaryType, StructField, StructType
 
     blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], len(splits), what="splits")
@@ -105,9 +110,9 @@ def read_table(
     return finish(frame.mapInArrow(task, read_schema_spark))
 
 
-def spark_schema_of(arrow_schema: pa.Schema) -> Any:  # -> StructType
+def spark_schema_of(arrow_schema: pa.Schema) -> StructType:
     """Spark's schema for Arrow columns as `read_data_file` yields them (TIMESTAMP -> TIMESTAMP_NTZ)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.pandas.types import from_arrow_schema  # pyspark: not loaded on import (--help)
 
     plain = pa.schema([field.remove_metadata() for field in arrow_schema])
     try:
@@ -117,10 +122,10 @@ def spark_schema_of(arrow_schema: pa.Schema) -> Any:  # -> StructType
 
 
 def _read_task(
-    table: Table, schema: TableSchema, columns: list[str] | None, spark_schema: Any, time_zone: str
-):
+    table: Table, schema: TableSchema, columns: list[str] | None, spark_schema: StructType, time_zone: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The executor side: each input row is a pickled split; yields its rows in Spark's Arrow types."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.pandas.types import to_arrow_schema  # pyspark: not loaded on import (--help)
 
     try:
         target = to_arrow_schema(spark_schema, timezone=time_zone)

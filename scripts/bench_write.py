@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow.dataset as ds  # noqa: E402
 
 from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
-from jobs.write import parquet_files, write_dataframe  # noqa: E402
+from jobs.write import write_dataframe  # noqa: E402
+from jobs.writing.source import parquet_files  # noqa: E402
 from scripts.generate_events import events  # noqa: E402
 
 

@@ -33,7 +33,8 @@ from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import open_existing_table
-from paimon_format.commit import OVERWRITE, AttemptContext, PrewrittenDelta, SnapshotCommit
+from paimon_format.commit import OVERWRITE, PrewrittenDelta, SnapshotCommit
+from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
 from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD, ManifestEntry
@@ -46,11 +47,13 @@ from paimon_format.table import Table
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from jobs.runtime.local_frame import LocalSession
+
 log = logging.getLogger(__name__)
 
 
 def plan_deletes(
-    spark: SparkSession, table: Table, snapshot: Snapshot, partitions: Collection[bytes]
+    spark: SparkSession | LocalSession, table: Table, snapshot: Snapshot, partitions: Collection[bytes]
 ) -> WrittenDeletes:
     """The DELETE manifests of every live file of `partitions` in `snapshot` (one read, on executors)."""
     wanted = frozenset(partitions)
@@ -122,7 +125,7 @@ class DropOutcome:
 
 
 def drop_partitions(
-    spark: SparkSession,
+    spark: SparkSession | LocalSession,
     table: Table,
     partitions: Sequence[bytes],
     max_replans: int = 3,

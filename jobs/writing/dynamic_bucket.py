@@ -28,13 +28,23 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
 from jobs.runtime.errors import BadInputError
-from paimon_format.commit import AttemptContext, IndexUpdate
+from jobs.writing.columns import (
+    BUCKET_COLUMN,
+    ORDER_COLUMN,
+    WRITTEN_FILE_DDL,
+    WRITTEN_FILE_SCHEMA,
+    WrittenRows,
+    written_file_rows,
+)
+from jobs.writing.settings import PartitionTest
+from paimon_format.commit import IndexUpdate
+from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.data.bucket_slices import split_by_partition_and_bucket
 from paimon_format.data.conform import conform, fit_string_lengths
 from paimon_format.data.writer import write_bucket_outputs
@@ -53,29 +63,17 @@ from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 from paimon_format.table import Table
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
 HASH_COLUMN = "__paimon_key_hash"
 ASSIGNER_COLUMN = "__paimon_assigner"
 ROW_COLUMN = "__paimon_row"
-# One row per file a write task wrote (the write job's result rows, fixed or dynamic buckets)
-WRITTEN_FILE_SCHEMA = pa.schema(
-    [
-        ("partition", pa.binary()),
-        ("bucket", pa.int32()),
-        ("meta", pa.binary()),
-        ("rows", pa.int64()),
-        ("size", pa.int64()),
-        ("path", pa.string()),
-        ("changelog", pa.bool_()),
-    ]
-)
-# ... plus, for dynamic buckets, a pickled new HASH IndexManifestEntry (then meta is empty)
+# The write job's result rows (`WRITTEN_FILE_SCHEMA`), plus, for dynamic buckets, a pickled new
+# HASH IndexManifestEntry (then meta is empty)
 DYNAMIC_RESULT_SCHEMA = WRITTEN_FILE_SCHEMA.append(pa.field("index", pa.binary()))
-_RESULT_DDL = (  # the same columns for Spark
-    "partition binary, bucket int, meta binary, rows long, size long, path string, changelog boolean, "
-    "index binary"
-)
-
-PartitionTest = Callable[[bytes], bool]
+_RESULT_DDL = WRITTEN_FILE_DDL + ", index binary"  # the same columns for Spark
+ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def is_dynamic_bucket(schema: TableSchema) -> bool:
@@ -138,19 +136,17 @@ def num_assigners(schema: TableSchema, parallelism: int) -> int:
 
 
 def write_dynamic(
-    df: Any,
+    df: DataFrame,
     target: Table,
     schema: TableSchema,
     first_sequence: int,
     base_snapshot_id: int | None,
     mode: str,
     overwrite_filter: PartitionTest | None,
-) -> tuple[list, IndexUpdate]:
+) -> tuple[WrittenRows, IndexUpdate]:
     """The write job's dynamic-bucket path: (result rows of the data and changelog files, the
     index change to commit with them)."""
-    from pyspark.sql import functions as F
-
-    from jobs.write import ORDER_COLUMN
+    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
 
     replaces = None if mode == "append" else (overwrite_filter or _every_partition)
     frame = df.select(*[F.col(f.name) for f in schema.fields])
@@ -169,24 +165,22 @@ def _every_partition(_partition: bytes) -> bool:
 
 
 def write_dynamic_buckets(
-    frame: Any,
+    frame: DataFrame,
     target: Table,
     schema: TableSchema,
     first_sequence: int,
     base_snapshot_id: int | None,
     replaces: PartitionTest | None,
     assigners: int,
-) -> list:
+) -> WrittenRows:
     """Write `frame` (table columns, plus the input-order column) into dynamic buckets; the result
     rows of every data, changelog and new HASH index file (`DYNAMIC_RESULT_SCHEMA`).
 
     `replaces(partition)` is true for partitions an overwrite replaces: their keys are assigned
     from an empty index, since the commit drops their files and index entries.
     """
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import IntegerType, StructField, StructType
-
-    from jobs.write import BUCKET_COLUMN, ORDER_COLUMN
+    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
+    from pyspark.sql.types import IntegerType, StructField, StructType  # pyspark: as above
 
     partition_columns = [F.col(k) for k in schema.partition_keys]
     hashed_schema = StructType(
@@ -211,7 +205,7 @@ def write_dynamic_buckets(
     return by_bucket.mapInArrow(writer, _RESULT_DDL).collect()
 
 
-def _hash_task(schema: TableSchema, assigners: int):
+def _hash_task(schema: TableSchema, assigners: int) -> ArrowTask:
     """Adds each row's key hash (of the table-typed trimmed primary key) and its assigner number."""
 
     def add(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -245,10 +239,8 @@ def _assign_task(
     base_snapshot_id: int | None,
     replaces: PartitionTest | None,
     assigners: int,
-):
+) -> ArrowTask:
     """Assigns buckets; one PartitionAssigner per (partition, assigner) the task meets."""
-    from jobs.write import BUCKET_COLUMN
-
     target_rows = CoreOptions(schema.options).dynamic_bucket_target_row_num
 
     def assign(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -291,9 +283,8 @@ def _bucket_writer_task(
     base_snapshot_id: int | None,
     replaces: PartitionTest | None,
     order_column: str,
-):
+) -> ArrowTask:
     """Writes each (partition, bucket)'s data files, and its new HASH index file if a new key came."""
-    from jobs.write import BUCKET_COLUMN
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         collected = [b for b in batches if b.num_rows]
@@ -324,21 +315,7 @@ def _bucket_writer_task(
         except BaseException:
             target.file_io.delete_many([target.full_path(index_relpath(target, e)) for e in written_index])
             raise
-        for out in outputs:
-            files = [(meta, False) for meta in out.files] + [(meta, True) for meta in out.changelog_files]
-            for meta, changelog in files:
-                rows.append(
-                    {
-                        "partition": out.partition,
-                        "bucket": out.bucket,
-                        "meta": pickle.dumps(meta),
-                        "rows": meta.row_count,
-                        "size": meta.file_size,
-                        "path": f"{target.bucket_relpath(out.partition, out.bucket)}/{meta.file_name}",
-                        "changelog": changelog,
-                        "index": None,
-                    }
-                )
+        rows.extend({**row, "index": None} for row in written_file_rows(target, outputs))
         yield pa.RecordBatch.from_pylist(rows, schema=DYNAMIC_RESULT_SCHEMA)
 
     return write
@@ -374,7 +351,7 @@ def _index_row(table: Table, entry: IndexManifestEntry) -> dict[str, Any]:
 # -- the commit ----------------------------------------------------------------------------------------
 
 
-def split_index_rows(written: list) -> tuple[list, list[IndexManifestEntry]]:
+def split_index_rows(written: WrittenRows) -> tuple[WrittenRows, list[IndexManifestEntry]]:
     """(data and changelog file rows, new HASH index entries) of the executors' result rows."""
     files, entries = [], []
     for row in written:

@@ -364,7 +364,7 @@ def test_a_dynamic_bucket_commit_refuses_when_another_writer_changed_the_hash_in
 
 
 def test_hive_style_source_directories_go_through_spark(spark_session, tmp_path):
-    from jobs.write import parquet_files
+    from jobs.writing.source import parquet_files
 
     flat = tmp_path / "flat"
     flat.mkdir()
