@@ -35,7 +35,8 @@ from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
 from jobs.runtime.spark import driver_list_frame
 from jobs.runtime.table_open import open_existing_table
-from paimon_format.commit import COMPACT, AttemptContext, SnapshotCommit
+from paimon_format.commit import COMPACT, SnapshotCommit
+from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
 from paimon_format.manifest.concat import merge_by_blocks, read_deletes
 from paimon_format.manifest.entries import ManifestFileMeta

@@ -41,7 +41,8 @@ from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import assert_small, parallelize_small
 from jobs.runtime.table_open import open_existing_table
-from paimon_format.commit import OVERWRITE, AttemptContext, CommitMessage, SnapshotCommit
+from paimon_format.commit import OVERWRITE, CommitMessage, SnapshotCommit
+from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.errors import CommitConflictError
 from paimon_format.index.deletion_vectors import (
     DELETION_VECTORS_INDEX,

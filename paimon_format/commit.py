@@ -9,6 +9,9 @@ commit did not land already; a conflict (deleting a file that is no longer live)
 Cleanup rule: files this attempt wrote are removed only when the attempt definitely failed (lost
 race, conflict). After an uncertain failure (the snapshot write raised) they stay: they may be
 referenced by a snapshot that did land, and orphan-file removal clears them otherwise.
+
+The conflict check and what an attempt builds on are `commit_conflicts`; the manifests, manifest
+lists and index manifest an attempt writes are `commit_files`.
 """
 
 from __future__ import annotations
@@ -17,18 +20,13 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from paimon_format import __version__
-from paimon_format.errors import (
-    CommitConflictError,
-    CommitRetriesExhaustedError,
-    PaimonFormatError,
-    SnapshotNotFoundError,
-)
-from paimon_format.manifest.codec import read_manifest, write_index_manifest, write_manifest_list
-from paimon_format.manifest.concat import BlockMergeOps
+from paimon_format.commit_conflicts import AttemptContext, PartitionFilter, check_conflicts
+from paimon_format.commit_files import AttemptFiles, CommitFileNames, IndexEntryFilter
+from paimon_format.errors import CommitRetriesExhaustedError, PaimonFormatError, SnapshotNotFoundError
 from paimon_format.manifest.entries import (
     ADD,
     DELETE,
@@ -37,11 +35,8 @@ from paimon_format.manifest.entries import (
     ManifestEntry,
     ManifestFileMeta,
 )
-from paimon_format.manifest.files import rolling_write_manifests
-from paimon_format.manifest.merge import merge_manifests
 from paimon_format.model.options import CoreOptions
-from paimon_format.model.schema import TableSchema
-from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests, index_entries
+from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
@@ -83,10 +78,6 @@ class CommitMessage:
         ]
 
 
-PartitionFilter = Callable[[bytes], bool]
-IndexEntryFilter = Callable[[IndexManifestEntry], bool]
-
-
 def _index_dropper(
     partitions: PartitionFilter | None, entries: IndexEntryFilter | None
 ) -> IndexEntryFilter | None:
@@ -116,30 +107,6 @@ class IndexUpdate:
     check_base: Callable[[AttemptContext], None] | None = None
 
 
-@dataclass
-class AttemptContext:
-    """What one commit attempt knows about the table it commits on top of."""
-
-    table: Table
-    latest: Snapshot | None
-    schema: TableSchema
-
-    def live_entries(self, partition_filter: PartitionFilter | None = None) -> list[ManifestEntry]:
-        """Live data files of the latest snapshot, optionally only those of some partitions.
-
-        The filter is applied while streaming the manifests, so memory holds only the accepted
-        partitions (an ADD and the DELETE that cancels it always share their partition).
-        """
-        if self.latest is None:
-            return []
-        merger = EntryMerger(f"{self.table.path} snapshot {self.latest.id}")
-        for meta in data_manifests(self.table, self.latest):
-            for entry in read_manifest(self.table.file_io, self.table.manifest_path(meta.file_name)):
-                if partition_filter is None or partition_filter(entry.partition):
-                    merger.add(entry)
-        return merger.live()
-
-
 # Builds the delta entries of an attempt from the snapshot it commits on top of.
 DeltaBuilder = Callable[[AttemptContext], list[ManifestEntry]]
 # Replaces the base manifests of an attempt (manifest compaction); gets the latest's data manifests.
@@ -166,18 +133,25 @@ class PrewrittenDelta:
 PrewrittenDeltaBuilder = Callable[[AttemptContext], PrewrittenDelta]
 
 
-@dataclass
-class _Written:
-    """Files one attempt created, removed again if the attempt definitely fails."""
-
-    names: list[str] = field(default_factory=list)
-
-    def add(self, name: str) -> None:
-        self.names.append(name)
-
-
 class _LostRace(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class _CommitRequest:
+    """One call of `SnapshotCommit.commit`: what every attempt of it builds and writes."""
+
+    build_delta: DeltaBuilder
+    kind: str
+    identifier: int
+    changelog: Sequence[ManifestEntry]
+    check_conflicts: bool
+    allow_empty: bool
+    rewrite_base: BaseRewriter | None
+    properties: dict[str, str] | None
+    prewritten_delta: PrewrittenDeltaBuilder | None
+    drop_index_of: IndexEntryFilter | None
+    add_index_entries: Sequence[IndexManifestEntry]
 
 
 class SnapshotCommit:
@@ -194,10 +168,7 @@ class SnapshotCommit:
         self.commit_user = commit_user or str(uuid.uuid4())
         self._option_overrides = dict(options or {})
         self._sleep = sleep
-        self._file_prefix = str(uuid.uuid4())
-        self._manifest_counter = 0
-        self._list_counter = 0
-        self._index_counter = 0
+        self._names = CommitFileNames()
 
     # -- public entry points -----------------------------------------------------------------
 
@@ -297,8 +268,19 @@ class SnapshotCommit:
         files it rewrote). `add_index_entries` joins the new snapshot's index manifest (index files
         written before the commit, e.g. a deletion-vector file rewritten without a lost file's vector).
         """
-        drop_index_of = _index_dropper(drop_index_of, drop_index_entries)
-        check = kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts
+        request = _CommitRequest(
+            build_delta=build_delta,
+            kind=kind,
+            identifier=identifier,
+            changelog=changelog,
+            check_conflicts=kind in (COMPACT, OVERWRITE) if check_conflicts is None else check_conflicts,
+            allow_empty=allow_empty,
+            rewrite_base=rewrite_base,
+            properties=properties,
+            prewritten_delta=prewritten_delta,
+            drop_index_of=_index_dropper(drop_index_of, drop_index_entries),
+            add_index_entries=add_index_entries,
+        )
         options = self._options()
         started = time.monotonic()
         last_seen_latest: int | None = None
@@ -312,76 +294,35 @@ class SnapshotCommit:
                     return landed
             last_seen_latest = latest.id if latest else None
             try:
-                return self._attempt(
-                    latest,
-                    build_delta,
-                    kind,
-                    identifier,
-                    changelog,
-                    check,
-                    allow_empty,
-                    rewrite_base,
-                    properties,
-                    prewritten_delta,
-                    drop_index_of,
-                    add_index_entries,
-                )
+                return self._attempt(latest, request)
             except _LostRace:
                 attempt += 1
-                elapsed_ms = (time.monotonic() - started) * 1000
-                timeout_ms = options.commit_timeout_ms
-                if attempt > options.commit_max_retries or (
-                    timeout_ms is not None and elapsed_ms > timeout_ms
-                ):
-                    raise CommitRetriesExhaustedError(
-                        f"{self.table.path}: commit failed after {attempt} attempts "
-                        f"({elapsed_ms:.0f} ms); other writers kept winning the next snapshot id"
-                    ) from None
-                self._sleep(self._backoff_seconds(attempt, options))
+                self._give_up_or_wait(attempt, started, options)
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    def _attempt(
-        self,
-        latest: Snapshot | None,
-        build_delta: DeltaBuilder,
-        kind: str,
-        identifier: int,
-        changelog: Sequence[ManifestEntry],
-        check: bool,
-        allow_empty: bool,
-        rewrite_base: BaseRewriter | None,
-        properties: dict[str, str] | None,
-        prewritten_delta: PrewrittenDeltaBuilder | None = None,
-        drop_index_of: IndexEntryFilter | None = None,
-        add_index_entries: Sequence[IndexManifestEntry] = (),
-    ) -> Snapshot | None:
+    def _attempt(self, latest: Snapshot | None, request: _CommitRequest) -> Snapshot | None:
+        """Build the delta on top of `latest`, write the new snapshot's files, and try to create it.
+
+        Returns the snapshot (None: nothing to commit); raises `_LostRace` when another writer
+        took the id (this attempt's files are removed then) and `CommitConflictError` when the
+        delta no longer applies.
+        """
         schema = self.table.schema_manager.latest() or self.table.schema
         ctx = AttemptContext(self.table, latest, schema)
-        delta = list(build_delta(ctx))
-        prewritten = prewritten_delta(ctx) if prewritten_delta is not None else None
-        if not delta and not changelog and not allow_empty and not (prewritten and prewritten.manifests):
+        delta = list(request.build_delta(ctx))
+        prewritten = request.prewritten_delta(ctx) if request.prewritten_delta is not None else None
+        if not (delta or request.changelog or request.allow_empty or (prewritten and prewritten.manifests)):
             return None
-        if check:
-            self._check_conflicts(ctx, delta)
+        if request.check_conflicts:
+            check_conflicts(ctx, delta)
 
-        written = _Written()
+        options = CoreOptions({**ctx.schema.options, **self._option_overrides})
+        files = AttemptFiles(self.table, self._names, options, ctx.schema)
         try:
-            snapshot = self._write_snapshot_files(
-                ctx,
-                delta,
-                changelog,
-                kind,
-                identifier,
-                rewrite_base,
-                properties,
-                written,
-                prewritten,
-                drop_index_of,
-                add_index_entries,
-            )
+            snapshot = self._write_snapshot_files(ctx, request, delta, prewritten, files)
         except BaseException:
-            self._remove(written)
+            files.remove()
             raise
         try:
             won = self.table.snapshot_manager.try_commit(snapshot)
@@ -389,7 +330,7 @@ class SnapshotCommit:
             return self._resolve_uncertain(snapshot, error)
         if not won:
             log.info("%s: lost the race for snapshot %d, retrying", self.table.path, snapshot.id)
-            self._remove(written)
+            files.remove()
             raise _LostRace()
         self._write_latest_hint(snapshot.id)
         return snapshot
@@ -397,44 +338,24 @@ class SnapshotCommit:
     def _write_snapshot_files(
         self,
         ctx: AttemptContext,
+        request: _CommitRequest,
         delta: list[ManifestEntry],
-        changelog: Sequence[ManifestEntry],
-        kind: str,
-        identifier: int,
-        rewrite_base: BaseRewriter | None,
-        properties: dict[str, str] | None,
-        written: _Written,
-        prewritten: PrewrittenDelta | None = None,
-        drop_index_of: IndexEntryFilter | None = None,
-        add_index_entries: Sequence[IndexManifestEntry] = (),
+        prewritten: PrewrittenDelta | None,
+        files: AttemptFiles,
     ) -> Snapshot:
-        options = CoreOptions({**ctx.schema.options, **self._option_overrides})
+        """Write the manifests and manifest lists of the next snapshot and describe it (not created yet)."""
         latest = ctx.latest
         previous = data_manifests(self.table, latest) if latest else []
-        if rewrite_base is not None:
-            base = rewrite_base(ctx, previous)
+        if request.rewrite_base is not None:
+            base = request.rewrite_base(ctx, previous)
         else:
-            base = self._merge_base(ctx, previous, options, written)
-
-        base_list = self._new_list_name()
-        base_size = self._write_list(base_list, base, options, written)
-        delta_metas = (prewritten.manifests if prewritten else []) + self._write_manifests(
-            ctx, delta, options, written
+            base = files.merged_base(previous)
+        base_list, base_size = files.write_list(base)
+        delta_metas = (prewritten.manifests if prewritten else []) + files.write_manifests(delta)
+        delta_list, delta_size = files.write_list(delta_metas)
+        changelog_list, changelog_size, changelog_rows = self._write_changelog(
+            request.changelog, prewritten, files
         )
-        delta_list = self._new_list_name()
-        delta_size = self._write_list(delta_list, delta_metas, options, written)
-        changelog_list = changelog_size = changelog_rows = None
-        prewritten_changelog = prewritten.changelog_manifests if prewritten else []
-        if changelog or prewritten_changelog:
-            changelog_metas = list(prewritten_changelog)
-            if changelog:
-                changelog_metas += self._write_manifests(ctx, list(changelog), options, written)
-            changelog_list = self._new_list_name()
-            changelog_size = self._write_list(changelog_list, changelog_metas, options, written)
-            changelog_rows = sum(e.file.row_count for e in changelog)
-            if prewritten_changelog:
-                changelog_rows += prewritten.changelog_record_count
-
         delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
         if prewritten is not None:
             delta_rows += prewritten.record_count_delta
@@ -448,10 +369,10 @@ class SnapshotCommit:
             delta_manifest_list_size=delta_size,
             changelog_manifest_list=changelog_list,
             changelog_manifest_list_size=changelog_size,
-            index_manifest=self._index_manifest(latest, drop_index_of, options, written, add_index_entries),
+            index_manifest=files.index_manifest(latest, request.drop_index_of, request.add_index_entries),
             commit_user=self.commit_user,
-            commit_identifier=identifier,
-            commit_kind=kind,
+            commit_identifier=request.identifier,
+            commit_kind=request.kind,
             time_millis=int(time.time() * 1000),
             total_record_count=previous_total + delta_rows,
             delta_record_count=delta_rows,
@@ -459,146 +380,39 @@ class SnapshotCommit:
             watermark=latest.watermark if latest else None,
             statistics=latest.statistics if latest and latest.schema_id == ctx.schema.id else None,
             next_row_id=latest.next_row_id if latest else None,
-            properties=properties or None,
+            properties=request.properties or None,
             uuid=str(uuid.uuid4()),
             writer_version=WRITER_VERSION,
         )
 
-    def _index_manifest(
-        self,
-        latest: Snapshot | None,
-        drop_index_of: IndexEntryFilter | None,
-        options: CoreOptions,
-        written: _Written,
-        added: Sequence[IndexManifestEntry] = (),
-    ) -> str | None:
-        """The new snapshot's index manifest: the latest one, minus the entries of replaced partitions
-        (or dropped one by one), plus `added`."""
-        if latest is None or not latest.index_manifest:
-            if not added:
-                return None
-            entries: list[IndexManifestEntry] = []
-        elif drop_index_of is None and not added:
-            return latest.index_manifest
-        else:
-            entries = index_entries(self.table, latest)
-        kept = [entry for entry in entries if drop_index_of is None or not drop_index_of(entry)]
-        if len(kept) == len(entries) and not added:
-            return latest.index_manifest if latest else None
-        kept += list(added)
-        if not kept:
-            return None
-        name = f"index-manifest-{self._file_prefix}-{self._index_counter}"
-        self._index_counter += 1
-        written.add(name)
-        write_index_manifest(
-            self.table.file_io, self.table.manifest_path(name), kept, options.manifest_compression
-        )
-        return name
-
-    def _merge_base(
-        self, ctx: AttemptContext, previous: list[ManifestFileMeta], options: CoreOptions, written: _Written
-    ) -> list[ManifestFileMeta]:
-        """The previous snapshot's manifests, merged by Paimon's automatic rules when they qualify."""
-        if not previous:
-            return []
-        ops = BlockMergeOps(
-            self.table.file_io,
-            self.table.file_io.join(self.table.path, "manifest"),
-            self._new_manifest_name,
-            options.manifest_target_file_size,
-            options.manifest_compression,
-            ctx.schema.partition_types(),
-            ctx.schema.id,
-        )
-        try:
-            result = merge_manifests(
-                previous,
-                ops,  # untouched manifests are copied by Avro blocks, entries are not rebuilt
-                partition_types=ctx.schema.partition_types(),
-                target_size=options.manifest_target_file_size,
-                merge_min_count=options.manifest_merge_min_count,
-                full_compaction_threshold=options.manifest_full_compaction_threshold_size,
-            )
-        finally:
-            for name in ops.written:
-                written.add(name)
-        if result.differs_from(previous):
-            log.info("%s: merged %d manifests into %d", self.table.path, len(previous), len(result.manifests))
-        return result.manifests
-
-    def _check_conflicts(self, ctx: AttemptContext, delta: list[ManifestEntry]) -> None:
-        """Refuse a delta that no longer applies: deleting a file that is not live, or adding one twice."""
-        changed = {entry.partition for entry in delta}
-        merger = EntryMerger(f"{self.table.path} commit on snapshot {ctx.latest.id if ctx.latest else 0}")
-        merger.add_all(ctx.live_entries(lambda partition: partition in changed))
-        try:
-            merger.add_all(delta)
-            after = merger.live()
-        except PaimonFormatError as error:
-            raise CommitConflictError(f"{error}; the table changed underneath this commit") from None
-        buckets_by_partition: dict[bytes, set[int]] = {}
-        for entry in after:
-            buckets_by_partition.setdefault(entry.partition, set()).add(entry.total_buckets)
-        for partition, totals in buckets_by_partition.items():
-            if len(totals) > 1:
-                spec = self.table.partition_spec(partition) if ctx.schema.partition_keys else {}
-                raise CommitConflictError(
-                    f"{self.table.path}: partition {spec} would mix files written with "
-                    f"different bucket counts {sorted(totals)}"
-                )
-
-    # -- writing files -------------------------------------------------------------------------
-
-    def _write_manifests(
-        self,
-        ctx: AttemptContext,
-        entries: list[ManifestEntry],
-        options: CoreOptions,
-        written: _Written,
-    ) -> list[ManifestFileMeta]:
-        if not entries:
-            return []
-        metas = rolling_write_manifests(
-            self.table.file_io,
-            self.table.file_io.join(self.table.path, "manifest"),
-            self._new_manifest_name,
-            entries,
-            options.manifest_target_file_size,
-            options.manifest_compression,
-            ctx.schema.partition_types(),
-            ctx.schema.id,
-        )
-        for meta in metas:
-            written.add(meta.file_name)
-        return metas
-
-    def _write_list(
-        self, name: str, metas: Iterable[ManifestFileMeta], options: CoreOptions, written: _Written
-    ) -> int:
-        written.add(name)
-        return write_manifest_list(
-            self.table.file_io, self.table.manifest_path(name), list(metas), options.manifest_compression
-        )
-
-    def _new_manifest_name(self) -> str:
-        name = f"manifest-{self._file_prefix}-{self._manifest_counter}"
-        self._manifest_counter += 1
-        return name
-
-    def _new_list_name(self) -> str:
-        name = f"manifest-list-{self._file_prefix}-{self._list_counter}"
-        self._list_counter += 1
-        return name
-
-    def _remove(self, written: _Written) -> None:
-        for name in written.names:
-            try:
-                self.table.file_io.delete(self.table.manifest_path(name))
-            except PaimonFormatError as error:  # an orphan at worst; remove-orphan-files clears it
-                log.warning("%s: could not remove %s after a failed commit: %s", self.table.path, name, error)
+    def _write_changelog(
+        self, changelog: Sequence[ManifestEntry], prewritten: PrewrittenDelta | None, files: AttemptFiles
+    ) -> tuple[str | None, int | None, int | None]:
+        """The changelog manifest list (name, size, rows) of the next snapshot; all None without changelog."""
+        prewritten_changelog = prewritten.changelog_manifests if prewritten else []
+        if not changelog and not prewritten_changelog:
+            return None, None, None
+        changelog_metas = list(prewritten_changelog)
+        if changelog:
+            changelog_metas += files.write_manifests(list(changelog))
+        name, size = files.write_list(changelog_metas)
+        rows = sum(e.file.row_count for e in changelog)
+        if prewritten_changelog:
+            rows += prewritten.changelog_record_count  # type: ignore[union-attr]
+        return name, size, rows
 
     # -- retries and their bookkeeping ---------------------------------------------------------
+
+    def _give_up_or_wait(self, attempt: int, started: float, options: CoreOptions) -> None:
+        """After lost race number `attempt`: raise when the retry budget is spent, else back off."""
+        elapsed_ms = (time.monotonic() - started) * 1000
+        timeout_ms = options.commit_timeout_ms
+        if attempt > options.commit_max_retries or (timeout_ms is not None and elapsed_ms > timeout_ms):
+            raise CommitRetriesExhaustedError(
+                f"{self.table.path}: commit failed after {attempt} attempts "
+                f"({elapsed_ms:.0f} ms); other writers kept winning the next snapshot id"
+            ) from None
+        self._sleep(self._backoff_seconds(attempt, options))
 
     def _resolve_uncertain(self, snapshot: Snapshot, error: Exception) -> Snapshot:
         """The snapshot write raised: find out whether it landed before deciding anything."""

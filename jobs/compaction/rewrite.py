@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from jobs.compaction.plan import BinSummary
 from jobs.runtime.errors import CommitRaceLost
 from jobs.runtime.report import RunRecord
-from paimon_format.commit import COMPACT, AttemptContext, PrewrittenDelta, SnapshotCommit
+from paimon_format.commit import COMPACT, PrewrittenDelta, SnapshotCommit
+from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.compaction.rewrite import RewriteSpec, rewrite_bin
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.index.deletion_vectors import DELETION_VECTORS_INDEX
