@@ -19,13 +19,17 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from paimon_format.scan.snapshot_scan import data_manifests
+from tests.support.broken_tables import (
+    a_manifest_of_the_latest_snapshot,
+    latest_snapshot_path,
+    truncated_manifest,
+    unknown_schema_id,
+)
 from tests.support.table_states import (
     IDENTIFIER,
     build_sample_table,
     copy_warehouse,
     fingerprint,
-    open_table,
     row_ids,
     view,
 )
@@ -64,16 +68,6 @@ class Case:
     raw_yaml: str | None = None  # the config file's text instead of the YAML dump of the document
 
 
-def latest_snapshot_path(warehouse: str) -> str:
-    return f"{warehouse}/db.db/t/snapshot/snapshot-4"
-
-
-def a_manifest_of_the_latest_snapshot(warehouse: str) -> str:
-    table = open_table(warehouse)
-    name = data_manifests(table, table.snapshot_manager.latest())[-1].file_name
-    return table.manifest_path(name)
-
-
 def unknown_key(warehouse: str, config: dict) -> str:
     config["retain_mni"] = 3
     return "retain_mni: unknown key"
@@ -95,29 +89,10 @@ def corrupt_snapshot(warehouse: str, config: dict) -> str:
     return "snapshot/snapshot-4"
 
 
-def truncated_manifest(warehouse: str, config: dict) -> str:
-    path = a_manifest_of_the_latest_snapshot(warehouse)
-    with open(path, "rb") as handle:
-        data = handle.read()
-    with open(path, "wb") as handle:
-        handle.write(data[: len(data) // 2])
-    return os.path.basename(path)
-
-
 def missing_manifest(warehouse: str, config: dict) -> str:
     path = a_manifest_of_the_latest_snapshot(warehouse)
     os.remove(path)
     return os.path.basename(path)
-
-
-def unknown_schema_id(warehouse: str, config: dict) -> str:
-    path = latest_snapshot_path(warehouse)
-    with open(path) as handle:
-        snapshot = json.load(handle)
-    snapshot["schemaId"] = 7
-    with open(path, "w") as handle:
-        json.dump(snapshot, handle)
-    return "schema-7"
 
 
 def table_outside_the_warehouse(warehouse: str, config: dict) -> str:

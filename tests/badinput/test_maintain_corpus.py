@@ -18,7 +18,7 @@ import yaml
 
 from jobs.__main__ import main
 from paimon_format.table import Table
-from tests.badinput.test_corpus import truncated_manifest, unknown_schema_id
+from tests.support.broken_tables import truncated_manifest, unknown_schema_id
 from tests.support.pypaimon_reads import pypaimon_rows
 from tests.support.table_states import DATABASE, build_sample_table, fingerprint, row_ids
 

@@ -12,9 +12,6 @@ first-row is not comparable: pypaimon's batch scan skips level 0 for it, so read
 
 from __future__ import annotations
 
-import random
-from typing import Any
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -23,85 +20,14 @@ from paimon_format.merge.sorted_runs import merge_sorted_runs
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.interop import oracle
+from tests.support.pypaimon_merge_tables import CASES, write_merge_tables
 
 pypaimon = pytest.importorskip("pypaimon")
-
-SCHEMA = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("name", pa.string()),
-        pa.field("amount", pa.int64()),
-        pa.field("price", pa.float64()),
-        pa.field("flag", pa.bool_()),
-        pa.field("ts", pa.int32()),
-        pa.field("op", pa.string()),
-    ]
-)
-
-CASES: dict[str, dict[str, str]] = {
-    "dedup": {},
-    "dedup_seq": {"sequence.field": "ts"},
-    "partial": {"merge-engine": "partial-update"},
-    "agg": {
-        "merge-engine": "aggregation",
-        "fields.name.aggregate-function": "listagg",
-        "fields.amount.aggregate-function": "sum",
-        "fields.price.aggregate-function": "max",
-        "fields.flag.aggregate-function": "bool_or",
-        "fields.ts.aggregate-function": "first_non_null_value",
-        "fields.op.aggregate-function": "last_value",
-    },
-}
-WITH_RETRACTIONS = {"dedup", "dedup_seq"}  # pypaimon 2.1.0 refuses to write -D/-U under aggregation
-
-
-def _commits(case: str, rng: random.Random) -> list[list[dict[str, Any]]]:
-    commits = []
-    for commit in range(4):
-        rows = []
-        for key in rng.sample(range(60), 35):
-            op = "+I"
-            if case in WITH_RETRACTIONS and commit and rng.random() < 0.25:
-                op = rng.choice(["-D", "-U"])
-            rows.append(
-                {
-                    "id": key,
-                    "name": rng.choice([None, f"n{commit}", "x"]),
-                    "amount": rng.choice([None, rng.randint(-5, 50)]),
-                    "price": rng.choice([None, rng.random()]),
-                    "flag": rng.choice([None, True, False]),
-                    "ts": rng.choice([None, rng.randint(0, 5)]),
-                    "op": op,
-                }
-            )
-        commits.append(rows)
-    return commits
 
 
 @pytest.fixture(scope="module")
 def tables(tmp_path_factory) -> dict[str, str]:
-    warehouse = str(tmp_path_factory.mktemp("merge-wh"))
-    catalog = oracle.catalog(warehouse)
-    catalog.create_database(oracle.DATABASE, True)
-    paths = {}
-    for index, (case, options) in enumerate(CASES.items()):
-        identifier = f"{oracle.DATABASE}.{case}"
-        schema = pypaimon.Schema.from_pyarrow_schema(
-            SCHEMA, primary_keys=["id"], options={"bucket": "1", "rowkind.field": "op", **options}
-        )
-        catalog.create_table(identifier, schema, False)
-        table = catalog.get_table(identifier)
-        for rows in _commits(case, random.Random(index)):
-            builder = table.new_batch_write_builder()
-            write, commit = builder.new_write(), builder.new_commit()
-            try:
-                write.write_arrow(pa.Table.from_pylist(rows, schema=SCHEMA))
-                commit.commit(write.prepare_commit())
-            finally:
-                write.close()
-                commit.close()
-        paths[case] = str(table.table_path)
-    return paths
+    return write_merge_tables(str(tmp_path_factory.mktemp("merge-wh")))
 
 
 def _runs_oldest_first(table_path: str) -> list[tuple[int, str]]:

@@ -20,8 +20,8 @@ from paimon_format.scan.splits import plan_splits
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.interop import oracle
-from tests.interop.test_merge_pypaimon import CASES, tables  # noqa: F401 - the pypaimon tables fixture
 from tests.support.factories import make_table
+from tests.support.pypaimon_merge_tables import CASES, write_merge_tables
 
 pytest.importorskip("pypaimon")
 
@@ -41,8 +41,13 @@ def our_rows(table: Table, snapshot_id: int | None = None) -> list[dict]:
     return oracle.sort_rows(rows)
 
 
+@pytest.fixture(scope="module")
+def tables(tmp_path_factory) -> dict[str, str]:
+    return write_merge_tables(str(tmp_path_factory.mktemp("merge-wh")))
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_merge_on_read_of_pypaimon_tables(tables: dict[str, str], case: str):  # noqa: F811
+def test_merge_on_read_of_pypaimon_tables(tables: dict[str, str], case: str):
     table = Table(FileIO.for_path(tables[case]), tables[case])
     splits = plan_splits(table, table.snapshot_manager.latest())
     assert splits and not any(s.raw for s in splits)

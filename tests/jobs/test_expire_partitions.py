@@ -16,20 +16,12 @@ from paimon_format.maintenance.partition_expiry import ExpiryRule
 from paimon_format.scan.snapshot_scan import data_manifests, live_entries
 from paimon_format.table import Table
 from tests.support.factories import data_file, make_table, message
+from tests.support.partition_tables import days_ago, live_partitions, metadata_table
 from tests.support.pypaimon_reads import pypaimon_rows
 
 pytest.importorskip("pypaimon")
 
 DAY_MS = 86_400_000
-
-
-def days_ago(days: int, fmt: str = "%Y-%m-%d") -> str:
-    return (dt.datetime.now() - dt.timedelta(days=days)).strftime(fmt)
-
-
-def live_partitions(table: Table) -> set[tuple]:
-    snapshot = table.snapshot_manager.latest()
-    return {tuple(table.partition_values(e.partition)) for e in live_entries(table, snapshot)}
 
 
 def unreferenced_manifests(table: Table) -> set[str]:
@@ -44,19 +36,6 @@ def unreferenced_manifests(table: Table) -> set[str]:
         if name.startswith("manifest-") and not name.startswith("manifest-list-")
     }
     return on_disk - named
-
-
-def metadata_table(tmp_path, partitions, columns=(("id", "BIGINT"), ("dt", "STRING")), keys=("dt",), **kw):
-    """A table whose partitions hold one metadata-only file each (creation time per partition)."""
-    table = make_table(str(tmp_path / "db.db" / "t"), columns=columns, partition_keys=keys)
-    committer = SnapshotCommit(table)
-    for index, values in enumerate(partitions):
-        created = kw.get("created", {}).get(values)
-        meta = data_file(f"data-{index}.parquet")
-        if created is not None:
-            meta.creation_time = created
-        committer.append([message(table, list(values), meta)])
-    return table
 
 
 def test_values_time_drops_old_partitions_and_older_snapshots_keep_them(spark_session, tmp_path):

@@ -8,7 +8,6 @@ which access key signed. Credentials come from the AWS environment or a profile,
 from __future__ import annotations
 
 import io
-import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -18,11 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from jobs.__main__ import main
 from jobs.runtime.config import TableJobConfig, load_config
 from paimon_format.snapshot import SnapshotManager
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
+from tests.support.cli_runs import run_job
+from tests.support.s3_copies import download
 from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
@@ -32,22 +32,6 @@ from tests.support.table_states import (
     row_ids,
     view,
 )
-
-
-def run_job(tmp_path, operation: str, config: dict, capsys, *extra: str) -> tuple[int, dict]:
-    path = tmp_path / f"{operation}.yaml"
-    path.write_text(yaml.safe_dump(config))
-    code = main([operation, "--config", str(path), *extra])
-    out = capsys.readouterr().out
-    return code, json.loads(out)
-
-
-def download(prefix: str, options: dict, target) -> str:
-    """Copy an S3 warehouse to local disk so that pypaimon (the oracle) reads it as written."""
-    fs = FileIO.for_path(prefix, options).fs
-    fs.invalidate_cache()
-    fs.get(prefix.removeprefix("s3://") + "/", str(target) + "/", recursive=True)
-    return str(target)
 
 
 def put_parquet(prefix: str, options: dict, data: pa.Table) -> str:

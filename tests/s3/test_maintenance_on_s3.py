@@ -22,8 +22,9 @@ from paimon_format.model.type_parsing import parse_type
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
-from tests.s3.test_jobs_on_s3 import download, run_job
+from tests.support.cli_runs import run_job
 from tests.support.pypaimon_reads import pypaimon_rows
+from tests.support.s3_copies import download
 from tests.support.table_states import (
     IDENTIFIER,
     TABLE_OPTIONS,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from jobs.read import read_table
 from jobs.write import write_dataframe
 from tests.interop import oracle
-from tests.s3.test_jobs_on_s3 import download
+from tests.support.s3_copies import download
 
 
 def test_read_table_on_s3_equals_pypaimon(spark_session, s3, tmp_path):

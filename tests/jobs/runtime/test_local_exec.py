@@ -25,9 +25,12 @@ from jobs.runtime.report import RunRecord
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.table import Table
 from tests.interop import oracle
-from tests.jobs.test_expire_changelog import decoupled_table
-from tests.jobs.test_remove_orphan_files import age_tree, files_on_disk, plant_orphans
+from tests.support.changelog_tables import decoupled_table
+from tests.support.partition_tables import days_ago, live_partitions, metadata_table
+from tests.support.planted_files import age_tree, files_on_disk, plant_orphans
 from tests.support.table_states import table_root
+
+pytest.importorskip("pypaimon")  # the oracle reads every copy
 
 LOG = logging.getLogger("test_local_exec")
 # engine-specific counts: how the listing was split into waves depends on the number of cores
@@ -265,8 +268,6 @@ def test_partition_jobs_stream_in_the_driver_without_deletes_up_to_the_scan_boun
     entry past that bound, a DELETE in the snapshot, or update-time (which merges every partition)
     takes Spark. Either way the same partitions go. drop-partition counts only the entries of the
     manifests it reads: those whose partition stats may hold the selection (one of four here)."""
-    from tests.jobs.test_expire_partitions import days_ago, live_partitions, metadata_table
-
     dates = [days_ago(100), days_ago(99), days_ago(98), days_ago(0)]
     tables = {}
     for name in ("driver", "spark", "bound", "update"):
