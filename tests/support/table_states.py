@@ -184,7 +184,8 @@ def needed_files(
 
 def changelog_needs(table: Table, changelog: Any) -> set[str]:
     """What a streaming reader of a long-lived changelog opens, and what Paimon keeps for it: an
-    oracle written from Paimon's rules, independently of `paimon_format.scan.snapshot_scan` (which the jobs use).
+    oracle written from Paimon's rules, independently of `paimon_format.scan.snapshot_scan` (which the
+    jobs use).
 
     With a changelog producer: the changelog manifest list, its manifests and the files they ADD.
     Without (`changelog-producer` = none) the changelog is the delta: the delta and base lists,

@@ -355,7 +355,7 @@ def test_console_script_is_installed():
     assert "expire-snapshots" in result.stdout
 
 
-@pytest.mark.parametrize("path", sorted(Path(__file__).parents[2].glob("conf/*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted(Path(__file__).parents[3].glob("conf/*.yaml")), ids=lambda p: p.name)
 def test_example_configs_are_valid(path, monkeypatch):
     """Against the operation's model once it exists; until then the keys every job has."""
     monkeypatch.delenv("WAREHOUSE", raising=False)
