@@ -3,6 +3,7 @@ tree passes, and the real tree follows them all (its failure lists every violati
 
 from __future__ import annotations
 
+import ast
 import textwrap
 from pathlib import Path
 
@@ -351,3 +352,20 @@ def test_the_real_tree_follows_the_layout() -> None:
     report = format_report(violations)
     print(report)
     assert not violations, report
+
+
+def test_no_test_module_imports_another() -> None:
+    """What two test modules share lives in tests/support (pytest would also collect an imported
+    module's tests and fixtures twice)."""
+    offenders = []
+    for path in sorted((REPO_ROOT / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(f"{node.module or ''}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(name.rpartition(".")[2].startswith("test_") for name in names):
+                offenders.append(f"{path.relative_to(REPO_ROOT)}:{node.lineno}")
+    assert not offenders, "test modules imported by others: " + ", ".join(offenders)
