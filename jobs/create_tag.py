@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -126,7 +125,7 @@ def create_tag(
     replace: bool = False,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
     """Write `tag/tag-<tag>` for the chosen snapshot (see the module docstring)."""
@@ -219,7 +218,7 @@ def create_automatic_tags(
     table: Table,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
 ) -> RunRecord:
     """The tags the table's `tag.automatic-creation` asks for and that are missing (see
     `paimon_format.maintenance.tag_periods.missing_automatic_tags`), each created if absent with the table's

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import fnmatch
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
+from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.tags import TagSteps, delete_tags
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
@@ -23,6 +25,9 @@ from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 OPERATION = "delete-tag"
 STEPS = TagSteps.of(OPERATION)
@@ -59,17 +64,9 @@ CONFIG_MODEL = DeleteTagConfig
 
 def run(context: JobContext, config: DeleteTagConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
-    delete_tag(
-        lambda: context.spark,  # started only when a deleted tag's snapshot has expired
-        table,
-        config.tags,
-        strict=config.strict,
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-        batch_size=config.delete_batch_size,
-        max_per_second=config.max_deletes_per_second,
-    )
+    # Spark is started only when a deleted tag's snapshot has expired
+    deletion = DeletionContext.for_job(context, table, DeletePace.of(config))
+    delete_matching_tags(deletion, config.tags, config.strict)
 
 
 def matching_tags(names: list[str], patterns: list[str]) -> tuple[list[str], list[str]]:
@@ -89,32 +86,46 @@ def matching_tags(names: list[str], patterns: list[str]) -> tuple[list[str], lis
 
 
 def delete_tag(
-    spark: Any,
+    spark: SparkSession | Callable[[], SparkSession],
     table: Table,
     patterns: list[str],
     strict: bool = False,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     batch_size: int = 1000,
     max_per_second: float | None = None,
 ) -> RunRecord:
-    """Delete the tags `patterns` name or match, and the files only they used."""
-    log = log or logging.getLogger("jobs.delete_tag")
-    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    """Delete the tags `patterns` name or match, and the files only they used: the keyword form, for
+    tests and scripts (a job run goes through `delete_matching_tags`)."""
+    deletion = DeletionContext(
+        table,
+        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
+        log or logging.getLogger("jobs.delete_tag"),
+        dry_run,
+        DeletePace(batch_size, max_per_second),
+        spark,
+    )
+    delete_matching_tags(deletion, patterns, strict)
+    return deletion.record
+
+
+def delete_matching_tags(deletion: DeletionContext, patterns: list[str], strict: bool) -> None:
+    """Delete the tags of `deletion.table`'s branch that `patterns` name or match, and the files only
+    they used; a pattern matching no tag is an error when `strict`, else a warning."""
+    table = deletion.table
     manager = table.tag_manager
     names, unmatched = matching_tags(manager.tag_names(), patterns)
-    record.details["unmatched"] = unmatched
+    deletion.record.details["unmatched"] = unmatched
     if unmatched:
         message = f"{table.path}: no tag matches {', '.join(repr(p) for p in unmatched)}"
         if strict:
             raise BadInputError(message + " (strict: true)")
-        log.warning(message)
+        deletion.log.warning(message)
     tags = {}
     for name in names:
         tags[name] = manager.tag(name)
-    delete_tags(spark, table, tags, STEPS, dry_run, record, log, batch_size, max_per_second)
-    return record
+    delete_tags(deletion, tags, STEPS)
 
 
 if __name__ == "__main__":

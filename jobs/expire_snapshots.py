@@ -50,7 +50,9 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Literal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -62,13 +64,14 @@ from jobs.deletion.changelogs import (
     STEP_CHANGELOG_PLANNED,
     expire_changelogs,
 )
+from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.expire_candidates import (
     SNAPSHOT_LIMIT,
     expiry_candidates,
     future_changelog_roots,
     snapshot_range_reader,
 )
-from jobs.deletion.roots import delete_stages, report_candidates
+from jobs.deletion.stages import delete_stages, report_candidates
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, SafetyRefusal
 from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
@@ -96,6 +99,9 @@ from paimon_format.model.options import (
 )
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATION = "expire-snapshots"
 STEP_PLANNED = f"{OPERATION}:planned"
@@ -155,6 +161,20 @@ class ExpireSnapshotsConfig(TableJobConfig, LocalRunOptions):
 CONFIG_MODEL = ExpireSnapshotsConfig
 
 
+@dataclass(frozen=True)
+class ExpiryRequest:
+    """What a run asks for; None takes the table's option (and Paimon's default where that is unset)."""
+
+    retain_min: int | None = None
+    retain_max: int | None = None
+    older_than: str | None = None  # a duration ago, or a UTC timestamp (`instant_ms`)
+    max_deletes: int | None = None
+
+    @staticmethod
+    def of(config: ExpireSnapshotsConfig) -> ExpiryRequest:
+        return ExpiryRequest(config.retain_min, config.retain_max, config.older_than, config.max_deletes)
+
+
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
     table = open_existing_table(config)
     # Expiry reads the expiring snapshots' deltas and names what the retained roots need, whatever
@@ -168,7 +188,9 @@ def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
     )
 
 
-def _expire_branches(context: JobContext, spark: Any, table: Table, config: ExpireSnapshotsConfig) -> None:
+def _expire_branches(
+    context: JobContext, spark: SparkSession, table: Table, config: ExpireSnapshotsConfig
+) -> None:
     branches = branches_to_expire(table, config.branch, config.branches)
     for branch in branches:
         branch_table = table.for_branch(branch)
@@ -176,30 +198,24 @@ def _expire_branches(context: JobContext, spark: Any, table: Table, config: Expi
         record = context.record
         if len(branches) > 1:
             record = RunRecord(operation=OPERATION, table=table.path, dry_run=context.dry_run)
-        expire_snapshots(
-            spark,
-            branch_table,
-            retain_min=config.retain_min,
-            retain_max=config.retain_max,
-            older_than=config.older_than,
-            max_deletes=config.max_deletes,
-            dry_run=context.dry_run,
-            record=record,
-            log=context.log,
-            batch_size=config.delete_batch_size,
-            max_per_second=config.max_deletes_per_second,
-        )
+        deletion = DeletionContext.for_job(context, branch_table, DeletePace.of(config), spark, record)
+        expire_branch(deletion, ExpiryRequest.of(config))
         if record is not context.record:
-            context.record.details.setdefault("branches", {})[branch] = {
-                "snapshot_ids": record.snapshot_ids,
-                "counts": record.counts,
-                "bytes": record.bytes,
-                "details": record.details,
-            }
-            for key, value in record.counts.items():
-                context.record.count(key, value)
-            for key, value in record.bytes.items():
-                context.record.add_bytes(key, value)
+            _add_branch_record(context.record, branch, record)
+
+
+def _add_branch_record(total: RunRecord, branch: str, record: RunRecord) -> None:
+    """One branch's record under `details.branches`, its counts and bytes added to the run's."""
+    total.details.setdefault("branches", {})[branch] = {
+        "snapshot_ids": record.snapshot_ids,
+        "counts": record.counts,
+        "bytes": record.bytes,
+        "details": record.details,
+    }
+    for key, value in record.counts.items():
+        total.count(key, value)
+    for key, value in record.bytes.items():
+        total.add_bytes(key, value)
 
 
 def branches_to_expire(table: Table, branch: str | None, branches: str | None) -> list[str]:
@@ -218,29 +234,26 @@ def branches_to_expire(table: Table, branch: str | None, branches: str | None) -
     return [branch]
 
 
-def settings_for(
-    table: Table,
-    retain_min: int | None,
-    retain_max: int | None,
-    older_than: str | None,
-    max_deletes: int | None,
-    now_ms: int,
-) -> ExpireSettings:
+def settings_for(table: Table, request: ExpiryRequest, now_ms: int) -> ExpireSettings:
     """Job settings over the table's options (Paimon's defaults where neither sets a value)."""
     options = table.options
     try:
         settings = ExpireSettings(
-            retain_min=retain_min if retain_min is not None else options.snapshot_num_retained_min,
-            retain_max=retain_max if retain_max is not None else options.snapshot_num_retained_max,
-            cutoff_ms=instant_ms(older_than, now_ms)
-            if older_than is not None
+            retain_min=_or(request.retain_min, options.snapshot_num_retained_min),
+            retain_max=_or(request.retain_max, options.snapshot_num_retained_max),
+            cutoff_ms=instant_ms(request.older_than, now_ms)
+            if request.older_than is not None
             else now_ms - options.snapshot_time_retained_ms,
-            max_deletes=max_deletes if max_deletes is not None else options.snapshot_expire_limit,
+            max_deletes=_or(request.max_deletes, options.snapshot_expire_limit),
         )
         settings.validate()
     except ValueError as error:
         raise BadInputError(f"{table.path}: {error}") from None
     return settings
+
+
+def _or(asked: int | None, option: int) -> int:
+    return asked if asked is not None else option
 
 
 def changelog_settings_for(table: Table, settings: ExpireSettings, now_ms: int) -> ChangelogSettings:
@@ -264,7 +277,7 @@ def changelog_settings_for(table: Table, settings: ExpireSettings, now_ms: int) 
 
 
 def expire_snapshots(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
     retain_min: int | None = None,
     retain_max: int | None = None,
@@ -272,47 +285,41 @@ def expire_snapshots(
     max_deletes: int | None = None,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     batch_size: int = 1000,
     max_per_second: float | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
-    """Expire the main branch's old snapshots (see the module docstring for the order), and on a
-    table with decoupled changelog retention, its old long-lived changelogs."""
-    log = log or logging.getLogger("jobs.expire_snapshots")
-    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    """Expire one branch's old snapshots (`table.branch`; see the module docstring for the order),
+    and on a table with decoupled changelog retention, its old long-lived changelogs.
+
+    The keyword form, for tests, benchmarks and scripts; a job run hands its config's objects to
+    `expire_branch`."""
+    deletion = DeletionContext(
+        table,
+        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
+        log or logging.getLogger("jobs.expire_snapshots"),
+        dry_run,
+        DeletePace(batch_size, max_per_second),
+        spark,
+    )
+    expire_branch(deletion, ExpiryRequest(retain_min, retain_max, older_than, max_deletes), now_ms)
+    return deletion.record
+
+
+def expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: int | None = None) -> None:
+    """Expire the snapshots of `deletion.table`'s branch that `request` and the table's options let
+    go, then (decoupled changelog retention) its changelogs beyond their retention."""
+    table, record, log = deletion.table, deletion.record, deletion.log
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    settings = settings_for(table, retain_min, retain_max, older_than, max_deletes, now_ms)
+    settings = settings_for(table, request, now_ms)
     retention = changelog_settings_for(table, settings, now_ms)
     decoupled = decoupled_cause(retention, settings)
-    manager = table.snapshot_manager
-    ids = manager.snapshot_ids()
+    ids = table.snapshot_manager.snapshot_ids()
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")
-    times: dict[int, int] = {}
-
-    def time_of(snapshot_id: int) -> int:
-        if snapshot_id not in times:
-            times[snapshot_id] = manager.snapshot(snapshot_id).time_millis
-        return times[snapshot_id]
-
     consumer_next = ConsumerManager(table.file_io, table.path, table.branch).min_next_snapshot()
-    plan = plan_range(ids, time_of, settings, consumer_next)
-    record.details["settings"] = {
-        "retain_min": settings.retain_min,
-        "retain_max": settings.retain_max,
-        "cutoff": iso_utc(settings.cutoff_ms),
-        "max_deletes": settings.max_deletes,
-        "min_consumer_next_snapshot": consumer_next,
-    }
-    if decoupled:
-        record.details["changelog_settings"] = {
-            "decoupled": decoupled,
-            "retain_min": retention.retain_min,
-            "retain_max": retention.retain_max,
-            "cutoff": iso_utc(retention.cutoff_ms),
-            "producer": table.options.changelog_producer,
-        }
-        log.info("changelog retention is decoupled (%s): expired snapshots become changelogs", decoupled)
+    plan = plan_range(ids, _commit_times(table), settings, consumer_next)
+    _record_settings(deletion, settings, retention, consumer_next, decoupled)
     if plan is None or plan.count == 0:
         log.info("nothing to expire (%s)", "no snapshot" if plan is None else f"limited by {plan.limited_by}")
         record.count("snapshots_expired", 0)
@@ -320,48 +327,88 @@ def expire_snapshots(
             record.snapshot_ids.update(earliest=plan.earliest, latest=plan.latest)
         writable: set[int] = set()
     else:
-        writable = _expire_snapshot_range(
-            spark, table, plan, bool(decoupled), dry_run, record, log, batch_size, max_per_second
-        )
+        writable = _expire_snapshot_range(deletion, plan, bool(decoupled))
     if decoupled and plan is not None:
-        expire_changelogs(
-            spark,
-            table,
-            plan,
-            retention,
-            consumer_next,
-            writable,
-            dry_run,
-            record,
-            log,
-            batch_size,
-            max_per_second,
+        expire_changelogs(deletion, plan, retention, consumer_next, writable)
+
+
+def _commit_times(table: Table) -> Callable[[int], int]:
+    """A snapshot's commit time by id, each snapshot read once (the plan asks for a few only)."""
+    manager = table.snapshot_manager
+    times: dict[int, int] = {}
+
+    def time_of(snapshot_id: int) -> int:
+        if snapshot_id not in times:
+            times[snapshot_id] = manager.snapshot(snapshot_id).time_millis
+        return times[snapshot_id]
+
+    return time_of
+
+
+def _record_settings(
+    deletion: DeletionContext,
+    settings: ExpireSettings,
+    retention: ChangelogSettings,
+    consumer_next: int | None,
+    decoupled: str | None,
+) -> None:
+    """The settings in effect into the record (the changelog ones when decoupled)."""
+    deletion.record.details["settings"] = {
+        "retain_min": settings.retain_min,
+        "retain_max": settings.retain_max,
+        "cutoff": iso_utc(settings.cutoff_ms),
+        "max_deletes": settings.max_deletes,
+        "min_consumer_next_snapshot": consumer_next,
+    }
+    if decoupled:
+        deletion.record.details["changelog_settings"] = {
+            "decoupled": decoupled,
+            "retain_min": retention.retain_min,
+            "retain_max": retention.retain_max,
+            "cutoff": iso_utc(retention.cutoff_ms),
+            "producer": deletion.table.options.changelog_producer,
+        }
+        deletion.log.info(
+            "changelog retention is decoupled (%s): expired snapshots become changelogs", decoupled
         )
-    return record
 
 
-def _expire_snapshot_range(
-    spark: Any,
-    table: Table,
-    plan: ExpireRange,
-    decoupled: bool,
-    dry_run: bool,
-    record: RunRecord,
-    log: Any,
-    batch_size: int,
-    max_per_second: float | None,
-) -> set[int]:
+def _expire_snapshot_range(deletion: DeletionContext, plan: ExpireRange, decoupled: bool) -> set[int]:
     """Delete what only snapshots [begin, end) need, then their snapshot files, oldest first.
     Returns the ids that become (or, in a dry run, would become) long-lived changelogs.
 
     Decoupled: each expired snapshot is first written as `changelog/changelog-<id>`, and what that
     changelog needs is protected like a retained root (`CHANGELOG_TO_WRITE_ROOT`) from the start.
     """
-    manager = table.snapshot_manager
-    record.snapshot_ids.update(
+    table, record, log = deletion.table, deletion.record, deletion.log
+    _record_range(deletion, plan)
+    tags_at_plan = _tag_snapshot_ids(table)
+    crash_point(STEP_PLANNED)
+    writable = _writable_changelogs(table, plan.expired_ids, record, log) if decoupled else set()
+    candidates = _range_candidates(deletion, plan, writable, decoupled)
+    try:
+        totals = report_candidates(candidates, record, "", log)
+        _record_range_to_expire(deletion, plan, writable, decoupled)
+        if deletion.dry_run:
+            log.info("dry run: nothing deleted")
+            return writable
+        if _tag_snapshot_ids(table) - tags_at_plan & set(plan.expired_ids):
+            raise SafetyRefusal(
+                f"{table.path}: a tag was created on a snapshot in [{plan.begin}, {plan.end}) while this job "
+                "ran; nothing was deleted, run expire-snapshots again"
+            )
+        delete_stages(deletion, candidates, totals, "", (STEP_FILES, STEP_MANIFESTS, STEP_LISTS))
+    finally:
+        candidates.unpersist()
+    _delete_snapshot_files(deletion, plan, writable)
+    return writable
+
+
+def _record_range(deletion: DeletionContext, plan: ExpireRange) -> None:
+    deletion.record.snapshot_ids.update(
         earliest=plan.earliest, latest=plan.latest, begin=plan.begin, end=plan.end, limited_by=plan.limited_by
     )
-    log.info(
+    deletion.log.info(
         "expiring snapshots [%d, %d) of [%d, %d] (%s)",
         plan.begin,
         plan.end,
@@ -369,66 +416,55 @@ def _expire_snapshot_range(
         plan.latest,
         plan.limited_by,
     )
-    tags_at_plan = _tag_snapshot_ids(table)
-    crash_point(STEP_PLANNED)
+
+
+def _range_candidates(
+    deletion: DeletionContext, plan: ExpireRange, writable: set[int], decoupled: bool
+) -> DataFrame:
+    """What only the expiring snapshots need: their files minus what every retained root needs, the
+    changelogs this run writes (and, decoupled, every retained snapshot's future changelog) included."""
+    table = deletion.table
 
     def keep_root(branch: str, kind: str, name: str) -> bool:
         # every main snapshot below `end` is expiring (or a remnant of an earlier expiry)
         return not (branch == table.branch and kind == SNAPSHOT_ROOT and int(name) < plan.end)
 
-    writable = _writable_changelogs(table, plan.expired_ids, record, log) if decoupled else set()
     changelog_roots = [(table.branch, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in sorted(writable)]
     if decoupled:
         changelog_roots += future_changelog_roots(table, plan.end)
     reader = snapshot_range_reader(table, plan.begin, plan.end)
     retained: dict[str, int] = {}
     candidates = expiry_candidates(
-        spark,
-        table,
+        deletion,
         (plan.begin, plan.end + 1),
         reader,
         plan.end,
         keep_root,
         changelog_roots,
-        log,
         chain_end=plan.end,
         stats=retained,
     )
-    record.details["retained_side"] = retained
-    try:
-        totals = report_candidates(candidates, record, "")
-        record.count("snapshots_to_expire", plan.count)
-        record.sample(
-            "snapshots_to_expire", [manager.snapshot_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]]
-        )
-        if decoupled:
-            record.count("changelogs_to_write", len(writable))
-            record.sample("changelogs_to_write", [manager.changelog_path(i) for i in sorted(writable)])
-        if dry_run:
-            log.info("dry run: nothing deleted")
-            return writable
+    deletion.record.details["retained_side"] = retained
+    return candidates
 
-        if _tag_snapshot_ids(table) - tags_at_plan & set(plan.expired_ids):
-            raise SafetyRefusal(
-                f"{table.path}: a tag was created on a snapshot in [{plan.begin}, {plan.end}) while this job "
-                "ran; nothing was deleted, run expire-snapshots again"
-            )
-        delete_stages(
-            spark,
-            table,
-            candidates,
-            totals,
-            "",
-            (STEP_FILES, STEP_MANIFESTS, STEP_LISTS),
-            record,
-            log,
-            batch_size,
-            max_per_second,
-        )
-    finally:
-        candidates.unpersist()
 
-    for snapshot_id in plan.expired_ids:  # oldest first: a rerun starts from the oldest one left
+def _record_range_to_expire(
+    deletion: DeletionContext, plan: ExpireRange, writable: set[int], decoupled: bool
+) -> None:
+    manager, record = deletion.table.snapshot_manager, deletion.record
+    record.count("snapshots_to_expire", plan.count)
+    record.sample("snapshots_to_expire", [manager.snapshot_path(i) for i in plan.expired_ids[:SAMPLE_LIMIT]])
+    if decoupled:
+        record.count("changelogs_to_write", len(writable))
+        record.sample("changelogs_to_write", [manager.changelog_path(i) for i in sorted(writable)])
+
+
+def _delete_snapshot_files(deletion: DeletionContext, plan: ExpireRange, writable: set[int]) -> None:
+    """The snapshot files oldest first (a rerun starts from the oldest one left), each written as its
+    changelog first when it becomes one; then the EARLIEST hint."""
+    table, record = deletion.table, deletion.record
+    manager = table.snapshot_manager
+    for snapshot_id in plan.expired_ids:
         if snapshot_id in writable:
             _write_changelog(table, snapshot_id, record)
             crash_point(STEP_CHANGELOG_WRITTEN)
@@ -436,11 +472,12 @@ def _expire_snapshot_range(
         record.count("snapshots_expired", 1)
         crash_point(STEP_SNAPSHOT)
     manager.write_earliest_hint(plan.end)
-    log.info("expired %d snapshots; EARLIEST = %d", plan.count, plan.end)
-    return writable
+    deletion.log.info("expired %d snapshots; EARLIEST = %d", plan.count, plan.end)
 
 
-def _writable_changelogs(table: Table, expired_ids: range, record: RunRecord, log: Any) -> set[int]:
+def _writable_changelogs(
+    table: Table, expired_ids: range, record: RunRecord, log: logging.Logger | logging.LoggerAdapter
+) -> set[int]:
     """The expiring snapshots that can still become changelogs: those whose lists a changelog reads
     exist (or whose changelog already does). A run made before the table was decoupled may have
     crashed after deleting an expiring snapshot's lists; such a snapshot expires without a changelog

@@ -24,10 +24,12 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
 
+from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.tags import TagSteps, delete_tags
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
@@ -45,6 +47,9 @@ from paimon_format.model.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 from paimon_format.tags import TAG_PREFIX
 
 OPERATION = "expire-tags"
@@ -83,51 +88,51 @@ CONFIG_MODEL = ExpireTagsConfig
 
 def run(context: JobContext, config: ExpireTagsConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
-    expire_tags(
-        lambda: context.spark,  # started only when an expired tag's snapshot has expired too
-        table,
-        older_than=config.older_than,
-        num_retained_max=config.num_retained_max,
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-        batch_size=config.delete_batch_size,
-        max_per_second=config.max_deletes_per_second,
-    )
+    # Spark is started only when an expired tag's snapshot has expired too
+    deletion = DeletionContext.for_job(context, table, DeletePace.of(config))
+    expire_branch_tags(deletion, config.older_than, config.num_retained_max)
 
 
 def expire_tags(
-    spark: Any,
+    spark: SparkSession | Callable[[], SparkSession],
     table: Table,
     older_than: str | None = None,
     num_retained_max: int | None = None,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     batch_size: int = 1000,
     max_per_second: float | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
-    """Delete the expired tags (see the module docstring) and the files only they used."""
-    log = log or logging.getLogger("jobs.expire_tags")
-    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
+    """Delete the expired tags (see the module docstring) and the files only they used: the keyword
+    form, for tests and benchmarks (a job run goes through `expire_branch_tags`)."""
+    deletion = DeletionContext(
+        table,
+        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
+        log or logging.getLogger("jobs.expire_tags"),
+        dry_run,
+        DeletePace(batch_size, max_per_second),
+        spark,
+    )
+    expire_branch_tags(deletion, older_than, num_retained_max, now_ms)
+    return deletion.record
+
+
+def expire_branch_tags(
+    deletion: DeletionContext,
+    older_than: str | None,
+    num_retained_max: int | None,
+    now_ms: int | None = None,
+) -> None:
+    """Delete the expired tags of `deletion.table`'s branch and the files only they used."""
+    table = deletion.table
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     tags = table.tag_manager.tags()
     reasons = expired_tags(table, tags, older_than, num_retained_max, now_ms)
-    record.details["expired_because"] = dict(list(reasons.items())[:100])
-    record.count("tags_retained", len(tags) - len(reasons))
-    delete_tags(
-        spark,
-        table,
-        {name: tags[name] for name in reasons},
-        STEPS,
-        dry_run,
-        record,
-        log,
-        batch_size,
-        max_per_second,
-    )
-    return record
+    deletion.record.details["expired_because"] = dict(list(reasons.items())[:100])
+    deletion.record.count("tags_retained", len(tags) - len(reasons))
+    delete_tags(deletion, {name: tags[name] for name in reasons}, STEPS)
 
 
 def expired_tags(

@@ -3,7 +3,7 @@
 The target is `to_snapshot: N` or `to_tag: NAME` (the tag's snapshot). What goes, as in Paimon's
 RollbackHelper: every snapshot newer than the target, every long-lived changelog newer than it,
 every tag on a newer snapshot; and here also the files only they used (Paimon leaves those to orphan
-cleaning): `root_deletion.dropped_root_candidates` minus what every snapshot up to the target, every
+cleaning): `jobs.deletion.roots.dropped_root_candidates` minus what every snapshot up to the target, every
 remaining tag, every branch and every remaining changelog needs, on the executors.
 When the target snapshot itself has expired but a tag holds it (`to_tag`, or `to_snapshot` of an
 expired id some tag holds), `snapshot-N` is restored from the tag (its JSON without the tag fields)
@@ -27,14 +27,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from jobs.deletion.roots import delete_stages, dropped_root_candidates, report_candidates
-from jobs.deletion.tags import report_candidates_empty
+from jobs.deletion.context import DeletePace, DeletionContext
+from jobs.deletion.roots import dropped_root_candidates
+from jobs.deletion.stages import StageTotals, delete_stages, report_candidates, report_candidates_empty
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, CommitRaceLost
+from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.table_open import open_existing_table
 from paimon_format.branches import MAIN_BRANCH
@@ -43,6 +46,9 @@ from paimon_format.maintenance.references import CHANGELOG_ROOT, SNAPSHOT_ROOT, 
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATION = "rollback"
 STEP_PLANNED = f"{OPERATION}:planned"
@@ -71,19 +77,11 @@ class RollbackConfig(TableJobConfig):
 CONFIG_MODEL = RollbackConfig
 
 
-def run(context: Any, config: RollbackConfig) -> None:
+def run(context: JobContext, config: RollbackConfig) -> None:
     table = open_existing_table(config)
-    rollback(
-        lambda: context.spark,  # started only when there is something newer to delete
-        table,
-        to_snapshot=config.to_snapshot,
-        to_tag=config.to_tag,
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-        batch_size=config.delete_batch_size,
-        max_per_second=config.max_deletes_per_second,
-    )
+    # Spark is started only when there is something newer to delete
+    deletion = DeletionContext.for_job(context, table, DeletePace.of(config))
+    roll_back(deletion, config.to_snapshot, config.to_tag)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,42 +154,91 @@ def _trimmed(tag: Snapshot) -> Snapshot:
 
 
 def rollback(
-    spark: Any,
+    spark: SparkSession | Callable[[], SparkSession],
     table: Table,
     to_snapshot: int | None = None,
     to_tag: str | None = None,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     batch_size: int = 1000,
     max_per_second: float | None = None,
 ) -> RunRecord:
-    """Roll the table back (see the module docstring for the order). `spark`: a session or a function
-    returning one (not started when nothing newer exists)."""
-    log = log or logging.getLogger("jobs.rollback")
-    record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
-    manager = table.snapshot_manager
+    """Roll the table back (see the module docstring for the order): the keyword form, for tests and
+    scripts (a job run goes through `roll_back`). `spark`: a session or a function returning one
+    (not started when nothing newer exists)."""
+    deletion = DeletionContext(
+        table,
+        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
+        log or logging.getLogger("jobs.rollback"),
+        dry_run,
+        DeletePace(batch_size, max_per_second),
+        spark,
+    )
+    roll_back(deletion, to_snapshot, to_tag)
+    return deletion.record
+
+
+def roll_back(deletion: DeletionContext, to_snapshot: int | None, to_tag: str | None) -> None:
+    """Roll `deletion.table` back to `to_snapshot` or `to_tag` (module docstring: the order)."""
+    table, record, log = deletion.table, deletion.record, deletion.log
     plan = plan_rollback(table, to_snapshot, to_tag)
-    target = plan.target.id
-    record.snapshot_ids.update(target=target, latest=plan.latest)
+    _record_plan(deletion, plan)
+    candidates = _plan_files(deletion, plan)
+    try:
+        totals: StageTotals = {}
+        if candidates is not None:
+            totals = report_candidates(candidates, record, "", log)
+        else:
+            report_candidates_empty(record)
+        crash_point(STEP_PLANNED)
+        if deletion.dry_run:
+            log.info("dry run: nothing changed")
+            return
+        _refuse_newer_commit(table, plan.latest, plan.latest, "planned")
+        _make_target_latest(deletion, plan)
+        _drop_newer_changelogs_and_tags(deletion, plan)
+        crash_point(STEP_METADATA)
+        if candidates is None:
+            return
+        _refuse_newer_commit(table, plan.target.id, plan.latest, "before deleting files")
+        delete_stages(deletion, candidates, totals, "", (STEP_FILES, STEP_MANIFESTS, STEP_LISTS))
+    finally:
+        if candidates is not None:
+            candidates.unpersist()
+    log.info("rolled back to snapshot %d", plan.target.id)
+
+
+def _record_plan(deletion: DeletionContext, plan: RollbackPlan) -> None:
+    table, record = deletion.table, deletion.record
+    record.snapshot_ids.update(target=plan.target.id, latest=plan.latest)
     record.details["restored_from_tag"] = plan.restore
     record.count("snapshots_to_delete", len(plan.snapshots))
     record.count("changelogs_to_delete", len(plan.changelogs))
     record.count("tags_to_delete", len(plan.tags))
-    record.sample("snapshots_to_delete", [manager.snapshot_path(i) for i in plan.snapshots[:SAMPLE_LIMIT]])
+    paths = [table.snapshot_manager.snapshot_path(i) for i in plan.snapshots[:SAMPLE_LIMIT]]
+    record.sample("snapshots_to_delete", paths)
     record.sample("tags_to_delete", [table.tag_manager.tag_path(n) for n in plan.tags[:SAMPLE_LIMIT]])
-    log.info(
+    deletion.log.info(
         "rolling back from %d to %d: %d snapshots, %d changelogs, %d tags go%s",
         plan.latest,
-        target,
+        plan.target.id,
         len(plan.snapshots),
         len(plan.changelogs),
         len(plan.tags),
         " (snapshot restored from a tag)" if plan.restore else "",
     )
+
+
+def _plan_files(deletion: DeletionContext, plan: RollbackPlan) -> DataFrame | None:
+    """The candidates of the dropped snapshots, changelogs and tags (None when nothing is dropped,
+    and Spark is not started): what they need minus what every remaining root needs."""
+    target = plan.target.id
     dropped = [(MAIN_BRANCH, SNAPSHOT_ROOT, str(i)) for i in plan.snapshots]
     dropped += [(MAIN_BRANCH, CHANGELOG_ROOT, str(i)) for i in plan.changelogs]
     dropped += [(MAIN_BRANCH, TAG_ROOT, name) for name in plan.tags]
+    if not dropped:
+        return None
     doomed_tags = set(plan.tags)
 
     def keep_root(branch: str, kind: str, name: str) -> bool:
@@ -201,70 +248,50 @@ def rollback(
             return name not in doomed_tags
         return int(name) <= target  # snapshots and changelogs
 
-    session = None
-    candidates = None
-    totals: dict[int, tuple[int, int]] = {}
-    if dropped:
-        session = spark() if callable(spark) else spark
-        candidates = dropped_root_candidates(session, table, dropped, keep_root, [], log)
-    try:
-        if candidates is not None:
-            totals = report_candidates(candidates, record, "")
-        else:
-            report_candidates_empty(record)
-        crash_point(STEP_PLANNED)
-        if dry_run:
-            log.info("dry run: nothing changed")
-            return record
-        _refuse_newer_commit(table, plan.latest, plan.latest, "planned")
-        if plan.restore:
-            data = plan.target.to_json().encode("utf-8")
-            if table.file_io.create_if_absent(manager.snapshot_path(target), data):
-                record.count("snapshots_restored", 1)
-            crash_point(STEP_RESTORED)
-        manager.write_latest_hint(target)
-        expected_latest = plan.latest
-        for snapshot_id in plan.snapshots:  # newest first: the newest left is always whole
-            _refuse_newer_commit(table, expected_latest, plan.latest, f"deleting snapshot {snapshot_id}")
-            table.file_io.delete(manager.snapshot_path(snapshot_id))
-            record.count("snapshots_deleted", 1)
-            expected_latest = snapshot_id - 1
-            crash_point(STEP_SNAPSHOT)
-        manager.write_latest_hint(target)
-        if plan.restore:
-            manager.write_earliest_hint(min(manager.snapshot_ids()))
-        _refuse_newer_commit(table, target, plan.latest, "snapshots deleted")
-        for changelog_id in plan.changelogs:
-            table.file_io.delete(manager.changelog_path(changelog_id))
-            record.count("changelogs_deleted", 1)
-        if plan.changelogs:
-            remaining = [i for i in manager.changelog_ids() if i <= target]
-            if remaining:
-                manager.write_changelog_latest_hint(max(remaining))
-        for name in plan.tags:
-            table.tag_manager.delete_tag(name)
-            record.count("tags_deleted", 1)
-        crash_point(STEP_METADATA)
-        if candidates is None:
-            return record
-        _refuse_newer_commit(table, target, plan.latest, "before deleting files")
-        delete_stages(
-            session,
-            table,
-            candidates,
-            totals,
-            "",
-            (STEP_FILES, STEP_MANIFESTS, STEP_LISTS),
-            record,
-            log,
-            batch_size,
-            max_per_second,
-        )
-    finally:
-        if candidates is not None:
-            candidates.unpersist()
-    log.info("rolled back to snapshot %d", target)
-    return record
+    return dropped_root_candidates(deletion.spark, deletion.table, dropped, keep_root, [], deletion.log)
+
+
+def _make_target_latest(deletion: DeletionContext, plan: RollbackPlan) -> None:
+    """Restore `snapshot-N` from its tag when needed, point LATEST at it, then delete the newer
+    snapshot files newest first (the newest left is always whole), checking for a concurrent
+    commit before each."""
+    table, record = deletion.table, deletion.record
+    manager = table.snapshot_manager
+    target = plan.target.id
+    if plan.restore:
+        data = plan.target.to_json().encode("utf-8")
+        if table.file_io.create_if_absent(manager.snapshot_path(target), data):
+            record.count("snapshots_restored", 1)
+        crash_point(STEP_RESTORED)
+    manager.write_latest_hint(target)
+    expected_latest = plan.latest
+    for snapshot_id in plan.snapshots:  # newest first: the newest left is always whole
+        _refuse_newer_commit(table, expected_latest, plan.latest, f"deleting snapshot {snapshot_id}")
+        table.file_io.delete(manager.snapshot_path(snapshot_id))
+        record.count("snapshots_deleted", 1)
+        expected_latest = snapshot_id - 1
+        crash_point(STEP_SNAPSHOT)
+    manager.write_latest_hint(target)
+    if plan.restore:
+        manager.write_earliest_hint(min(manager.snapshot_ids()))
+    _refuse_newer_commit(table, target, plan.latest, "snapshots deleted")
+
+
+def _drop_newer_changelogs_and_tags(deletion: DeletionContext, plan: RollbackPlan) -> None:
+    """The changelogs newer than the target (changelog/LATEST adjusted), then the tags on newer
+    snapshots."""
+    table, record = deletion.table, deletion.record
+    manager = table.snapshot_manager
+    for changelog_id in plan.changelogs:
+        table.file_io.delete(manager.changelog_path(changelog_id))
+        record.count("changelogs_deleted", 1)
+    if plan.changelogs:
+        remaining = [i for i in manager.changelog_ids() if i <= plan.target.id]
+        if remaining:
+            manager.write_changelog_latest_hint(max(remaining))
+    for name in plan.tags:
+        table.tag_manager.delete_tag(name)
+        record.count("tags_deleted", 1)
 
 
 def _refuse_newer_commit(table: Table, expected_latest: int, planned_latest: int, when: str) -> None:

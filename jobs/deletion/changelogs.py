@@ -5,16 +5,18 @@ only they needed; then their `changelog-<id>` files oldest first, then `changelo
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
+from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import (
     SNAPSHOT_LIMIT,
     changelog_range_reader,
     expiry_candidates,
     future_changelog_roots,
 )
-from jobs.deletion.roots import delete_stages, report_candidates
-from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.deletion.roots import KeepRoot
+from jobs.deletion.stages import delete_stages, report_candidates
+from jobs.runtime.report import SAMPLE_LIMIT
 from jobs.runtime.spark import assert_small
 from paimon_format.errors import StorageError
 from paimon_format.maintenance.expire import ChangelogSettings, ExpireRange, plan_changelog_range
@@ -36,17 +38,11 @@ STEP_CHANGELOG_DELETED = f"{OPERATION}:changelog-deleted"  # once per expired ch
 
 
 def expire_changelogs(
-    spark: Any,
-    table: Table,
+    deletion: DeletionContext,
     plan: ExpireRange,
     settings: ChangelogSettings,
     consumer_next: int | None,
     writable: set[int],
-    dry_run: bool,
-    record: RunRecord,
-    log: Any,
-    batch_size: int,
-    max_per_second: float | None,
 ) -> None:
     """Paimon's ExpireChangelogImpl: delete the long-lived changelogs beyond the changelog retention.
 
@@ -55,23 +51,12 @@ def expire_changelogs(
     manifests name; minus what every retained snapshot, tag, branch and changelog needs. A dry run
     plans with the changelogs the snapshot expiry would have written (`writable`).
     """
-    manager = table.snapshot_manager
-    existing = set(manager.changelog_ids())
-    if existing and not dry_run and not table.file_io.exists(manager.changelog_earliest_hint_path()):
-        # Java writes EARLIEST only after a changelog expiry and lists without it; pypaimon
-        # finds the earliest changelog by this hint alone, so it is there as soon as changelogs are.
-        manager.write_changelog_earliest_hint(min(existing))
-    to_write = [] if not dry_run else sorted(i for i in writable if i not in existing)
+    table, record, log = deletion.table, deletion.record, deletion.log
+    existing = _existing_changelogs(deletion)
+    to_write = [] if not deletion.dry_run else sorted(i for i in writable if i not in existing)
     changelog_ids = sorted(existing | set(to_write))
     assert_small(len(changelog_ids), SNAPSHOT_LIMIT, "changelog ids")
-
-    def time_of(changelog_id: int) -> int:
-        found = changelog_or_snapshot(table, changelog_id)
-        if found is None:
-            raise StorageError(f"{manager.changelog_path(changelog_id)}: changelog vanished while planning")
-        return found.time_millis
-
-    cplan = plan_changelog_range(changelog_ids, time_of, settings, plan.latest, consumer_next)
+    cplan = plan_changelog_range(changelog_ids, _changelog_time(table), settings, plan.latest, consumer_next)
     if cplan is None or cplan.count == 0:
         log.info(
             "no long-lived changelog to expire (%s)",
@@ -81,14 +66,76 @@ def expire_changelogs(
         if cplan is not None:
             record.details["changelog_ids"] = {"earliest": cplan.earliest, "latest": cplan.latest}
         return
-    record.details["changelog_ids"] = {
+    _record_changelog_range(deletion, cplan)
+    crash_point(STEP_CHANGELOG_PLANNED)
+    planned = [(table.branch, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in to_write if i >= cplan.end]
+    planned += future_changelog_roots(table, plan.end)
+    candidates = expiry_candidates(
+        deletion,
+        (cplan.begin, cplan.end),
+        changelog_range_reader(table),
+        -1,
+        _keep_root(table, plan, cplan),
+        planned,
+    )
+    try:
+        totals = report_candidates(candidates, record, "changelog_", log)
+        present = set(changelog_ids)
+        expiring = [i for i in cplan.expired_ids if i in present]
+        record.count("changelogs_to_expire", len(expiring))
+        record.sample(
+            "changelogs_to_expire",
+            [table.snapshot_manager.changelog_path(i) for i in expiring[:SAMPLE_LIMIT]],
+        )
+        if deletion.dry_run:
+            return
+        delete_stages(
+            deletion,
+            candidates,
+            totals,
+            "changelog_",
+            (STEP_CHANGELOG_FILES, STEP_CHANGELOG_MANIFESTS, STEP_CHANGELOG_LISTS),
+        )
+    finally:
+        candidates.unpersist()
+    _delete_changelog_files(deletion, expiring, cplan.end)
+
+
+def _existing_changelogs(deletion: DeletionContext) -> set[int]:
+    """The ids of the branch's long-lived changelogs; writes `changelog/EARLIEST` when they exist
+    without it (not in a dry run)."""
+    table = deletion.table
+    manager = table.snapshot_manager
+    existing = set(manager.changelog_ids())
+    if existing and not deletion.dry_run and not table.file_io.exists(manager.changelog_earliest_hint_path()):
+        # Java writes EARLIEST only after a changelog expiry and lists without it; pypaimon
+        # finds the earliest changelog by this hint alone, so it is there as soon as changelogs are.
+        manager.write_changelog_earliest_hint(min(existing))
+    return existing
+
+
+def _changelog_time(table: Table) -> Callable[[int], int]:
+    """The commit time of a changelog (or of the snapshot a dry run would have made one)."""
+
+    def time_of(changelog_id: int) -> int:
+        found = changelog_or_snapshot(table, changelog_id)
+        if found is None:
+            path = table.snapshot_manager.changelog_path(changelog_id)
+            raise StorageError(f"{path}: changelog vanished while planning")
+        return found.time_millis
+
+    return time_of
+
+
+def _record_changelog_range(deletion: DeletionContext, cplan: ExpireRange) -> None:
+    deletion.record.details["changelog_ids"] = {
         "earliest": cplan.earliest,
         "latest": cplan.latest,
         "begin": cplan.begin,
         "end": cplan.end,
         "limited_by": cplan.limited_by,
     }
-    log.info(
+    deletion.log.info(
         "expiring changelogs [%d, %d) of [%d, %d] (%s)",
         cplan.begin,
         cplan.end,
@@ -96,7 +143,11 @@ def expire_changelogs(
         cplan.latest,
         cplan.limited_by,
     )
-    crash_point(STEP_CHANGELOG_PLANNED)
+
+
+def _keep_root(table: Table, plan: ExpireRange, cplan: ExpireRange) -> KeepRoot:
+    """Every root stays but this branch's snapshots below the snapshot range's end (expired by this
+    run, or the dry run's plan) and its changelogs in the changelog range."""
 
     def keep_root(branch: str, kind: str, name: str) -> bool:
         if branch != table.branch:
@@ -107,37 +158,16 @@ def expire_changelogs(
             return not cplan.begin <= int(name) < cplan.end
         return True
 
-    planned = [(table.branch, CHANGELOG_TO_WRITE_ROOT, str(i)) for i in to_write if i >= cplan.end]
-    planned += future_changelog_roots(table, plan.end)
-    ids = (cplan.begin, cplan.end)
-    candidates = expiry_candidates(
-        spark, table, ids, changelog_range_reader(table), -1, keep_root, planned, log
-    )
-    try:
-        totals = report_candidates(candidates, record, "changelog_")
-        present = set(changelog_ids)
-        expiring = [i for i in cplan.expired_ids if i in present]
-        record.count("changelogs_to_expire", len(expiring))
-        record.sample("changelogs_to_expire", [manager.changelog_path(i) for i in expiring[:SAMPLE_LIMIT]])
-        if dry_run:
-            return
-        delete_stages(
-            spark,
-            table,
-            candidates,
-            totals,
-            "changelog_",
-            (STEP_CHANGELOG_FILES, STEP_CHANGELOG_MANIFESTS, STEP_CHANGELOG_LISTS),
-            record,
-            log,
-            batch_size,
-            max_per_second,
-        )
-    finally:
-        candidates.unpersist()
-    for changelog_id in expiring:  # oldest first: a rerun starts from the oldest one left
-        table.file_io.delete(manager.changelog_path(changelog_id))
-        record.count("changelogs_expired", 1)
+    return keep_root
+
+
+def _delete_changelog_files(deletion: DeletionContext, expiring: list[int], end: int) -> None:
+    """The `changelog-<id>` files oldest first (a rerun starts from the oldest one left), then
+    `changelog/EARLIEST`."""
+    manager = deletion.table.snapshot_manager
+    for changelog_id in expiring:
+        deletion.table.file_io.delete(manager.changelog_path(changelog_id))
+        deletion.record.count("changelogs_expired", 1)
         crash_point(STEP_CHANGELOG_DELETED)
-    manager.write_changelog_earliest_hint(cplan.end)
-    log.info("expired %d changelogs; changelog EARLIEST = %d", len(expiring), cplan.end)
+    manager.write_changelog_earliest_hint(end)
+    deletion.log.info("expired %d changelogs; changelog EARLIEST = %d", len(expiring), end)

@@ -19,7 +19,7 @@ import posixpath
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -27,6 +27,9 @@ from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import StorageError
 from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.paths import BUCKET_DIR_RE
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 _SUMMARY_COLUMNS = "deleted long, bytes long, absent long, failed long, errors array<string>"
 _SUMMARY_SCHEMA = pa.schema(
@@ -125,8 +128,8 @@ def _deleter(file_io: FileIO, root: str, batch_size: int, per_task_rate: float |
 
 
 def delete_files(
-    spark: Any,
-    files: Any,
+    spark: SparkSession,
+    files: DataFrame,
     file_io: FileIO,
     root: str,
     total: int,
@@ -199,12 +202,12 @@ def remove_empty_dir(file_io: FileIO, path: str) -> bool:
     return True
 
 
-def remove_empty_directories(spark: Any, deleted_files: Any, file_io: FileIO, root: str) -> int:
+def remove_empty_directories(
+    spark: SparkSession, deleted_files: DataFrame, file_io: FileIO, root: str
+) -> int:
     """Try to remove the bucket and partition directories the deleted files lived in."""
     F = functions_for(spark)
-    from pyspark.sql.types import ArrayType, StringType
-
-    parents = F.udf(lambda path: removable_parents(path), ArrayType(StringType()))
+    parents = F.udf(lambda path: removable_parents(path), "array<string>")
     chains = deleted_files.select(parents("path").alias("chain")).filter(F.size("chain") > 0)
     innermost = chains.select(F.col("chain")[0].alias("dir"), "chain").dropDuplicates(["dir"])
 

@@ -8,12 +8,14 @@ entry in the deltas of (begin, end] is not an ADD are candidates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.deletion.roots import ALREADY_DELETED, FILES, LISTS, MANIFESTS, retained_needs
+from jobs.deletion.context import DeletionContext
+from jobs.deletion.roots import ArrowMapper, KeepRoot, Root, retained_needs
+from jobs.deletion.stages import ALREADY_DELETED, FILES, LISTS, MANIFESTS
 from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import MissingFileError
 from paimon_format.maintenance.references import (
@@ -25,6 +27,9 @@ from paimon_format.maintenance.references import (
 from paimon_format.manifest.codec import read_manifest, read_manifest_list
 from paimon_format.manifest.entries import ADD
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 SNAPSHOT_LIMIT = 1_000_000  # snapshot ids the driver lists; Paimon tables keep far fewer
 
@@ -56,7 +61,7 @@ _NO_ORDER, _NO_KIND, _GONE = 0, -1, -2
 _SID_SHIFT, _MANIFEST_SHIFT = 40, 24  # ord = snapshot << 40 | manifest index << 24 | entry position
 
 
-def future_changelog_roots(table: Table, end: int) -> list[tuple[str, str, str]]:
+def future_changelog_roots(table: Table, end: int) -> list[Root]:
     """Every retained snapshot, read also as the changelog it becomes when it expires.
 
     Its delta may DELETE an append-origin file that an expiring snapshot or changelog ADDed (an
@@ -69,17 +74,15 @@ def future_changelog_roots(table: Table, end: int) -> list[tuple[str, str, str]]
 
 
 def expiry_candidates(
-    spark: Any,
-    table: Table,
+    deletion: DeletionContext,
     ids: tuple[int, int],
-    reader: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+    reader: ArrowMapper,
     end: int,
-    keep_root: Callable[[str, str, str], bool],
-    extra_roots: list[tuple[str, str, str]],
-    log: Any,
+    keep_root: KeepRoot,
+    extra_roots: list[Root],
     chain_end: int | None = None,
     stats: dict[str, int] | None = None,
-) -> Any:
+) -> DataFrame:
     """DataFrame (path, size, stage) of the files to delete, checkpointed; stage ALREADY_DELETED rows
     name metadata of expiring snapshots or changelogs that an interrupted run already deleted
     (counted only). `reader` maps the ids [first, last) to metadata rows and manifests to read;
@@ -87,13 +90,46 @@ def expiry_candidates(
     `chain_end`: the candidates are a snapshot range's (last entry up to snapshot `chain_end` not an
     ADD), so retained snapshots from it on need not have their base manifests read
     (`retained_needs`); `stats` receives what the retained side read."""
+    spark, table = deletion.spark, deletion.table
     F = functions_for(spark)
+    roots = _range_roots(spark, ids, reader)
+    entries = _range_manifest_entries(deletion, roots, end, stats)
+    everything = _range_files(F, roots, entries)
+    protected = retained_needs(
+        spark,
+        table,
+        everything.filter(F.col("stage") == FILES),
+        keep_root,
+        extra_roots,
+        deletion.log,
+        chain_end=chain_end,
+        stats=stats,
+    )
+    candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
+    roots.unpersist()
+    entries.unpersist()
+    everything.unpersist()
+    return candidates
 
+
+def _range_roots(spark: SparkSession, ids: tuple[int, int], reader: ArrowMapper) -> DataFrame:
+    """The first pass, per id of [first, last): metadata rows and the manifests to read, checkpointed."""
+    F = functions_for(spark)
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     first, last = ids
     frame = spark.range(first, last, numPartitions=max(1, min(last - first, parallelism * 4)))
     roots = frame.select(F.col("id").alias("sid")).mapInArrow(reader, _ROOT_COLUMNS)
-    roots = roots.localCheckpoint(eager=True)
+    return roots.localCheckpoint(eager=True)
+
+
+def _range_manifest_entries(
+    deletion: DeletionContext, roots: DataFrame, end: int, stats: dict[str, int] | None
+) -> DataFrame:
+    """The second pass, per manifest to read: its entries (`_manifest_reader`), checkpointed. The
+    expiring deltas are skipped when their lists count no DELETE entry."""
+    spark = deletion.spark
+    F = functions_for(spark)
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
     to_read = roots.filter(F.col("what").isin(_DELTA, _CHANGELOG, _INDEX, _DELTA_ALL)).dropDuplicates(
         ["what", "name"]
     )
@@ -102,19 +138,25 @@ def expiry_candidates(
         # Only a DELETE entry makes a data file a candidate: deltas of pure appends need no reading.
         # The first retained snapshot's delta is still read, strictly: a broken retained manifest
         # there fails the run (exit 2) as it always did, rather than going unnoticed.
-        log.info("the expiring deltas delete no data file (their lists say so): not reading them")
+        deletion.log.info("the expiring deltas delete no data file (their lists say so): not reading them")
         to_read = to_read.filter((F.col("what") != _DELTA) | (F.col("sid") >= end))
     if stats is not None:
         stats["expiring_deltas_read"] = deltas if deletes else retained_deltas
-    entries = to_read.repartition(parallelism * 2).mapInArrow(_manifest_reader(table, end), _FILE_COLUMNS)
-    entries = entries.localCheckpoint(eager=True)
+    reader = _manifest_reader(deletion.table, end)
+    entries = to_read.repartition(parallelism * 2).mapInArrow(reader, _FILE_COLUMNS)
+    return entries.localCheckpoint(eager=True)
+
+
+def _range_files(F: Any, roots: DataFrame, entries: DataFrame) -> DataFrame:  # noqa: N803 - functions
+    """Every file the range names, one row per path with its largest size and earliest stage,
+    checkpointed: data files whose last entry is not an ADD, changelog and index files, metadata
+    files, and what an interrupted run already deleted."""
     missing = (
         roots.filter(F.col("what") == _MISSING)
         .select(F.col("name").alias("path"), "size")
         .unionByName(entries.filter(F.col("kind") == _GONE).select("path", "size"))
         .select("path", "size", F.lit(ALREADY_DELETED).alias("stage"))
     )
-
     data = (
         entries.filter(F.col("ord") > _NO_ORDER)
         .groupBy("path")
@@ -130,7 +172,7 @@ def expiry_candidates(
         "size",
         F.when(F.col("what") == _LIST, F.lit(LISTS)).otherwise(F.lit(MANIFESTS)).alias("stage"),
     )
-    everything = (
+    return (
         data.unionByName(other_files)
         .unionByName(metadata)
         .unionByName(missing)
@@ -139,24 +181,8 @@ def expiry_candidates(
         .localCheckpoint(eager=True)
     )
 
-    protected = retained_needs(
-        spark,
-        table,
-        everything.filter(F.col("stage") == FILES),
-        keep_root,
-        extra_roots,
-        log,
-        chain_end=chain_end,
-        stats=stats,
-    )
-    candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
-    roots.unpersist()
-    entries.unpersist()
-    everything.unpersist()
-    return candidates
 
-
-def _range_deltas(F: Any, roots: Any, end: int) -> tuple[int, int, int]:  # noqa: N803 - functions
+def _range_deltas(F: Any, roots: DataFrame, end: int) -> tuple[int, int, int]:  # noqa: N803 - functions
     """(DELETE entries the delta manifests of the range hold, as their manifest lists count them;
     delta manifests; those of snapshots >= end), in one small job.
 
@@ -175,7 +201,7 @@ def _range_deltas(F: Any, roots: Any, end: int) -> tuple[int, int, int]:  # noqa
     return deletes, deltas, retained
 
 
-def snapshot_range_reader(table: Table, begin: int, end: int):
+def snapshot_range_reader(table: Table, begin: int, end: int) -> ArrowMapper:
     """Per snapshot id in [begin, end]: its metadata files (expiring ones) and the manifests to read."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -222,7 +248,7 @@ def snapshot_range_reader(table: Table, begin: int, end: int):
     return read
 
 
-def changelog_range_reader(table: Table):
+def changelog_range_reader(table: Table) -> ArrowMapper:
     """Per expiring changelog id: its lists and manifests (candidates) and the manifests to read:
     changelog manifests (their ADDs) and delta manifests (every file they name). Everything on this
     side is read leniently: what an interrupted run already deleted is only counted."""
@@ -269,7 +295,7 @@ def _read_list(table: Table, name: str | None, lenient: bool, rows: list, sid: i
         return None
 
 
-def _manifest_reader(table: Table, end: int):
+def _manifest_reader(table: Table, end: int) -> ArrowMapper:
     """Per delta manifest: (path, size, ord, kind) of every entry; per changelog/index manifest: files."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

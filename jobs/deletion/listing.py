@@ -23,7 +23,7 @@ import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -43,6 +43,9 @@ LISTED_SCHEMA = pa.schema(
         ("kind", pa.string()),
     ]
 )
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 _WAVE_COLUMNS = "path string, is_dir boolean, size long, modification_time_ms long, rule string, kind string"
 _WAVE_SCHEMA = pa.schema(
     [
@@ -63,7 +66,7 @@ MAX_WAVES = 64  # deeper than any Paimon layout: a symlink loop or a runaway tre
 class Listing:
     """The listed files (a checkpointed DataFrame of LISTED_COLUMNS) and what the driver counted."""
 
-    files: Any  # DataFrame
+    files: DataFrame
     directories: int
     vanished_directories: int
     waves: int
@@ -115,7 +118,7 @@ def list_entries(file_io: FileIO, path: str) -> list[Entry]:
 class WaveCounters:
     """Spark accumulators the listing tasks add to, so the driver learns counts without another job."""
 
-    def __init__(self, spark: Any) -> None:
+    def __init__(self, spark: SparkSession) -> None:
         context = spark.sparkContext
         self.files = context.accumulator(0)
         self.directories = context.accumulator(0)  # directories listed
@@ -185,7 +188,7 @@ def _append(rows: dict[str, list], path: str, is_dir: bool, size: int, mtime: in
 
 
 def list_table_files(
-    spark: Any,
+    spark: SparkSession,
     file_io: FileIO,
     root: str,
     naming: FileNaming,
@@ -273,15 +276,18 @@ def _pick(columns: list[str], names: tuple[str, ...], what: str, source: str) ->
     )
 
 
-def read_inventory(spark: Any, source: str, root: str, naming: FileNaming, file_format: str = "auto") -> Any:
+def read_inventory(
+    spark: SparkSession, source: str, root: str, naming: FileNaming, file_format: str = "auto"
+) -> DataFrame:
     """An inventory (Parquet or CSV with a header: path, size, modification time) as LISTED_COLUMNS.
 
     Paths may be full URLs, scheme-less or bucket-relative keys (S3 Inventory), not URL-encoded;
     rows outside the table and directory markers are dropped. The modification time is epoch
     milliseconds or a timestamp.
     """
+    # Spark's own readers read an inventory, so such a run is always on Spark (never a LocalSession)
     from pyspark.sql import functions as F
-    from pyspark.sql.types import NumericType, StringType
+    from pyspark.sql.types import NumericType, StringType  # (with the line above)
 
     chosen = file_format
     if chosen == "auto":

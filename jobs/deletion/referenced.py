@@ -1,7 +1,8 @@
 """Every file a table still needs, as a DataFrame of table-relative paths, read on the executors.
 
-The same set as `paimon_format.scan.snapshot_scan.referenced_files` (which reads it in one process), built in three
-distributed steps so that neither the driver nor one task holds a table's worth of entries:
+The same set as `paimon_format.maintenance.references.referenced_files` (which reads it in one
+process), built in three distributed steps so that neither the driver nor one task holds a table's
+worth of entries:
 
 1. The driver lists each branch's metadata directories: schema ids, snapshot ids, tag names and
    long-lived changelog ids (a small plan). Those files are referenced themselves.
@@ -22,7 +23,7 @@ import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -37,6 +38,9 @@ from paimon_format.maintenance.references import (
     root_references,
 )
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 REFERENCED_COLUMNS = "path string"
 _PATH_SCHEMA = pa.schema([("path", pa.string())])
@@ -55,7 +59,7 @@ DRIVER_ROOT_THREADS = 8
 class Referenced:
     """The referenced paths (a checkpointed DataFrame of REFERENCED_COLUMNS) and the driver's counts."""
 
-    paths: Any  # DataFrame
+    paths: DataFrame
     branches: int
     metadata_files: int  # schema, snapshot, tag, changelog files themselves (not what they reference)
     roots: int
@@ -112,7 +116,7 @@ def _manifest_reader(table: Table, index: bool):
     return read_manifests
 
 
-def _names_frame(spark: Any, column: str, names: list[str], what: str) -> Any:
+def _names_frame(spark: SparkSession, column: str, names: list[str], what: str) -> DataFrame:
     """A DataFrame of one string column from a list the driver holds (names of metadata files),
     handed to the JVM as Arrow and spread over the cores (`driver_list_frame`)."""
     if not names:
@@ -121,7 +125,7 @@ def _names_frame(spark: Any, column: str, names: list[str], what: str) -> Any:
 
 
 def referenced_paths(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
     log: logging.Logger | logging.LoggerAdapter | None = None,
     keep_root: Callable[[str, str, str], bool] | None = None,

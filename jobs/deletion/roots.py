@@ -1,31 +1,30 @@
-"""Deleting what dropped roots alone needed: the retained side of every deletion job, and its stages.
+"""What dropped roots alone needed: the retained side of every deletion job, and the dropped side.
 
 A maintenance job that drops metadata roots (expired snapshots or changelogs, deleted or expired tags,
 snapshots a rollback discards) deletes their files in one shape:
 
-- candidates: a DataFrame (path, size, stage) of what the dropped roots named;
+- candidates: a DataFrame (path, size, stage) of what the dropped roots named
+  (`dropped_root_candidates`; expire-snapshots builds its own, `jobs.deletion.expire_candidates`);
 - minus (LEFT ANTI JOIN) `retained_needs`: what every root that stays needs (every snapshot, tag and
   long-lived changelog of every branch, unless the job's `keep_root` says it is dropped), read
   strictly on the executors: a failed read fails the job, never protects less;
-- deleted in stages: data, changelog and index files, then manifests, index manifests and statistics,
-  then manifest lists (`delete_stages`), so that a crash between stages leaves every retained root
-  readable and a rerun finds the rest.
+- deleted in stages (`jobs.deletion.stages.delete_stages`): data, changelog and index files, then
+  manifests, index manifests and statistics, then manifest lists, so that a crash between stages
+  leaves every retained root readable and a rerun finds the rest.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from jobs.deletion.deleter import delete_files
+from jobs.deletion.stages import ALREADY_DELETED, FILES, LISTS, MANIFESTS
 from jobs.runtime.local_frame import functions_for
-from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import parallelize_small
 from paimon_format.branches import MAIN_BRANCH
-from paimon_format.errors import MissingFileError, SnapshotNotFoundError, StorageError
+from paimon_format.errors import MissingFileError, SnapshotNotFoundError
 from paimon_format.maintenance.references import (
     CHANGELOG_ROOT,
     PENDING_TAG_ROOT,
@@ -41,79 +40,12 @@ from paimon_format.maintenance.references import (
 )
 from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD
-from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
 
-# Deletion stages, in order.
-FILES, MANIFESTS, LISTS = 0, 1, 2
-ALREADY_DELETED = 9  # not a deletion stage: metadata of expiring snapshots found missing (counted only)
-STAGE_NAMES = {FILES: "files", MANIFESTS: "manifests", LISTS: "manifest_lists"}
+if TYPE_CHECKING:
+    import logging
 
-
-def report_candidates(candidates: Any, record: RunRecord, prefix: str) -> dict[int, tuple[int, int]]:
-    """Counts, bytes and samples per stage into the record; returns {stage: (files, bytes)}."""
-    totals = {
-        row["stage"]: (row["files"], row["bytes"] or 0)
-        for row in candidates.groupBy("stage")
-        .agg({"path": "count", "size": "sum"})
-        .withColumnRenamed("count(path)", "files")
-        .withColumnRenamed("sum(size)", "bytes")
-        .collect()
-    }
-    sample = candidates.filter(f"stage < {ALREADY_DELETED}").limit(3 * SAMPLE_LIMIT).collect()
-    for stage, name in STAGE_NAMES.items():
-        files, nbytes = totals.get(stage, (0, 0))
-        record.count(f"{prefix}{name}_to_delete", files)
-        record.add_bytes(f"{prefix}{name}_to_delete", nbytes)
-        record.sample(f"{prefix}{name}_to_delete", [row["path"] for row in sample if row["stage"] == stage])
-    missing = totals.get(ALREADY_DELETED, (0, 0))[0]
-    record.count(f"{prefix}already_deleted_metadata", missing)
-    if missing:
-        logging.getLogger("jobs.expire_snapshots").warning(
-            "%d manifests or lists of expiring %s were already deleted (an earlier run was interrupted "
-            "after deleting data files); skipped",
-            missing,
-            "changelogs" if prefix else "snapshots",
-        )
-    return totals
-
-
-def delete_stages(
-    spark: Any,
-    table: Table,
-    candidates: Any,
-    totals: dict[int, tuple[int, int]],
-    prefix: str,
-    steps: tuple[str, str, str],
-    record: RunRecord,
-    log: Any,
-    batch_size: int,
-    max_per_second: float | None,
-) -> None:
-    """Files, then manifests, then manifest lists; a failed delete stops before the next stage."""
-    for stage, step in zip((FILES, MANIFESTS, LISTS), steps, strict=True):
-        total = totals.get(stage, (0, 0))[0]
-        outcome = delete_files(
-            spark,
-            candidates.filter(f"stage = {stage}"),
-            table.file_io,
-            table.path,
-            total,
-            batch_size=batch_size,
-            max_per_second=max_per_second,
-        )
-        name = f"{prefix}{STAGE_NAMES[stage]}"
-        record.count(f"{name}_deleted", outcome.deleted)
-        record.add_bytes(f"{name}_deleted", outcome.bytes)
-        record.count(f"{name}_already_absent", outcome.absent)
-        if outcome.failed:
-            raise StorageError(
-                f"{table.path}: {outcome.failed} of {total} {name} could not be deleted "
-                f"({'; '.join(outcome.errors)}); stopped before the next step, a rerun continues"
-            )
-        log.info("deleted %d %s (%d already absent)", outcome.deleted, name, outcome.absent)
-        crash_point(step)
-
+    from pyspark.sql import DataFrame, SparkSession
 
 _NEEDS_COLUMNS = "root string, what string, value string"
 _NEEDS_SCHEMA = pa.schema([("root", pa.string()), ("what", pa.string()), ("value", pa.string())])
@@ -121,19 +53,26 @@ _LIVE_COLUMNS = "manifest string, path string, delta int, appended int"
 _LIVE_SCHEMA = pa.schema(
     [("manifest", pa.string()), ("path", pa.string()), ("delta", pa.int32()), ("appended", pa.int32())]
 )
+_PATH_SCHEMA = pa.schema([("path", pa.string())])
+_ROOT_DDL = "branch string, kind string, name string"
 ROOT_LIMIT = 1_000_000
+
+# (branch, kind, name) of a snapshot, tag or changelog; `keep_root` says whether one stays
+Root = tuple[str, str, str]
+KeepRoot = Callable[[str, str, str], bool]
+ArrowMapper = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 
 def retained_needs(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
-    file_candidates: Any,
-    keep_root: Callable[[str, str, str], bool],
-    extra_roots: list[tuple[str, str, str]],
-    log: Any,
+    file_candidates: DataFrame,
+    keep_root: KeepRoot,
+    extra_roots: list[Root],
+    log: logging.Logger | logging.LoggerAdapter,
     chain_end: int | None = None,
     stats: dict[str, int] | None = None,
-) -> Any:
+) -> DataFrame:
     """Paths the retained roots need among the candidates: a DataFrame of one `path` column.
 
     Roots: every snapshot kept, every tag and long-lived changelog of every branch, plus
@@ -142,32 +81,53 @@ def retained_needs(
     A data or changelog file is needed when it is *live* in some root: added more often than
     deleted within that root's manifests (a level upgrade deletes and re-adds the same file name).
     Of a changelog's delta manifests (no changelog producer) every append-origin entry counts, ADD
-    or DELETE (`scan.changelog_needs_entry`): compaction output is not changelog.
+    or DELETE (`changelog_needs_entry`): compaction output is not changelog.
     A DELETE entry alone does not protect a file, or nothing deleted before the last manifest
     compaction could ever expire. Every read here is strict: a failure fails the job.
 
     `chain_end` (expire-snapshots only, whose file candidates are the files whose last entry in the
     expiring deltas up to snapshot `chain_end` of `table.branch` is not an ADD): the retained
-    snapshots of that branch, and its tags on them, are read by `orphans.chained_root_references`,
+    snapshots of that branch, and its tags on them, are read by `chained_root_references`,
     i.e. their base manifests are kept by name and not read (Paimon's delta-chain proof); every other
     root is read in full. Without file candidates no manifest is read at all: names protect the
     metadata candidates, and only file candidates need liveness. `stats` receives how many roots
     and manifests were read.
     """
     F = functions_for(spark)
+    roots = _retained_roots(table, keep_root, extra_roots)
+    log.info("reading what %d retained snapshots, tags and changelogs need", len(roots))
+    root_frame = spark.createDataFrame(
+        parallelize_small(spark, roots, limit=ROOT_LIMIT, what="retained roots"), _ROOT_DDL
+    )
+    needs = root_frame.mapInArrow(_retained_root_reader(table, chain_end), _NEEDS_COLUMNS)
+    needs = needs.localCheckpoint(eager=True)
+    named = needs.filter(F.col("what") == "file").select(F.col("value").alias("path"))
+    if stats is not None:
+        stats["retained_roots"] = len(roots)
+    if file_candidates.limit(1).count() == 0:
+        log.info("no data, changelog or index file to delete: retained manifests are kept by name, not read")
+        if stats is not None:
+            stats["retained_manifests_read"] = 0
+        return named.distinct()
+    index_names = needs.filter(F.col("what") == "index").select("value").distinct()
+    index_files = index_names.mapInArrow(_index_file_reader(table), "path string")
+    live = _live_in_retained_roots(spark, table, needs, file_candidates, stats)
+    return named.unionByName(index_files).unionByName(live).distinct()
 
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
-    roots: list[tuple[str, str, str]] = []
+
+def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) -> list[Root]:
+    """Every snapshot, tag and changelog of every branch that `keep_root` keeps, then `extra_roots`."""
+    roots: list[Root] = []
     for branch in [MAIN_BRANCH, *table.branch_manager.branch_names()]:
         _files, branch_roots = metadata_file_relpaths(table, branch)
         roots.extend((branch, kind, name) for kind, name in branch_roots if keep_root(branch, kind, name))
     roots.extend(extra_roots)
-    log.info("reading what %d retained snapshots, tags and changelogs need", len(roots))
-    root_frame = spark.createDataFrame(
-        parallelize_small(spark, roots, limit=ROOT_LIMIT, what="retained roots"),
-        "branch string, kind string, name string",
-    )
+    return roots
 
+
+def _retained_root_reader(table: Table, chain_end: int | None) -> ArrowMapper:
+    """Per retained root: (root, what, value) rows of the files it names and the manifests and index
+    manifest it needs, each manifest with how it counts (`_manifest_mode`)."""
     chain_branch = table.branch
 
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -194,16 +154,11 @@ def retained_needs(
                     out["value"].append(value)
             yield pa.RecordBatch.from_pydict(out, schema=_NEEDS_SCHEMA)
 
-    needs = root_frame.mapInArrow(read_roots, _NEEDS_COLUMNS).localCheckpoint(eager=True)
-    named = needs.filter(F.col("what") == "file").select(F.col("value").alias("path"))
-    if stats is not None:
-        stats["retained_roots"] = len(roots)
-    if file_candidates.limit(1).count() == 0:
-        log.info("no data, changelog or index file to delete: retained manifests are kept by name, not read")
-        if stats is not None:
-            stats["retained_manifests_read"] = 0
-        return named.distinct()
-    index_names = needs.filter(F.col("what") == "index").select("value").distinct()
+    return read_roots
+
+
+def _index_file_reader(table: Table) -> ArrowMapper:
+    """Per index manifest name (`value`): the index files it names, strictly."""
 
     def read_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -212,9 +167,23 @@ def retained_needs(
                 for name in batch.column("value").to_pylist()
                 for p in index_manifest_references(table, name)
             ]
-            yield pa.RecordBatch.from_pydict({"path": paths}, schema=pa.schema([("path", pa.string())]))
+            yield pa.RecordBatch.from_pydict({"path": paths}, schema=_PATH_SCHEMA)
 
-    index_files = index_names.mapInArrow(read_index, "path string")
+    return read_index
+
+
+def _live_in_retained_roots(
+    spark: SparkSession,
+    table: Table,
+    needs: DataFrame,
+    file_candidates: DataFrame,
+    stats: dict[str, int] | None,
+) -> DataFrame:
+    """The file candidates live in some retained root: each manifest the roots need is read once,
+    its entries of candidate files joined back to the roots needing it, and summed per root as the
+    manifest's mode says (a balance of ADDs over DELETEs, append-origin entries, or ADDs only)."""
+    F = functions_for(spark)
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
     root_manifests = (
         needs.filter(F.col("what").isin(_BALANCE, _APPENDED, _ADDED))
         .select("root", F.col("value").alias("manifest"), F.col("what").alias("mode"))
@@ -223,22 +192,8 @@ def retained_needs(
     manifests = root_manifests.select("manifest").distinct()
     if stats is not None:
         stats["retained_manifests_read"] = manifests.count()
-
-    def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name in batch.column("manifest").to_pylist():
-                out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "appended": []}
-                for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                    appended = 1 if changelog_needs_entry(entry, appended_only=True) else 0
-                    for path in table.entry_relpaths(entry):
-                        out["manifest"].append(name)
-                        out["path"].append(path)
-                        out["delta"].append(1 if entry.kind == ADD else -1)
-                        out["appended"].append(appended)
-                yield pa.RecordBatch.from_pydict(out, schema=_LIVE_SCHEMA)
-
-    entries = manifests.repartition(parallelism * 2).mapInArrow(read_entries, _LIVE_COLUMNS)
-    live = (
+    entries = manifests.repartition(parallelism * 2).mapInArrow(_retained_entry_reader(table), _LIVE_COLUMNS)
+    return (
         entries.join(file_candidates.select("path"), "path", "left_semi")
         .join(root_manifests, "manifest")
         .groupBy("root", "mode", "path")
@@ -254,11 +209,29 @@ def retained_needs(
         .filter(F.col("balance") > 0)
         .select("path")
     )
-    return named.unionByName(index_files).unionByName(live).distinct()
+
+
+def _retained_entry_reader(table: Table) -> ArrowMapper:
+    """Per manifest: (manifest, path, delta, appended) of every entry, strictly."""
+
+    def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for name in batch.column("manifest").to_pylist():
+                out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "appended": []}
+                for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                    appended = 1 if changelog_needs_entry(entry, appended_only=True) else 0
+                    for path in table.entry_relpaths(entry):
+                        out["manifest"].append(name)
+                        out["path"].append(path)
+                        out["delta"].append(1 if entry.kind == ADD else -1)
+                        out["appended"].append(appended)
+                yield pa.RecordBatch.from_pydict(out, schema=_LIVE_SCHEMA)
+
+    return read_entries
 
 
 # how a retained root's manifest counts: entries' balance (live files), append-origin entries of a
-# changelog's delta (`scan.changelog_needs_entry`), or every ADD entry (a delta after a chain's end)
+# changelog's delta (`changelog_needs_entry`), or every ADD entry (a delta after a chain's end)
 _BALANCE, _APPENDED, _ADDED = "manifest", "appended", "added"
 
 
@@ -277,6 +250,7 @@ _ENTRY_SCHEMA = pa.schema(
     [("manifest", pa.string()), ("path", pa.string()), ("delta", pa.int32()), ("size", pa.int64())]
 )
 _MISSING_DELTA = -1000  # a manifest of a dropped root found missing (counted, stage ALREADY_DELETED)
+_CANDIDATE_COLUMNS = "path string, size long, stage int"
 _CANDIDATE_SCHEMA = pa.schema([("path", pa.string()), ("size", pa.int64()), ("stage", pa.int32())])
 
 
@@ -286,13 +260,13 @@ def _metadata_stage(relative_path: str) -> int:
 
 
 def dropped_root_candidates(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
-    dropped: list[tuple[str, str, str]],
-    keep_root: Callable[[str, str, str], bool],
-    extra_roots: list[tuple[str, str, str]],
-    log: Any,
-) -> Any:
+    dropped: list[Root],
+    keep_root: KeepRoot,
+    extra_roots: list[Root],
+    log: logging.Logger | logging.LoggerAdapter,
+) -> DataFrame:
     """What the `dropped` roots (branch, kind, name) alone need: a checkpointed DataFrame (path,
     size, stage) for `delete_stages`.
 
@@ -308,12 +282,38 @@ def dropped_root_candidates(
     ever means deleting less. The retained side is always strict.
     """
     F = functions_for(spark)
-
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
     root_frame = spark.createDataFrame(
-        parallelize_small(spark, dropped, limit=ROOT_LIMIT, what="dropped roots"),
-        "branch string, kind string, name string",
+        parallelize_small(spark, dropped, limit=ROOT_LIMIT, what="dropped roots"), _ROOT_DDL
     )
+    named = root_frame.mapInArrow(_dropped_root_reader(table), _DROPPED_COLUMNS).localCheckpoint(eager=True)
+    root_manifests = (
+        named.filter(F.col("what") == "manifest")
+        .select("root", F.col("value").alias("manifest"))
+        .dropDuplicates()
+    )
+    entries = _dropped_manifest_entries(spark, table, root_manifests)
+    everything = (
+        _live_in_dropped_roots(F, entries, root_manifests)
+        .unionByName(_dropped_index_files(F, table, named))
+        .unionByName(_dropped_metadata(F, named))
+        .unionByName(_already_deleted(F, named, entries))
+        .groupBy("path")
+        .agg(F.max("size").alias("size"), F.min("stage").alias("stage"))
+        .localCheckpoint(eager=True)
+    )
+    protected = retained_needs(
+        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log
+    )
+    candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
+    named.unpersist()
+    entries.unpersist()
+    everything.unpersist()
+    return candidates
+
+
+def _dropped_root_reader(table: Table) -> ArrowMapper:
+    """Per dropped root: (root, what, value, size) rows of its metadata files, manifests and index
+    manifest; a root whose list an interrupted run deleted also gives a `missing` row."""
 
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -344,14 +344,23 @@ def dropped_root_candidates(
                     out["size"].append(0)
             yield pa.RecordBatch.from_pydict(out, schema=_DROPPED_SCHEMA)
 
-    named = root_frame.mapInArrow(read_roots, _DROPPED_COLUMNS).localCheckpoint(eager=True)
+    return read_roots
+
+
+def _dropped_metadata(F: Any, named: DataFrame) -> DataFrame:  # noqa: N803 - pyspark's functions
+    """The dropped roots' own metadata files, staged MANIFESTS or LISTS by name."""
     stage_of = F.udf(_metadata_stage, "int")
-    metadata = (
+    return (
         named.filter(F.col("what") == "file")
         .select(F.col("value").alias("path"))
         .distinct()
         .select("path", F.lit(0).cast("long").alias("size"), stage_of("path").alias("stage"))
     )
+
+
+def _dropped_index_files(F: Any, table: Table, named: DataFrame) -> DataFrame:  # noqa: N803
+    """The index files the dropped roots' index manifests name (stage FILES); an index manifest an
+    interrupted run deleted (after its index files) names nothing."""
 
     def read_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -366,17 +375,17 @@ def dropped_root_candidates(
                 schema=_CANDIDATE_SCHEMA,
             )
 
-    index_files = (
+    return (
         named.filter(F.col("what") == "index")
         .select("value")
         .distinct()
-        .mapInArrow(read_index, "path string, size long, stage int")
+        .mapInArrow(read_index, _CANDIDATE_COLUMNS)
     )
-    root_manifests = (
-        named.filter(F.col("what") == "manifest")
-        .select("root", F.col("value").alias("manifest"))
-        .dropDuplicates()
-    )
+
+
+def _dropped_manifest_entries(spark: SparkSession, table: Table, root_manifests: DataFrame) -> DataFrame:
+    """Every entry of the dropped roots' manifests (manifest, path, delta, size), each manifest read
+    once, checkpointed; a manifest already deleted gives one row of delta `_MISSING_DELTA`."""
 
     def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -398,21 +407,32 @@ def dropped_root_candidates(
                         out["size"].append(entry.file.file_size if number == 0 else 0)
                 yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
 
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
     entries = (
         root_manifests.select("manifest")
         .distinct()
         .repartition(parallelism * 2)
         .mapInArrow(read_entries, _ENTRY_COLUMNS)
     )
-    entries = entries.localCheckpoint(eager=True)
-    missing = (
+    return entries.localCheckpoint(eager=True)
+
+
+def _already_deleted(F: Any, named: DataFrame, entries: DataFrame) -> DataFrame:  # noqa: N803
+    """Manifests and lists of dropped roots that an interrupted run already deleted (stage
+    ALREADY_DELETED: counted, not deleted)."""
+    return (
         entries.filter(F.col("delta") == _MISSING_DELTA)
         .select("path")
         .unionByName(named.filter(F.col("what") == "missing").select(F.col("value").alias("path")))
         .distinct()
         .select("path", F.lit(0).cast("long").alias("size"), F.lit(ALREADY_DELETED).alias("stage"))
     )
-    live = (
+
+
+def _live_in_dropped_roots(F: Any, entries: DataFrame, root_manifests: DataFrame) -> DataFrame:  # noqa: N803
+    """Data and changelog files live in some dropped root (added more often than deleted within its
+    manifests), with their size (stage FILES)."""
+    return (
         entries.filter(F.col("delta") != _MISSING_DELTA)
         .join(root_manifests, "manifest")
         .groupBy("root", "path")
@@ -422,22 +442,6 @@ def dropped_root_candidates(
         .agg(F.max("size").alias("size"))
         .select("path", "size", F.lit(FILES).alias("stage"))
     )
-    everything = (
-        live.unionByName(index_files)
-        .unionByName(metadata)
-        .unionByName(missing)
-        .groupBy("path")
-        .agg(F.max("size").alias("size"), F.min("stage").alias("stage"))
-        .localCheckpoint(eager=True)
-    )
-    protected = retained_needs(
-        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log
-    )
-    candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
-    named.unpersist()
-    entries.unpersist()
-    everything.unpersist()
-    return candidates
 
 
 def _half_deleted_root(table: Table, kind: str, name: str) -> RootReferences | None:

@@ -2,7 +2,7 @@
 
 Paimon's TagManager.deleteTag deletes the tag file, then (when the tagged snapshot itself has
 expired) the files that neither the neighbouring tags nor the earliest snapshot use. Here the
-"neither" is wider and exact: the files the deleted tags need (`root_deletion.dropped_root_candidates`:
+"neither" is wider and exact: the files the deleted tags need (`roots.dropped_root_candidates`:
 their lists, manifests, index manifests, statistics, index files and live data and changelog files)
 minus everything every snapshot, every other tag, every branch and every long-lived changelog needs
 (on a table with decoupled changelog retention also what each retained snapshot needs as the
@@ -21,12 +21,14 @@ remove-orphan-files to judge).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
+from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import future_changelog_roots
-from jobs.deletion.roots import delete_stages, dropped_root_candidates, report_candidates
+from jobs.deletion.roots import dropped_root_candidates
+from jobs.deletion.stages import StageTotals, delete_stages, report_candidates, report_candidates_empty
 from jobs.runtime.errors import SafetyRefusal
-from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.runtime.report import SAMPLE_LIMIT
 from paimon_format.maintenance.references import PENDING_TAG_ROOT, TAG_ROOT
 from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,
@@ -36,6 +38,9 @@ from paimon_format.model.options import (
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 @dataclass(frozen=True)
@@ -59,99 +64,42 @@ class TagSteps:
         )
 
 
-def delete_tags(
-    spark: Any,
-    table: Table,
-    tags: dict[str, Snapshot],
-    steps: TagSteps,
-    dry_run: bool,
-    record: RunRecord,
-    log: Any,
-    batch_size: int = 1000,
-    max_per_second: float | None = None,
-) -> None:
-    """Delete the `tags` (name -> tagged snapshot, as read when chosen) of `table`'s branch and the
-    files only they used.
+def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: TagSteps) -> None:
+    """Delete the `tags` (name -> tagged snapshot, as read when chosen) of the branch of
+    `deletion.table` and the files only they used.
 
-    `spark`: a SparkSession, or a function returning one: Spark is only started when a deleted
-    tag's snapshot has expired. A tag on a snapshot that still exists shares every file with it
-    (Paimon skips the file cleanup then too).
+    Spark (`deletion.spark`) is only started when a deleted tag's snapshot has expired. A tag on a
+    snapshot that still exists shares every file with it (Paimon skips the file cleanup then too).
     """
+    table, record, log = deletion.table, deletion.record, deletion.log
     manager = table.tag_manager
     names = sorted(tags)
     unfinished = manager.pending_deletion_names()  # parked by interrupted runs: finished here
-    record.count("tags_to_delete", len(names))
-    record.count("unfinished_deletions", len(unfinished))
-    record.sample("tags_to_delete", [manager.tag_path(name) for name in names[:SAMPLE_LIMIT]])
-    record.details["tags_to_delete"] = {name: tags[name].id for name in names[:SAMPLE_LIMIT]}
-    if unfinished:
-        log.warning(
-            "finishing %d tag deletions an interrupted run left: %s", len(unfinished), unfinished[:10]
-        )
+    _record_tags_to_delete(deletion, tags, unfinished)
     if not names and not unfinished:
         log.info("no tag to delete")
         record.count("tags_deleted", 0)
         return
     with_files = [name for name in names if not _snapshot_still_there(table, tags[name])]
-    branch = table.branch  # a branch's tags live under branch/branch-<name>/tag/
-    dropped = [(branch, TAG_ROOT, name) for name in with_files]
-    dropped += [(branch, PENDING_TAG_ROOT, key) for key in unfinished]
     tags_at_plan = set(manager.tag_names())
     branches_at_plan = set(table.branch_manager.branch_names())
-    candidates = None
-    session = None
-    totals: dict[int, tuple[int, int]] = {}
-    if dropped:
-        doomed = set(names)
-
-        def keep_root(root_branch: str, kind: str, name: str) -> bool:
-            return not (root_branch == branch and kind == TAG_ROOT and name in doomed)
-
-        extra = future_changelog_roots(table, 0) if _changelog_options(table) else []
-        log.info("planning the files of %d tags on expired snapshots", len(dropped))
-        session = spark() if callable(spark) else spark
-        candidates = dropped_root_candidates(session, table, dropped, keep_root, extra, log)
+    candidates = _plan_tag_files(deletion, names, with_files, unfinished)
     try:
+        totals: StageTotals = {}
         if candidates is not None:
-            totals = report_candidates(candidates, record, "")
+            totals = report_candidates(candidates, record, "", log)
         else:
             report_candidates_empty(record)
         crash_point(steps.planned)
-        if dry_run:
+        if deletion.dry_run:
             log.info("dry run: nothing deleted")
             record.count("tags_deleted", 0)
             return
-        parked = list(unfinished)
-        for name in names:
-            if name in with_files:
-                parked.append(manager.park_for_deletion(name))
-            if manager.delete_tag(name):
-                record.count("tags_deleted", 1)
-            else:
-                record.count("tags_already_absent", 1)
-        log.info("deleted %d tag files", len(names))
+        parked = _delete_tag_files(deletion, names, with_files, unfinished)
         crash_point(steps.tags_deleted)
         if candidates is not None:
-            new_tags = set(manager.tag_names()) - tags_at_plan
-            new_branches = set(table.branch_manager.branch_names()) - branches_at_plan
-            if new_tags or new_branches:
-                raise SafetyRefusal(
-                    f"{table.path}: tags {sorted(new_tags)} / branches {sorted(new_branches)} were created "
-                    "while this job ran; the tag files are deleted and their files left for now: run the job "
-                    "again to finish (it plans again with the new ones)"
-                )
-            delete_stages(
-                session,
-                table,
-                candidates,
-                totals,
-                "",
-                (steps.files, steps.manifests, steps.lists),
-                record,
-                log,
-                batch_size,
-                max_per_second,
-            )
+            _refuse_new_roots(table, tags_at_plan, branches_at_plan)
+            delete_stages(deletion, candidates, totals, "", (steps.files, steps.manifests, steps.lists))
         for key in parked:
             manager.finish_deletion(key)
         record.count("unfinished_deletions_finished", len(unfinished))
@@ -160,19 +108,79 @@ def delete_tags(
             candidates.unpersist()
 
 
+def _record_tags_to_delete(
+    deletion: DeletionContext, tags: dict[str, Snapshot], unfinished: list[str]
+) -> None:
+    manager = deletion.table.tag_manager
+    names = sorted(tags)
+    record = deletion.record
+    record.count("tags_to_delete", len(names))
+    record.count("unfinished_deletions", len(unfinished))
+    record.sample("tags_to_delete", [manager.tag_path(name) for name in names[:SAMPLE_LIMIT]])
+    record.details["tags_to_delete"] = {name: tags[name].id for name in names[:SAMPLE_LIMIT]}
+    if unfinished:
+        deletion.log.warning(
+            "finishing %d tag deletions an interrupted run left: %s", len(unfinished), unfinished[:10]
+        )
+
+
+def _plan_tag_files(
+    deletion: DeletionContext, names: list[str], with_files: list[str], unfinished: list[str]
+) -> DataFrame | None:
+    """The candidates of the tags on expired snapshots and of the unfinished deletions (None when
+    there are none, and Spark is not started): what they need minus what every other root needs."""
+    table = deletion.table
+    branch = table.branch  # a branch's tags live under branch/branch-<name>/tag/
+    dropped = [(branch, TAG_ROOT, name) for name in with_files]
+    dropped += [(branch, PENDING_TAG_ROOT, key) for key in unfinished]
+    if not dropped:
+        return None
+    doomed = set(names)
+
+    def keep_root(root_branch: str, kind: str, name: str) -> bool:
+        return not (root_branch == branch and kind == TAG_ROOT and name in doomed)
+
+    extra = future_changelog_roots(table, 0) if _changelog_options(table) else []
+    deletion.log.info("planning the files of %d tags on expired snapshots", len(dropped))
+    return dropped_root_candidates(deletion.spark, table, dropped, keep_root, extra, deletion.log)
+
+
+def _delete_tag_files(
+    deletion: DeletionContext, names: list[str], with_files: list[str], unfinished: list[str]
+) -> list[str]:
+    """Delete the tag files; a tag whose files go too is parked first (`tag-deletion/`), so that an
+    interrupted run's rerun still finds what to delete. Returns every parked key to finish."""
+    manager = deletion.table.tag_manager
+    parked = list(unfinished)
+    for name in names:
+        if name in with_files:
+            parked.append(manager.park_for_deletion(name))
+        if manager.delete_tag(name):
+            deletion.record.count("tags_deleted", 1)
+        else:
+            deletion.record.count("tags_already_absent", 1)
+    deletion.log.info("deleted %d tag files", len(names))
+    return parked
+
+
+def _refuse_new_roots(table: Table, tags_at_plan: set[str], branches_at_plan: set[str]) -> None:
+    """Exit 3 before any file goes when a tag or branch was created since planning: it may need them."""
+    new_tags = set(table.tag_manager.tag_names()) - tags_at_plan
+    new_branches = set(table.branch_manager.branch_names()) - branches_at_plan
+    if new_tags or new_branches:
+        raise SafetyRefusal(
+            f"{table.path}: tags {sorted(new_tags)} / branches {sorted(new_branches)} were created "
+            "while this job ran; the tag files are deleted and their files left for now: run the job "
+            "again to finish (it plans again with the new ones)"
+        )
+
+
 def _snapshot_still_there(table: Table, tagged: Snapshot) -> bool:
     """The tagged snapshot exists with the same manifest lists: it needs every file the tag needs."""
     manager = table.snapshot_manager
     if not manager.snapshot_exists(tagged.id):
         return False
     return manager.snapshot(tagged.id).base_manifest_list == tagged.base_manifest_list
-
-
-def report_candidates_empty(record: RunRecord) -> None:
-    """The counts of `report_candidates` when no tag needs a file cleanup."""
-    for name in ("files", "manifests", "manifest_lists"):
-        record.count(f"{name}_to_delete", 0)
-        record.add_bytes(f"{name}_to_delete", 0)
 
 
 def _changelog_options(table: Table) -> bool:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -44,6 +44,11 @@ from paimon_format.branches import MAIN_BRANCH
 from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.manifest.entries import ManifestFileMeta
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from jobs.runtime.registry import JobContext
 
 DEFAULT_MAX_ENTRIES = 10_000
 DEFAULT_MAX_FILES = 50_000
@@ -160,10 +165,10 @@ def row_limit(max_entries: int, max_files: int) -> int:
 
 
 def run_where_it_fits(
-    context: Any,
+    context: JobContext,
     table: Table,
     config: Any,
-    job: Callable[[Any], None],
+    job: Callable[[SparkSession], None],
     allowed: bool = True,
     names_bound: bool = False,
     scan_bound: bool = False,

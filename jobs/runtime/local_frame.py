@@ -536,6 +536,6 @@ def functions_for(spark: Any) -> Any:
     """`pyspark.sql.functions`, or its local stand-in when `spark` is a LocalSession."""
     if isinstance(spark, LocalSession):
         return FUNCTIONS
-    from pyspark.sql import functions
+    from pyspark.sql import functions  # a Spark session is running: a local run never loads pyspark
 
     return functions

@@ -73,7 +73,7 @@ def get_or_create_spark(
     """
     # pyspark only here and below: `--help` and configuration errors never load it
     from pyspark import SparkConf, SparkContext
-    from pyspark.sql import SparkSession
+    from pyspark.sql import SparkSession  # (as above: pyspark only once a session is asked for)
 
     active = SparkSession.getActiveSession()
     if active is not None:
