@@ -160,9 +160,6 @@ class Table:
     def index_path(self, name: str) -> str:
         return self.file_io.join(self.path, "index", name)
 
-    def statistics_path(self, name: str) -> str:
-        return self.file_io.join(self.path, "statistics", name)
-
     def partition_values(self, partition: bytes) -> list[Any]:
         return deserialize_row(partition, self.partition_types)
 

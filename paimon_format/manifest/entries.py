@@ -8,7 +8,7 @@ Their Avro encoding (records, schemas, codecs, reading and writing files) is
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from paimon_format.model.binary_row import EMPTY_ROW
@@ -103,9 +103,6 @@ class ManifestEntry:
         if self.kind != ADD:
             raise ValueError(f"{self.file.file_name}: only an ADD entry can be turned into its DELETE")
         return ManifestEntry(DELETE, self.partition, self.bucket, self.total_buckets, self.file)
-
-    def with_kind(self, kind: int) -> ManifestEntry:
-        return replace(self, kind=kind)
 
 
 def delete_entry(added: ManifestEntry) -> ManifestEntry:
