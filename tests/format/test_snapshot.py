@@ -5,25 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import uuid
 
 import pytest
 
-from paimon_format.branches import BranchManager
-from paimon_format.consumers import ConsumerManager
 from paimon_format.errors import (
     CorruptFileError,
-    InvalidTableStateError,
     SnapshotNotFoundError,
     StorageError,
 )
 from paimon_format.snapshot import Snapshot, SnapshotManager
 from paimon_format.storage.fileio import FileIO
 from paimon_format.tags import TagManager
+from tests.format.metadata_samples import LONG_MAX, make_snapshot
 from tests.support.samples import SAMPLES
 
 SNAPSHOT_SAMPLES = sorted(SAMPLES.glob("snapshot.*.json")) + sorted(SAMPLES.glob("tag.*.json"))
-LONG_MAX = 2**63 - 1
 
 # Key order of spec §3.
 SPEC_ORDER = [
@@ -33,24 +29,6 @@ SPEC_ORDER = [
     "totalRecordCount", "deltaRecordCount", "changelogRecordCount", "watermark", "statistics", "properties",
     "nextRowId", "operation",
 ]  # fmt: skip
-
-
-def make_snapshot(snapshot_id: int, **overrides) -> Snapshot:
-    values = dict(
-        id=snapshot_id,
-        schema_id=0,
-        base_manifest_list=f"manifest-list-x-{2 * snapshot_id}",
-        delta_manifest_list=f"manifest-list-x-{2 * snapshot_id + 1}",
-        commit_user="tester",
-        commit_identifier=LONG_MAX,
-        commit_kind="APPEND",
-        time_millis=1_700_000_000_000 + snapshot_id,
-        total_record_count=10 * snapshot_id,
-        delta_record_count=10,
-        uuid=str(uuid.uuid4()),
-    )
-    values.update(overrides)
-    return Snapshot(**values)
 
 
 # -- JSON ------------------------------------------------------------------------------------------
@@ -214,30 +192,6 @@ class FailingListing:
 
 
 # -- fixtures --------------------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["local", "memory", "s3"])
-def storage(request, tmp_path) -> tuple[str, FileIO]:
-    """(table root, FileIO) on each backend; S3 is a moto server, where directories are only prefixes."""
-    if request.param == "local":
-        root = str(tmp_path / "db.db" / "t")
-        return root, FileIO.for_path(root)
-    if request.param == "memory":
-        root = f"memory://snapshot-tests/{uuid.uuid4().hex}/db.db/t"
-        return root, FileIO.for_path(root)
-    _, bucket, options = request.getfixturevalue("moto_s3")
-    root = f"s3://{bucket}/snapshot-tests-{uuid.uuid4().hex}/db.db/t"
-    return root, FileIO.for_path(root, options)
-
-
-@pytest.fixture
-def table_root(storage) -> str:
-    return storage[0]
-
-
-@pytest.fixture
-def file_io(storage) -> FileIO:
-    return storage[1]
 
 
 @pytest.fixture
@@ -430,100 +384,3 @@ def test_changelogs(manager, file_io, table_root):
     assert manager.changelog(4).id == 4
     with pytest.raises(SnapshotNotFoundError, match="changelog-9"):
         manager.changelog(9)
-
-
-# -- TagManager ------------------------------------------------------------------------------------
-
-
-def test_tags(file_io, table_root):
-    tags = TagManager(file_io, table_root)
-    assert tags.tag_names() == [] and tags.tags() == {}
-    first, second = make_snapshot(5), make_snapshot(2)
-    assert tags.create_tag("release", first)
-    assert tags.create_tag("nightly-2024-01-01", second)
-    assert tags.tag_path("release") == file_io.join(table_root, "tag", "tag-release")
-    assert tags.tag_names() == ["nightly-2024-01-01", "release"]
-    assert tags.tag("release") == first
-    assert list(tags.tags()) == ["nightly-2024-01-01", "release"]  # ordered by snapshot id
-    assert json.loads(file_io.read_bytes(tags.tag_path("release"))) == json.loads(first.to_json())
-    with pytest.raises(InvalidTableStateError, match="already exists"):
-        tags.create_tag("release", second)
-    assert tags.create_tag("release", second, ignore_if_exists=True) is False
-    assert tags.tag("release") == first
-    with pytest.raises(SnapshotNotFoundError, match="tag-missing"):
-        tags.tag("missing")
-    assert tags.delete_tag("release") is True and tags.tag_names() == ["nightly-2024-01-01"]
-
-
-@pytest.mark.parametrize("name", ["", "  ", "123", "a/b"])
-def test_bad_tag_names(file_io, table_root, name):
-    with pytest.raises(ValueError):
-        TagManager(file_io, table_root).create_tag(name, make_snapshot(1))
-
-
-def test_tag_with_retention(file_io, table_root):
-    tags = TagManager(file_io, table_root)
-    tags.create_tag("kept", make_snapshot(3), time_retained_ms=86_400_000)
-    tag = tags.tag("kept")
-    assert tag.tag_time_retained_ms == 86_400_000 and tag.tag_create_time is not None
-    text = file_io.read_bytes(tags.tag_path("kept")).decode()
-    assert '"tagTimeRetained" : 86400.000000000' in text
-    assert Snapshot.from_json(tag.to_json()) == tag
-
-
-def test_reads_pypaimon_compact_tag_and_java_tag_fields(file_io, table_root):
-    tags = TagManager(file_io, table_root)
-    file_io.write_bytes(tags.tag_path("t3"), (SAMPLES / "tag.append_parted.t3.json").read_bytes())
-    java_tag = json.loads(make_snapshot(4).to_json())
-    java_tag["tagCreateTime"] = [2024, 1, 2, 3, 4, 5, 6000000]
-    java_tag["tagTimeRetained"] = 3600.5
-    file_io.write_bytes(tags.tag_path("java"), json.dumps(java_tag, indent=2).encode())
-    assert tags.tag("t3").id == 3
-    java = tags.tag("java")
-    assert java.tag_create_time.isoformat() == "2024-01-02T03:04:05.006000"
-    assert java.tag_time_retained_ms == 3_600_500
-    assert json.loads(java.to_json()) == java_tag
-    assert list(tags.tags()) == ["t3", "java"]
-
-
-def test_branch_tags_live_under_the_branch(file_io, table_root):
-    TagManager(file_io, table_root, branch="dev").create_tag("t", make_snapshot(1))
-    assert TagManager(file_io, table_root).tag_names() == []
-    assert TagManager(file_io, table_root, branch="dev").tag_names() == ["t"]
-
-
-# -- BranchManager ---------------------------------------------------------------------------------
-
-
-def test_branches(file_io, table_root):
-    branches = BranchManager(file_io, table_root)
-    assert branches.branch_names() == []
-    assert branches.branch_path("main") == table_root
-    for name in ("dev", "b-2"):
-        path = file_io.join(branches.branch_path(name), "schema", "schema-0")
-        file_io.write_bytes(path, b"{}")
-    file_io.write_bytes(file_io.join(branches.branch_dir(), "stray-file"), b"x")
-    assert branches.branch_path("dev") == file_io.join(table_root, "branch", "branch-dev")
-    assert branches.branch_names() == ["b-2", "dev"]
-    assert (
-        branches.branch_exists("dev") and branches.branch_exists("main") and not branches.branch_exists("x")
-    )
-
-
-# -- ConsumerManager -------------------------------------------------------------------------------
-
-
-def test_consumers(file_io, table_root):
-    consumers = ConsumerManager(file_io, table_root)
-    assert consumers.consumers() == {} and consumers.min_next_snapshot() is None
-    consumers.reset_consumer("job-a", 7)
-    assert file_io.read_bytes(consumers.consumer_path("job-a")) == b'{\n  "nextSnapshot" : 7\n}'
-    file_io.write_bytes(consumers.consumer_path("job-b"), b'{"nextSnapshot": 3}')
-    assert consumers.consumers() == {"job-a": 7, "job-b": 3}
-    assert consumers.consumer("job-b") == 3 and consumers.consumer("nope") is None
-    assert consumers.min_next_snapshot() == 3
-    file_io.write_bytes(consumers.consumer_path("job-c"), b'{"next": 1}')
-    with pytest.raises(CorruptFileError, match="nextSnapshot"):
-        consumers.consumers()
-    assert consumers.delete_consumer("job-c") is True
-    assert consumers.consumer_ids() == ["job-a", "job-b"]
