@@ -19,11 +19,12 @@ Spark-submit entry: `spark-submit jobs/compact_manifests.py --config conf/compac
 
 from __future__ import annotations
 
+import logging
 import pickle
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 from pydantic import Field
@@ -46,6 +47,10 @@ from paimon_format.model.options import CoreOptions, parse_memory_size
 from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests
 from paimon_format.table import Table
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+ArrowMapper = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 RESULT_COLUMNS = "grp int, first_partition binary, first_ord long, meta binary, survivors long, error string"
 
 # A RawEntry's attributes as shuffle columns (the rarely set rest of its identity travels pickled)
@@ -141,7 +146,9 @@ def run(context: JobContext, config: CompactManifestsConfig) -> None:
     run_where_it_fits(context, table, config, lambda spark: _compact(context, spark, table, config))
 
 
-def _compact(context: JobContext, spark: Any, table: Table, config: CompactManifestsConfig) -> None:
+def _compact(
+    context: JobContext, spark: SparkSession | None, table: Table, config: CompactManifestsConfig
+) -> None:
     compact_manifests(
         spark,
         table,
@@ -165,14 +172,14 @@ def _compact(context: JobContext, spark: Any, table: Table, config: CompactManif
 
 
 def compact_manifests(
-    spark: Any,
+    spark: SparkSession | None,
     table: Table,
     mode: str = "auto",
     order: str = "none",
     option_overrides: dict[str, str] | None = None,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
     """Compact the manifests of the table's latest snapshot; `before_commit` is a test hook.
@@ -180,17 +187,9 @@ def compact_manifests(
     `order` "none": merged by Avro blocks in this process (`spark` unused, may be None);
     "partition": entries sorted by partition through a Spark (or LocalSession) shuffle.
     """
-    import logging
-
     log = log or logging.getLogger("jobs.compact_manifests")
     record = record or RunRecord(operation="compact-manifests", table=table.path, dry_run=dry_run)
-    options = CoreOptions({**table.schema.options, **(option_overrides or {})})
-    for key, value in (option_overrides or {}).items():
-        if key.endswith("size"):
-            try:
-                parse_memory_size(value)
-            except ValueError as error:
-                raise BadInputError(f"{key}: {error}") from None
+    options = _options_with(table, option_overrides or {})
     latest = table.snapshot_manager.latest()
     if latest is None:
         log.info("the table has no snapshot: nothing to compact")
@@ -204,45 +203,83 @@ def compact_manifests(
         options.manifest_full_compaction_threshold_size,
         options.manifest_merge_min_count,
     )
-    record.snapshot_ids["base"] = latest.id
-    record.count("manifests_before", len(manifests))
-    record.add_bytes("manifests_before", sum(m.file_size for m in manifests))
-    record.count("entries_before", sum(m.num_added_files + m.num_deleted_files for m in manifests))
-    record.count("manifests_rewritten", plan.rewritten)
+    _record_before(record, latest.id, plan)
     if not plan.groups:
         log.info("nothing to compact in snapshot %d (%d manifests)", latest.id, len(manifests))
         record.count("manifests_after", len(manifests))
         return record
 
     if order == "partition":
+        assert spark is not None, "order: partition merges through a (Spark or local) session"
         outcome = _merge_and_write(spark, table, plan, options, write=not dry_run)
     else:
         outcome = _merge_by_blocks(table, plan, options, write=not dry_run)
-    kept_entries = sum(manifests[i].num_added_files + manifests[i].num_deleted_files for i in _kept(plan))
     if dry_run:
+        kept_entries = sum(_entries(manifests[i]) for i in _kept(plan))
         record.count("entries_after", outcome.survivors + kept_entries)
         log.info("dry run: %d manifests would be rewritten", plan.rewritten)
         return record
 
     base = _assemble(plan, outcome.metas)
-    written = [meta.file_name for group in outcome.metas.values() for meta in group]
+    written = [meta for group in outcome.metas.values() for meta in group]
     record.count("manifests_written", len(written))
-    record.add_bytes("manifests_written", sum(m.file_size for group in outcome.metas.values() for m in group))
+    record.add_bytes("manifests_written", sum(m.file_size for m in written))
     record.count("manifests_after", len(base))
-    record.count("entries_after", sum(m.num_added_files + m.num_deleted_files for m in base))
-    planned_names = [m.file_name for m in manifests]
+    record.count("entries_after", sum(_entries(m) for m in base))
+    if before_commit is not None:
+        before_commit()
+    _commit(table, option_overrides, latest.id, plan, base, [m.file_name for m in written], record, log)
+    return record
+
+
+def _options_with(table: Table, overrides: dict[str, str]) -> CoreOptions:
+    """The table's options with the job's overrides; a size override that is no size is exit 2."""
+    for key, value in overrides.items():
+        if key.endswith("size"):
+            try:
+                parse_memory_size(value)
+            except ValueError as error:
+                raise BadInputError(f"{key}: {error}") from None
+    return CoreOptions({**table.schema.options, **overrides})
+
+
+def _entries(meta: ManifestFileMeta) -> int:
+    return meta.num_added_files + meta.num_deleted_files
+
+
+def _record_before(record: RunRecord, snapshot_id: int, plan: Plan) -> None:
+    manifests = plan.manifests
+    record.snapshot_ids["base"] = snapshot_id
+    record.count("manifests_before", len(manifests))
+    record.add_bytes("manifests_before", sum(m.file_size for m in manifests))
+    record.count("entries_before", sum(_entries(m) for m in manifests))
+    record.count("manifests_rewritten", plan.rewritten)
+
+
+def _commit(
+    table: Table,
+    option_overrides: dict[str, str] | None,
+    snapshot_id: int,
+    plan: Plan,
+    base: list[ManifestFileMeta],
+    written: list[str],
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> None:
+    """One COMPACT snapshot whose base list is `base` followed by any manifests committed meanwhile;
+    refused when another writer rewrote the planned manifests. A failed commit removes the
+    manifests this run wrote."""
+    planned_names = [m.file_name for m in plan.manifests]
 
     def rewrite(ctx: AttemptContext, previous: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
         names = [m.file_name for m in previous]
         if names[: len(planned_names)] != planned_names:
             raise CommitConflictError(
-                f"{table.path}: another writer rewrote the manifests of snapshot {latest.id} "
+                f"{table.path}: another writer rewrote the manifests of snapshot {snapshot_id} "
                 "while this job ran; run compact-manifests again"
             )
         return base + previous[len(planned_names) :]  # manifests committed meanwhile stay after ours
 
-    if before_commit is not None:
-        before_commit()
     committer = SnapshotCommit(table, options=option_overrides)
     try:
         snapshot = committer.commit(
@@ -255,8 +292,9 @@ def compact_manifests(
     record.snapshot_ids["committed"] = None
     if snapshot is not None:
         record.committed(snapshot.id)
-    log.info("snapshot %s: %d manifests -> %d", record.snapshot_ids["committed"], len(manifests), len(base))
-    return record
+    log.info(
+        "snapshot %s: %d manifests -> %d", record.snapshot_ids["committed"], len(plan.manifests), len(base)
+    )
 
 
 def _merge_by_blocks(table: Table, plan: Plan, options: CoreOptions, write: bool) -> MergeOutcome:
@@ -321,21 +359,48 @@ _RESULT_SCHEMA = pa.schema(
 )
 
 
-def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions, write: bool) -> MergeOutcome:
+def _merge_and_write(
+    spark: SparkSession, table: Table, plan: Plan, options: CoreOptions, write: bool
+) -> MergeOutcome:
     """Read the planned manifests on executors, cancel ADD/DELETE pairs, write partition-sorted manifests.
 
     An ADD and the DELETE that cancels it always share their partition, so one range shuffle by
     (group, partition) puts both in the same task, already in partition order; each task merges its
     runs with the same `EntryMerger` the commit path uses and writes its own rolling manifests.
     """
+    # pyspark's storage level (a LocalSession ignores it); not at the top: `--help` never loads pyspark
     from pyspark import StorageLevel
 
-    work = [(g, i, plan.manifests[i].file_name) for g, group in enumerate(plan.groups) for i in group]
-    full = plan.full
-    schema = table.schema
     target = options.manifest_target_file_size
-    compression = options.manifest_compression
-    manifest_dir = table.file_io.join(table.path, "manifest")
+    work = [(g, i, plan.manifests[i]) for g, group in enumerate(plan.groups) for i in group]
+    names = driver_list_frame(
+        spark,
+        {
+            "grp": pa.array([g for g, _i, _meta in work], pa.int32()),
+            "idx": pa.array([i for _g, i, _meta in work], pa.int64()),
+            "name": pa.array([meta.file_name for _g, _i, meta in work], pa.string()),
+            "size": pa.array([meta.file_size for _g, _i, meta in work], pa.int64()),
+        },
+        "manifest names",
+    )
+    # one writer per target-size of input manifests: each writer's output is a run of full manifests
+    rewritten_bytes = sum(meta.file_size for _g, _i, meta in work)
+    writers = max(1, min(-(-rewritten_bytes // target), spark.sparkContext.defaultParallelism * 4))
+    # the range shuffle samples its input first: keep the entries rather than reading every manifest twice
+    entries = names.mapInArrow(_manifest_reader(table), ENTRY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        arranged = entries.repartitionByRange(writers, "grp", "partition").sortWithinPartitions(
+            "grp", "partition", "ord"
+        )
+        merger = _group_merger(table, plan.full, target, options.manifest_compression, write)
+        results = arranged.mapInArrow(merger, RESULT_COLUMNS).collect()
+    finally:
+        entries.unpersist()
+    return _outcome_of(table, results)
+
+
+def _manifest_reader(table: Table) -> ArrowMapper:
+    """Per planned manifest (grp, idx, name, size): its raw entries as shuffle rows."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -345,6 +410,16 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
                 yield raw_entries_batch(
                     read_raw_manifest(table.file_io, table.manifest_path(name), size), group, index
                 )
+
+    return read
+
+
+def _group_merger(table: Table, full: bool, target: int, compression: str, write: bool) -> ArrowMapper:
+    """Per task (rows sorted by group, partition, order): each group's partition runs merged, the
+    survivors written as rolling manifests (or only counted, `write` False); one result row per new
+    manifest, per dry-run group, and per merge error."""
+    schema = table.schema
+    manifest_dir = table.file_io.join(table.path, "manifest")
 
     def merge_and_write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         collected = [batch for batch in batches if batch.num_rows]
@@ -358,36 +433,9 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
         prefix = str(uuid.uuid4())
         counter = iter(range(1 << 30))
         out: list[dict[str, Any]] = []
-        start = 0
-        while start < len(groups):
-            end = start
-            survivors = []
-            while end < len(groups) and groups[end] == groups[start]:
-                run_end = end
-                while (
-                    run_end < len(groups)
-                    and groups[run_end] == groups[start]
-                    and partitions[run_end] == partitions[end]
-                ):
-                    run_end += 1
-                merger = EntryMerger(f"{table.path} manifests")
-                try:
-                    merger.add_all(entries[end:run_end])
-                    merged = merger.live() if full else merger.merged()
-                except PaimonFormatError as error:
-                    out.append(
-                        {
-                            "grp": groups[start],
-                            "first_partition": b"",
-                            "first_ord": 0,
-                            "meta": None,
-                            "survivors": 0,
-                            "error": str(error),
-                        }
-                    )
-                    merged = []
-                survivors.extend(merged)
-                end = run_end
+        for start, end in _runs(groups, 0, len(groups)):
+            survivors = _merge_group(table, entries, groups, partitions, start, end, full, out)
+            first = {"grp": groups[start], "first_partition": partitions[start], "first_ord": orders[start]}
             if write and survivors:
                 metas = rolling_write_raw_manifests(
                     table.file_io,
@@ -400,52 +448,63 @@ def _merge_and_write(spark: Any, table: Table, plan: Plan, options: CoreOptions,
                     schema.id,
                 )
                 out.extend(
-                    {
-                        "grp": groups[start],
-                        "first_partition": partitions[start],
-                        "first_ord": orders[start],
-                        "meta": pickle.dumps(meta),
-                        "survivors": meta.num_added_files + meta.num_deleted_files,
-                        "error": None,
-                    }
+                    {**first, "meta": pickle.dumps(meta), "survivors": _entries(meta), "error": None}
                     for meta in metas
                 )
             elif survivors:
-                out.append(
-                    {
-                        "grp": groups[start],
-                        "first_partition": partitions[start],
-                        "first_ord": orders[start],
-                        "meta": None,
-                        "survivors": len(survivors),
-                        "error": None,
-                    }
-                )
-            start = end
+                out.append({**first, "meta": None, "survivors": len(survivors), "error": None})
         yield pa.RecordBatch.from_pylist(out, schema=_RESULT_SCHEMA)
 
-    names = driver_list_frame(
-        spark,
-        {
-            "grp": pa.array([g for g, _i, _name in work], pa.int32()),
-            "idx": pa.array([i for _g, i, _name in work], pa.int64()),
-            "name": pa.array([name for _g, _i, name in work], pa.string()),
-            "size": pa.array([plan.manifests[i].file_size for _g, i, _name in work], pa.int64()),
-        },
-        "manifest names",
-    )
-    # one writer per target-size of input manifests: each writer's output is a run of full manifests
-    rewritten_bytes = sum(plan.manifests[i].file_size for group in plan.groups for i in group)
-    writers = max(1, min(-(-rewritten_bytes // target), spark.sparkContext.defaultParallelism * 4))
-    # the range shuffle samples its input first: keep the entries rather than reading every manifest twice
-    entries = names.mapInArrow(read, ENTRY_COLUMNS).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        arranged = entries.repartitionByRange(writers, "grp", "partition").sortWithinPartitions(
-            "grp", "partition", "ord"
-        )
-        results = arranged.mapInArrow(merge_and_write, RESULT_COLUMNS).collect()
-    finally:
-        entries.unpersist()
+    return merge_and_write
+
+
+def _runs(keys: list[Any], start: int, stop: int) -> Iterator[tuple[int, int]]:
+    """[start, end) spans of equal consecutive keys within [start, stop)."""
+    while start < stop:
+        end = start + 1
+        while end < stop and keys[end] == keys[start]:
+            end += 1
+        yield start, end
+        start = end
+
+
+def _merge_group(
+    table: Table,
+    entries: list[RawEntry],
+    groups: list[int],
+    partitions: list[bytes],
+    start: int,
+    end: int,
+    full: bool,
+    errors: list[dict[str, Any]],
+) -> list[RawEntry]:
+    """One group's rows [start, end): each partition's run merged (`EntryMerger`: a full compaction
+    keeps live entries only), survivors in order; a merge error becomes an error row in `errors`."""
+    survivors: list[RawEntry] = []
+    for run_start, run_end in _runs(partitions, start, end):
+        merger = EntryMerger(f"{table.path} manifests")
+        try:
+            merger.add_all(entries[run_start:run_end])
+            merged = merger.live() if full else merger.merged()
+        except PaimonFormatError as error:
+            errors.append(
+                {
+                    "grp": groups[start],
+                    "first_partition": b"",
+                    "first_ord": 0,
+                    "meta": None,
+                    "survivors": 0,
+                    "error": str(error),
+                }
+            )
+            merged = []
+        survivors.extend(merged)
+    return survivors
+
+
+def _outcome_of(table: Table, results: list[Any]) -> MergeOutcome:
+    """The new manifests per group in partition order; on any merge error, every manifest written is
+    removed again and the run fails (the metadata is inconsistent, nothing was changed)."""
     errors = [row["error"] for row in results if row["error"]]
     new_metas = [row for row in results if row["meta"] is not None]
     if errors:

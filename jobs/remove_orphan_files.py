@@ -7,8 +7,8 @@ The order is what makes it safe against a writer committing meanwhile:
 2. Then read the referenced set on the executors: everything every snapshot, tag, branch and
    long-lived changelog needs. A commit that lands after step 1 wrote its files after the listing,
    so they are not candidates; one that lands before step 2 is in the referenced set.
-3. Candidates = listed files whose names Paimon writes there (`paimon_format.maintenance.orphan_rules`), modified
-   before (job start - `older_than`), LEFT ANTI JOIN referenced, by table-relative path.
+3. Candidates = listed files whose names Paimon writes there (`paimon_format.maintenance.orphan_rules`),
+   modified before (job start - `older_than`), LEFT ANTI JOIN referenced, by table-relative path.
 4. Circuit breakers: refuse (exit 3) when nothing is referenced or when the candidates exceed
    `max_orphan_ratio` of the listed files, unless `force`.
 5. Delete on the executors in batches (rate limit, retries); optionally remove empty bucket and
@@ -25,13 +25,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from jobs.deletion.deleter import delete_files, remove_empty_directories
 from jobs.deletion.listing import Listing, list_table_files, read_inventory
-from jobs.deletion.referenced import referenced_paths
+from jobs.deletion.referenced import Referenced, referenced_paths
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, JobError, SafetyRefusal
 from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
@@ -51,6 +51,9 @@ from paimon_format.maintenance.orphan_rules import (
 from paimon_format.model.options import parse_duration_ms
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATION = "remove-orphan-files"
 # What an unreferenced deletable file is: deleted now, or kept by the age filter.
@@ -137,7 +140,7 @@ def run(context: JobContext, config: RemoveOrphanFilesConfig) -> None:
     table = open_existing_table(config)
     settings = OrphanSettings.of(config)
 
-    def job(spark: Any) -> None:
+    def job(spark: SparkSession) -> None:
         remove_orphan_files(
             spark, table, settings, dry_run=context.dry_run, record=context.record, log=context.log
         )
@@ -148,19 +151,15 @@ def run(context: JobContext, config: RemoveOrphanFilesConfig) -> None:
 
 
 def remove_orphan_files(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
     settings: OrphanSettings = OrphanSettings(),
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
     after_listing: Callable[[], None] | None = None,
 ) -> RunRecord:
     """Find and (unless `dry_run`) delete the table's orphan files; `after_listing` is a test hook."""
-    from pyspark import StorageLevel
-
-    F = functions_for(spark)
-
     log = log or logging.getLogger("jobs.remove_orphan_files")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     started_ms = int(time.time() * 1000)
@@ -179,6 +178,44 @@ def remove_orphan_files(
         after_listing()
 
     referenced = referenced_paths(spark, table, log)
+    referenced_count = _record_referenced(record, referenced)
+    crash_point(f"{OPERATION}:referenced")
+
+    unreferenced = _unreferenced(spark, listed, referenced, cutoff)
+    candidates = unreferenced.filter(functions_for(spark).col("status") == ORPHAN)
+    try:
+        found = _count_orphans(spark, listed, unreferenced, record)
+        if found.orphans:
+            record.sample("orphan_files", [row["path"] for row in candidates.limit(SAMPLE_LIMIT).collect()])
+        log.info(
+            "%s files listed, %s referenced, %s orphans (%s bytes) older than the cutoff",
+            f"{found.listed:,}",
+            f"{referenced_count:,}",
+            f"{found.orphans:,}",
+            f"{found.orphan_bytes:,}",
+        )
+        if settings.candidates_output:
+            _write_candidates(candidates, settings.candidates_output)
+            record.details["candidates_output"] = settings.candidates_output
+
+        content_references = referenced_count - referenced.metadata_files
+        _circuit_breakers(content_references, found.orphans, found.listed, settings)
+        crash_point(f"{OPERATION}:planned")
+        if dry_run:
+            log.info(
+                "dry run: %s files (%s bytes) would be deleted",
+                f"{found.orphans:,}",
+                f"{found.orphan_bytes:,}",
+            )
+            return record
+        _delete_orphans(spark, table, candidates, found.orphans, settings, record, log)
+        return record
+    finally:
+        unreferenced.unpersist()
+
+
+def _record_referenced(record: RunRecord, referenced: Referenced) -> int:
+    """What the referenced set read into the record; returns how many paths it holds."""
     record.snapshot_ids["branches"] = referenced.branches
     record.count("roots_read", referenced.roots)
     record.count("roots_vanished", referenced.vanished_roots)
@@ -186,19 +223,23 @@ def remove_orphan_files(
     record.count("index_manifests_read", referenced.index_manifests)
     referenced_count = referenced.paths.count()
     record.count("referenced_files", referenced_count)
-    crash_point(f"{OPERATION}:referenced")
+    return referenced_count
 
-    # The name rules were applied while listing; one anti join finds the unreferenced deletable files.
-    # It joins on a 64-bit hash of the path (a long sorts and shuffles far cheaper than the text, and
-    # the referenced side becomes a compact hash table): a referenced path always matches its own
-    # hash, and a collision can only make an orphan look referenced, i.e. kept, never deleted.
-    by_rule = {
-        row["rule"]: (row["files"], row["bytes"] or 0)
-        for row in listed.groupBy("rule")
-        .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
-        .collect()
-    }
-    unreferenced = (
+
+def _unreferenced(spark: SparkSession, listed: DataFrame, referenced: Referenced, cutoff: int) -> DataFrame:
+    """The listed deletable files nothing references, each an ORPHAN (older than `cutoff`) or
+    TOO_YOUNG; persisted (the caller unpersists it).
+
+    The name rules were applied while listing; one anti join finds the unreferenced deletable files.
+    It joins on a 64-bit hash of the path (a long sorts and shuffles far cheaper than the text, and
+    the referenced side becomes a compact hash table): a referenced path always matches its own
+    hash, and a collision can only make an orphan look referenced, i.e. kept, never deleted.
+    """
+    # pyspark's storage level (a LocalSession ignores it); not at the top: `--help` never loads pyspark
+    from pyspark import StorageLevel
+
+    F = functions_for(spark)
+    return (
         listed.filter(F.col("rule") == DELETABLE)
         .withColumn("key", F.xxhash64("path"))
         .join(
@@ -211,89 +252,107 @@ def remove_orphan_files(
         .select("path", "size", "modification_time_ms", "kind", "status")
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    candidates = unreferenced.filter(F.col("status") == ORPHAN)
-    try:
-        summary = (
-            unreferenced.groupBy("status", "kind")
-            .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
-            .collect()
-        )
-        files_by = {ORPHAN: 0, TOO_YOUNG: 0}
-        bytes_by = dict.fromkeys(files_by, 0)
-        orphans_by_kind: dict[str, int] = {}
-        for row in summary:
-            files_by[row["status"]] += row["files"]
-            bytes_by[row["status"]] += row["bytes"] or 0
-            if row["status"] == ORPHAN:
-                orphans_by_kind[row["kind"]] = row["files"]
-        listed_count = sum(files for files, _ in by_rule.values())
-        orphan_count, orphan_bytes = files_by[ORPHAN], bytes_by[ORPHAN]
-        record.count("listed_files", listed_count)
-        record.add_bytes("listed", sum(size for _, size in by_rule.values()))
-        record.count("protected_files", by_rule.get(PROTECTED, (0, 0))[0])
-        record.count("foreign_files", by_rule.get(FOREIGN, (0, 0))[0])
-        record.count("too_young_files", files_by[TOO_YOUNG])
-        record.count("orphan_files", orphan_count)
-        record.add_bytes("orphans", orphan_bytes)
-        record.details["orphans_by_kind"] = orphans_by_kind
-        if by_rule.get(FOREIGN):
-            sample = listed.filter(F.col("rule") == FOREIGN).select("path").limit(SAMPLE_LIMIT)
-            record.sample("foreign_files", [row["path"] for row in sample.collect()])
-        if orphan_count:
-            record.sample("orphan_files", [row["path"] for row in candidates.limit(SAMPLE_LIMIT).collect()])
-        log.info(
-            "%s files listed, %s referenced, %s orphans (%s bytes) older than the cutoff",
-            f"{listed_count:,}",
-            f"{referenced_count:,}",
-            f"{orphan_count:,}",
-            f"{orphan_bytes:,}",
-        )
-        if settings.candidates_output:
-            candidates.select("path", "size", "modification_time_ms").write.mode("errorifexists").option(
-                "header", "true"
-            ).csv(_spark_path(settings.candidates_output))
-            record.details["candidates_output"] = settings.candidates_output
 
-        _circuit_breakers(referenced_count - referenced.metadata_files, orphan_count, listed_count, settings)
-        crash_point(f"{OPERATION}:planned")
-        if dry_run:
-            log.info(
-                "dry run: %s files (%s bytes) would be deleted", f"{orphan_count:,}", f"{orphan_bytes:,}"
-            )
-            return record
 
-        outcome = delete_files(
-            spark,
-            candidates,
-            table.file_io,
-            table.path,
-            orphan_count,
-            batch_size=settings.delete_batch_size,
-            max_per_second=settings.max_deletes_per_second,
-            retries=settings.delete_retries,
+@dataclass(frozen=True)
+class _Found:
+    listed: int
+    orphans: int
+    orphan_bytes: int
+
+
+def _count_orphans(
+    spark: SparkSession, listed: DataFrame, unreferenced: DataFrame, record: RunRecord
+) -> _Found:
+    """Listed files by rule, unreferenced ones by status and kind, into the record (counts, bytes, a
+    sample of foreign files)."""
+    F = functions_for(spark)
+    by_rule = {
+        row["rule"]: (row["files"], row["bytes"] or 0)
+        for row in listed.groupBy("rule")
+        .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
+        .collect()
+    }
+    summary = (
+        unreferenced.groupBy("status", "kind")
+        .agg(F.count("*").alias("files"), F.sum("size").alias("bytes"))
+        .collect()
+    )
+    files_by = {ORPHAN: 0, TOO_YOUNG: 0}
+    bytes_by = dict.fromkeys(files_by, 0)
+    orphans_by_kind: dict[str, int] = {}
+    for row in summary:
+        files_by[row["status"]] += row["files"]
+        bytes_by[row["status"]] += row["bytes"] or 0
+        if row["status"] == ORPHAN:
+            orphans_by_kind[row["kind"]] = row["files"]
+    listed_count = sum(files for files, _ in by_rule.values())
+    record.count("listed_files", listed_count)
+    record.add_bytes("listed", sum(size for _, size in by_rule.values()))
+    record.count("protected_files", by_rule.get(PROTECTED, (0, 0))[0])
+    record.count("foreign_files", by_rule.get(FOREIGN, (0, 0))[0])
+    record.count("too_young_files", files_by[TOO_YOUNG])
+    record.count("orphan_files", files_by[ORPHAN])
+    record.add_bytes("orphans", bytes_by[ORPHAN])
+    record.details["orphans_by_kind"] = orphans_by_kind
+    if by_rule.get(FOREIGN):
+        sample = listed.filter(F.col("rule") == FOREIGN).select("path").limit(SAMPLE_LIMIT)
+        record.sample("foreign_files", [row["path"] for row in sample.collect()])
+    return _Found(listed_count, files_by[ORPHAN], bytes_by[ORPHAN])
+
+
+def _write_candidates(candidates: DataFrame, url: str) -> None:
+    """Every candidate (path, size, modification time) as CSV with a header, by Spark's writer."""
+    candidates.select("path", "size", "modification_time_ms").write.mode("errorifexists").option(
+        "header", "true"
+    ).csv(_spark_path(url))
+
+
+def _delete_orphans(
+    spark: SparkSession,
+    table: Table,
+    candidates: DataFrame,
+    orphan_count: int,
+    settings: OrphanSettings,
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> None:
+    """Delete the candidates on the executors, then (if asked) the directories left empty; files that
+    could not be deleted after the retries fail the run (exit 1) once the rest are gone."""
+    outcome = delete_files(
+        spark,
+        candidates,
+        table.file_io,
+        table.path,
+        orphan_count,
+        batch_size=settings.delete_batch_size,
+        max_per_second=settings.max_deletes_per_second,
+        retries=settings.delete_retries,
+    )
+    record.count("files_deleted", outcome.deleted)
+    record.add_bytes("deleted", outcome.bytes)
+    record.count("files_already_absent", outcome.absent)
+    record.count("files_failed", outcome.failed)
+    crash_point(f"{OPERATION}:deleted")
+    if settings.delete_empty_dirs:
+        removed = remove_empty_directories(spark, candidates.select("path"), table.file_io, table.path)
+        record.count("directories_removed", removed)
+    log.info("deleted %s files (%s bytes)", f"{outcome.deleted:,}", f"{outcome.bytes:,}")
+    if outcome.failed:
+        raise DeletionFailed(
+            f"{outcome.failed:,} of {orphan_count:,} orphan files could not be deleted after "
+            f"{settings.delete_retries} retries (a rerun retries them): {'; '.join(outcome.errors)}"
         )
-        record.count("files_deleted", outcome.deleted)
-        record.add_bytes("deleted", outcome.bytes)
-        record.count("files_already_absent", outcome.absent)
-        record.count("files_failed", outcome.failed)
-        crash_point(f"{OPERATION}:deleted")
-        if settings.delete_empty_dirs:
-            removed = remove_empty_directories(spark, candidates.select("path"), table.file_io, table.path)
-            record.count("directories_removed", removed)
-        log.info("deleted %s files (%s bytes)", f"{outcome.deleted:,}", f"{outcome.bytes:,}")
-        if outcome.failed:
-            raise DeletionFailed(
-                f"{outcome.failed:,} of {orphan_count:,} orphan files could not be deleted after "
-                f"{settings.delete_retries} retries (a rerun retries them): {'; '.join(outcome.errors)}"
-            )
-        return record
-    finally:
-        unreferenced.unpersist()
 
 
 def _list(
-    spark: Any, table: Table, settings: OrphanSettings, naming: FileNaming, record: RunRecord, log: Any
-) -> Any:
+    spark: SparkSession,
+    table: Table,
+    settings: OrphanSettings,
+    naming: FileNaming,
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
+) -> DataFrame:
     if settings.inventory:
         log.info("reading the inventory %s instead of listing", settings.inventory)
         return read_inventory(spark, settings.inventory, table.path, naming, settings.inventory_format)

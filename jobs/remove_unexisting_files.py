@@ -29,14 +29,15 @@ from __future__ import annotations
 
 import logging
 import pickle
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pydantic import Field
 
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import SafetyRefusal
+from jobs.runtime.local_frame import functions_for
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import assert_small, parallelize_small
@@ -55,6 +56,9 @@ from paimon_format.scan.snapshot_scan import data_manifests, index_entries
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATION = "remove-unexisting-files"
 MISSING_LIMIT = 1_000_000  # missing entries the driver holds for the commit
@@ -93,16 +97,14 @@ def run(context: JobContext, config: RemoveUnexistingFilesConfig) -> None:
 
 
 def remove_unexisting_files(
-    spark: Any,
+    spark: SparkSession,
     table: Table,
     max_missing_ratio: float = 0.1,
     dry_run: bool = False,
     record: RunRecord | None = None,
-    log: Any = None,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
 ) -> RunRecord:
     """Find the latest snapshot's missing data files and commit their removal (module docstring)."""
-    from pyspark.sql import functions as F
-
     log = log or logging.getLogger("jobs.remove_unexisting_files")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     latest = table.snapshot_manager.latest()
@@ -110,47 +112,10 @@ def remove_unexisting_files(
         record.count("missing_files", 0)
         return record
     record.snapshot_ids["scanned"] = latest.id
-    manifests = [meta.file_name for meta in data_manifests(table, latest)]
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
-    names = spark.createDataFrame(
-        parallelize_small(spark, [(name,) for name in manifests], what="manifests"), "manifest string"
-    )
-
-    def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name in batch.column("manifest").to_pylist():
-                out: dict[str, list] = {field: [] for field in _ENTRY_SCHEMA.names}
-                for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                    out["key"].append(repr(entry.identifier()))
-                    out["kind"].append(entry.kind)
-                    out["path"].append(table.data_file_path(entry))
-                    out["rows"].append(entry.file.row_count)
-                    out["entry"].append(pickle.dumps(entry) if entry.kind == ADD else b"")
-                yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
-
-    entries = names.repartition(parallelism * 2).mapInArrow(read_entries, _ENTRY_COLUMNS)
-    live = (
-        entries.groupBy("key")
-        .agg(
-            F.sum(F.when(F.col("kind") == ADD, 1).otherwise(-1)).alias("balance"),
-            F.first(F.when(F.col("kind") == ADD, F.col("path")), ignorenulls=True).alias("path"),
-            F.first(F.when(F.col("kind") == ADD, F.col("rows")), ignorenulls=True).alias("rows"),
-            F.first(F.when(F.col("kind") == ADD, F.col("entry")), ignorenulls=True).alias("entry"),
-        )
-        .filter(F.col("balance") > 0)
-        .select("path", "rows", "entry")
-        .localCheckpoint(eager=True)
-    )
-
-    def check_exists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            paths = batch.column("path").to_pylist()
-            present = [table.file_io.exists(path) for path in paths]
-            keep = pa.array([not found for found in present])
-            yield batch.filter(keep)
-
-    missing = live.mapInArrow(check_exists, live.schema).localCheckpoint(eager=True)
+    live = _live_files(spark, table, latest)
+    missing = live.mapInArrow(_missing_only(table), live.schema).localCheckpoint(eager=True)
     live_count = live.count()
+    F = functions_for(spark)
     missing_count, missing_rows = missing.agg(F.count("path"), F.sum("rows")).first()
     missing_rows = missing_rows or 0
     record.count("live_files", live_count)
@@ -164,25 +129,7 @@ def remove_unexisting_files(
             return record
         assert_small(missing_count, MISSING_LIMIT, "missing files")
         lost = [pickle.loads(row["entry"]) for row in missing.select("entry").toLocalIterator()]
-        by_partition: dict[str, dict[str, int]] = {}
-        for entry in lost:
-            label = (
-                "/".join(f"{k}={v}" for k, v in table.partition_spec(entry.partition).items()) or "(table)"
-            )
-            found = by_partition.setdefault(label, {"files": 0, "rows": 0})
-            found["files"] += 1
-            found["rows"] += entry.file.row_count
-        record.details["missing_by_partition"] = dict(list(by_partition.items())[:DETAIL_LIMIT])
-        record.details["missing"] = [
-            {
-                "path": table.data_file_path(entry),
-                "partition": {k: str(v) for k, v in table.partition_spec(entry.partition).items()},
-                "bucket": entry.bucket,
-                "rows": entry.file.row_count,
-            }
-            for entry in lost[:DETAIL_LIMIT]
-        ]
-        record.sample("missing_files", [table.data_file_path(entry) for entry in lost[:SAMPLE_LIMIT]])
+        _record_missing(table, lost, record)
         if ratio > max_missing_ratio:
             raise SafetyRefusal(
                 f"{table.path}: {missing_count} of {live_count} live files ({ratio:.1%}) are missing, more "
@@ -205,6 +152,82 @@ def remove_unexisting_files(
     finally:
         live.unpersist()
         missing.unpersist()
+
+
+def _live_files(spark: SparkSession, table: Table, latest: Snapshot) -> DataFrame:
+    """The latest snapshot's live data files (path, rows, the pickled ADD entry), checkpointed: its
+    data manifests read on the executors, ADD and DELETE entries merged per file identifier."""
+    F = functions_for(spark)
+    manifests = [meta.file_name for meta in data_manifests(table, latest)]
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    names = spark.createDataFrame(
+        parallelize_small(spark, [(name,) for name in manifests], what="manifests"), "manifest string"
+    )
+    entries = names.repartition(parallelism * 2).mapInArrow(_entry_reader(table), _ENTRY_COLUMNS)
+    return (
+        entries.groupBy("key")
+        .agg(
+            F.sum(F.when(F.col("kind") == ADD, 1).otherwise(-1)).alias("balance"),
+            F.first(F.when(F.col("kind") == ADD, F.col("path")), ignorenulls=True).alias("path"),
+            F.first(F.when(F.col("kind") == ADD, F.col("rows")), ignorenulls=True).alias("rows"),
+            F.first(F.when(F.col("kind") == ADD, F.col("entry")), ignorenulls=True).alias("entry"),
+        )
+        .filter(F.col("balance") > 0)
+        .select("path", "rows", "entry")
+        .localCheckpoint(eager=True)
+    )
+
+
+def _entry_reader(table: Table) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Per manifest name: every entry's identifier, kind, data file path and rows (ADDs pickled)."""
+
+    def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for name in batch.column("manifest").to_pylist():
+                out: dict[str, list] = {field: [] for field in _ENTRY_SCHEMA.names}
+                for entry in read_manifest(table.file_io, table.manifest_path(name)):
+                    out["key"].append(repr(entry.identifier()))
+                    out["kind"].append(entry.kind)
+                    out["path"].append(table.data_file_path(entry))
+                    out["rows"].append(entry.file.row_count)
+                    out["entry"].append(pickle.dumps(entry) if entry.kind == ADD else b"")
+                yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
+
+    return read_entries
+
+
+def _missing_only(table: Table) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """Per batch of live files: only the rows whose file does not exist."""
+
+    def check_exists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            present = [table.file_io.exists(path) for path in paths]
+            keep = pa.array([not found for found in present])
+            yield batch.filter(keep)
+
+    return check_exists
+
+
+def _record_missing(table: Table, lost: list[ManifestEntry], record: RunRecord) -> None:
+    """Files and rows lost per partition, the first DETAIL_LIMIT lost files in detail, a sample."""
+    by_partition: dict[str, dict[str, int]] = {}
+    for entry in lost:
+        label = "/".join(f"{k}={v}" for k, v in table.partition_spec(entry.partition).items()) or "(table)"
+        found = by_partition.setdefault(label, {"files": 0, "rows": 0})
+        found["files"] += 1
+        found["rows"] += entry.file.row_count
+    record.details["missing_by_partition"] = dict(list(by_partition.items())[:DETAIL_LIMIT])
+    record.details["missing"] = [
+        {
+            "path": table.data_file_path(entry),
+            "partition": {k: str(v) for k, v in table.partition_spec(entry.partition).items()},
+            "bucket": entry.bucket,
+            "rows": entry.file.row_count,
+        }
+        for entry in lost[:DETAIL_LIMIT]
+    ]
+    record.sample("missing_files", [table.data_file_path(entry) for entry in lost[:SAMPLE_LIMIT]])
 
 
 def lost_deletion_vectors(

@@ -22,10 +22,13 @@ import hashlib
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 class LocalLimitExceeded(Exception):
@@ -532,7 +535,7 @@ class LocalSession:
         return LocalFrame(pa.table({"id": pa.array(list(range(start, end, step)), pa.int64())}), self)
 
 
-def functions_for(spark: Any) -> Any:
+def functions_for(spark: SparkSession | LocalSession) -> Any:
     """`pyspark.sql.functions`, or its local stand-in when `spark` is a LocalSession."""
     if isinstance(spark, LocalSession):
         return FUNCTIONS
