@@ -1,10 +1,10 @@
 """maintain: one scheduled run that maintains many tables (issue #9).
 
 For each table selected by name or glob, in the safe order expire-partitions, expire-snapshots,
-compact, compact-manifests, remove-orphan-files (see `jobs.runtime.maintain_config`), each operation through its own
-`run(context, config)`, all in one SparkSession, started only when a step needs it (small tables run
-in the driver process, `jobs.runtime.local_exec`). Tables run concurrently on a thread pool of
-`parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
+compact, compact-manifests, remove-orphan-files (see `jobs.runtime.maintain_config`), each operation
+through its own `run(context, config)`, all in one SparkSession, started only when a step needs it
+(small tables run in the driver process, `jobs.runtime.local_exec`). Tables run concurrently on a
+thread pool of `parallelism` threads; each table's Spark jobs carry a job group `maintain <db.table>` (and the
 `scheduler_pool`, if set) so the Spark UI shows which table a job belongs to.
 
 Failures are per table: a failing step ends that table's remaining steps (its state is suspect),
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.runtime.errors import (
     EXIT_BAD_INPUT,
@@ -48,6 +48,9 @@ from jobs.runtime.table_lock import TableLock, default_lock_dir, lock_path
 from jobs.runtime.table_open import open_existing_table
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.storage.fileio import FileIO
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 CONFIG_MODEL = MaintainConfig
 
@@ -188,7 +191,7 @@ def run(context: JobContext, config: MaintainConfig) -> None:
     crash_point("maintain:planned")
     starting = threading.Lock()
 
-    def shared_spark() -> Any:  # started by the first step that needs Spark, once for every table
+    def shared_spark() -> SparkSession:  # started by the first step that needs Spark, once for every table
         with starting:
             return context.spark
 
@@ -202,7 +205,7 @@ def run(context: JobContext, config: MaintainConfig) -> None:
 
 
 def maintain_table(
-    spark: Callable[[], Any],
+    spark: Callable[[], SparkSession],
     plan: TablePlan,
     config: MaintainConfig,
     dry_run: bool,
@@ -298,7 +301,7 @@ def _take_lock(lock: TableLock, outcome: TableOutcome, dry_run: bool, log: loggi
 
 
 def _run_steps(
-    spark: Callable[[], Any],
+    spark: Callable[[], SparkSession],
     plan: TablePlan,
     dry_run: bool,
     outcome: TableOutcome,
@@ -311,7 +314,7 @@ def _run_steps(
         record.details["config_from"] = list(step.sources)
         outcome.records.append(record)
 
-        def labelled_spark(operation: str = step.operation) -> Any:
+        def labelled_spark(operation: str = step.operation) -> SparkSession:
             session = spark()
             _label_spark_jobs(session, plan.table, pool, operation)
             return session
@@ -334,7 +337,9 @@ def _run_steps(
         crash_point(f"maintain:after-{step.operation}")
 
 
-def _label_spark_jobs(spark: Any, table: str, pool: str | None, operation: str | None = None) -> None:
+def _label_spark_jobs(
+    spark: SparkSession, table: str, pool: str | None, operation: str | None = None
+) -> None:
     """Mark this thread's Spark jobs with the table (thread-local properties in pinned-thread mode)."""
     context = spark.sparkContext
     context.setJobGroup(f"maintain {table}", f"maintain {table}" + (f": {operation}" if operation else ""))
