@@ -40,6 +40,27 @@ def validate_tag_name(name: str) -> None:
         raise ValueError(f"tag name must not contain '/', got {name!r}")
 
 
+def _tag_of(snapshot: Snapshot, time_retained_ms: int | None = None) -> Snapshot:
+    """The tag file's content for `snapshot`: its JSON without any earlier tag's retention fields,
+    plus, with a retention, `tagCreateTime` (now, as a Java LocalDateTime array) and
+    `tagTimeRetained` (a Java Duration: decimal seconds with nanosecond digits)."""
+    extra = {k: v for k, v in snapshot.extra.items() if k not in ("tagCreateTime", "tagTimeRetained")}
+    tagged = dataclasses.replace(snapshot, extra=extra)
+    if time_retained_ms is not None:
+        now = dt.datetime.now()
+        tagged.extra["tagCreateTime"] = [
+            now.year,
+            now.month,
+            now.day,
+            now.hour,
+            now.minute,
+            now.second,
+            now.microsecond * 1000,
+        ]
+        tagged.extra["tagTimeRetained"] = Decimal(int(time_retained_ms)).scaleb(-3).quantize(Decimal("1E-9"))
+    return tagged
+
+
 class TagManager:
     """Tags of one branch: `tag/tag-<name>`, each a snapshot JSON (plus optional retention fields).
 
@@ -105,22 +126,7 @@ class TagManager:
         sees the old or the new tag), as Paimon's replaceTag overwrites it.
         """
         validate_tag_name(name)
-        extra = {k: v for k, v in snapshot.extra.items() if k not in ("tagCreateTime", "tagTimeRetained")}
-        tagged = dataclasses.replace(snapshot, extra=extra)
-        if time_retained_ms is not None:
-            now = dt.datetime.now()
-            tagged.extra["tagCreateTime"] = [
-                now.year,
-                now.month,
-                now.day,
-                now.hour,
-                now.minute,
-                now.second,
-                now.microsecond * 1000,
-            ]
-            tagged.extra["tagTimeRetained"] = (
-                Decimal(int(time_retained_ms)).scaleb(-3).quantize(Decimal("1E-9"))
-            )
+        tagged = _tag_of(snapshot, time_retained_ms)
         if replace:
             self.file_io.write_bytes(self.tag_path(name), tagged.to_json().encode("utf-8"))
             return True
