@@ -2,7 +2,7 @@
 
 On such tables Paimon writes changelog files while it compacts, and a streaming reader takes a
 COMPACT snapshot's changelog as the table's changes. Our compaction rewrites a whole bucket into
-the top level, so each key's rows from every level meet in one merge window (`merge.py`); this
+the top level, so each key's rows from every level meet in one merge window (`merge.sorted_runs`); this
 module derives, per window, the changelog Paimon's merge-function wrappers emit for those rows:
 
 * `lookup` (Paimon's `LookupChangelogMergeFunctionWrapper`): only keys that have a level-0 row

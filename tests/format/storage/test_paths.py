@@ -5,12 +5,12 @@ from __future__ import annotations
 import datetime as dt
 import math
 import struct
-from dataclasses import dataclass
 from decimal import Decimal
 
 import pytest
 
 from paimon_format.errors import UnsupportedOperationError
+from paimon_format.model.types import DataType
 from paimon_format.storage import paths
 from paimon_format.storage.paths import (
     bucket_dir,
@@ -25,19 +25,6 @@ from paimon_format.storage.paths import (
     table_path,
     unescape_path_name,
 )
-
-try:
-    from paimon_format.model.types import DataType
-except ModuleNotFoundError:  # types.py is written in parallel; this stand-in has the same constructor
-
-    @dataclass(frozen=True)
-    class DataType:  # type: ignore[no-redef]
-        root: str
-        nullable: bool = True
-        length: int | None = None
-        precision: int | None = None
-        scale: int | None = None
-
 
 UUID = "0b9c7c5e-3f0e-4a8e-9d6a-2f1e5c7b8a90"
 
