@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -131,45 +131,36 @@ class CompactConfig(TableJobConfig):
             raise ValueError("order_strategy zorder needs order_by columns")
         return self
 
-    def request(self, dry_run: bool) -> CompactRequest:
-        """The run this configuration asks for."""
-        return CompactRequest(
-            strategy=self.strategy,
-            specs=self.partitions,
-            where=self.where,
-            order_by=self.order_by,
-            order_strategy=self.order_strategy,
-            partition_idle_time=self.partition_idle_time,
-            max_buckets_per_run=self.max_buckets_per_run,
-            target_file_size=self.target_file_size,
-            skip_unsupported=self.skip_unsupported,
-            dry_run=dry_run,
-        )
-
 
 CONFIG_MODEL = CompactConfig
 
 
 def run(context: JobContext, config: CompactConfig) -> None:
     table = open_existing_table(config)
-    compact_table(
-        context.spark, table, config.request(context.dry_run), record=context.record, log=context.log
+    compact(
+        context.spark,
+        table,
+        CompactRequest.of(config),
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
     )
 
 
 def compact(
     spark: SparkSession,
     table: Table,
+    request: CompactRequest,
     *,
+    dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
     before_commit: Callable[[], None] | None = None,
-    **request: Any,
 ) -> RunRecord:
-    """Compact `table` from Python (tests, benchmarks): `request` holds `CompactRequest`'s fields
-    by name (strategy, specs, where, dry_run, ...); `before_commit` is a test hook."""
+    """Compact `table` as `request` asks (the job's `run`, and Python callers such as tests and
+    benchmarks); `before_commit` is a test hook (a rival commits there)."""
     return compact_table(
-        spark, table, CompactRequest(**request), record=record, log=log, before_commit=before_commit
+        spark, table, request, dry_run=dry_run, record=record, log=log, before_commit=before_commit
     )
 
 

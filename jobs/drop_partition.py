@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator, model_validator
@@ -73,50 +74,53 @@ class DropPartitionConfig(TableJobConfig, LocalRunOptions):
 CONFIG_MODEL = DropPartitionConfig
 
 
+@dataclass(frozen=True)
+class DropPartitionRequest:
+    """Which partitions one drop removes, and how hard it tries: the validated config's options
+    (`of`), or built by a Python caller; give `specs` (any of them) or `where`, not both."""
+
+    specs: Sequence[Mapping[str, Any]] | None = None  # partition specs {key: value}, some keys or all
+    where: str | None = None  # a predicate on the partition columns
+    strict: bool = False  # a spec or predicate that matches nothing is an error (exit 2)
+    max_replans: int = 3  # plans again when a rival changed the partitions
+
+    @classmethod
+    def of(cls, config: DropPartitionConfig) -> DropPartitionRequest:
+        """The drop the configuration asks for."""
+        return cls(
+            specs=config.partitions, where=config.where, strict=config.strict, max_replans=config.max_replans
+        )
+
+
 def run(context: JobContext, config: DropPartitionConfig) -> None:
     table = open_partitioned_table(config)
+    request = DropPartitionRequest.of(config)
     run_where_it_fits(
         context,
         table,
         config,
-        lambda spark: _drop(context, spark, table, config),
+        lambda spark: drop_partition(
+            spark, table, request, dry_run=context.dry_run, record=context.record, log=context.log
+        ),
         scan_bound=True,
-        may_hold=selection_pruner(table, config.partitions, config.where),
-    )
-
-
-def _drop(
-    context: JobContext, spark: SparkSession | LocalSession, table: Table, config: DropPartitionConfig
-) -> None:
-    drop_partition(
-        spark,
-        table,
-        specs=config.partitions,
-        where=config.where,
-        strict=config.strict,
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-        max_replans=config.max_replans,
+        may_hold=selection_pruner(table, request.specs, request.where),
     )
 
 
 def drop_partition(
     spark: SparkSession | LocalSession,
     table: Table,
-    specs: Sequence[Mapping[str, Any]] | None = None,
-    where: str | None = None,
-    strict: bool = False,
+    request: DropPartitionRequest,
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    max_replans: int = 3,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
-    """Drop the partitions matching `specs` (any of them) or `where`; `before_commit` is a test hook."""
+    """Drop the partitions the request selects; `before_commit` is a test hook (a rival commits there)."""
     log = log or logging.getLogger("jobs.drop_partition")
     record = record or RunRecord(operation="drop-partition", table=table.path, dry_run=dry_run)
-    tests = selection_tests(table, specs, where)
+    tests = selection_tests(table, request.specs, request.where)
     latest = table.snapshot_manager.latest()
     record.snapshot_ids["base"] = latest.id if latest else None
     matches = functools.partial(
@@ -125,13 +129,13 @@ def drop_partition(
     # direct: without DELETE entries, the scan tasks write the DELETEs themselves (no shuffle), and
     # report only the selected partitions, which is all this job needs (the dry run goes the same way);
     # a manifest whose partition stats rule the selection out is not read
-    may_hold = selection_pruner(table, specs, where)
+    may_hold = selection_pruner(table, request.specs, request.where)
     scan = scan_partitions(spark, table, latest, matches, write=not dry_run, direct=True, may_hold=may_hold)
     record.details["manifests_skipped"] = scan.skipped_manifests
     written = scan.written
     handed_over = False
     try:
-        chosen = _chosen_partitions(table, scan.stats, tests, strict, record, log)
+        chosen = _chosen_partitions(table, scan.stats, tests, request.strict, record, log)
         record_partitions(record, table, chosen)
         if not chosen:
             log.info("nothing to drop")
@@ -144,7 +148,7 @@ def drop_partition(
             spark,
             table,
             [stats.partition for stats, _values in chosen],
-            max_replans=max_replans,
+            max_replans=request.max_replans,
             before_commit=before_commit,
             step_prefix="drop-partition",
             first_plan=written,

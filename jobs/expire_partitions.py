@@ -26,6 +26,7 @@ import datetime as dt
 import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, field_validator
@@ -103,59 +104,77 @@ class ExpirePartitionsConfig(TableJobConfig, LocalRunOptions):
 CONFIG_MODEL = ExpirePartitionsConfig
 
 
+@dataclass(frozen=True)
+class ExpirePartitionsRequest:
+    """What one expiry is asked to do: the validated config's options (`of`), or built by a Python
+    caller. A setting left None falls back to the table option of the same meaning (`rule`,
+    `max_expires_for`, `batch_size_for`), as in the job's config."""
+
+    expiration_time: str | None = None  # e.g. 30d; default: partition.expiration-time
+    strategy: str | None = None  # values-time | update-time; default: the table's, else values-time
+    timestamp_formatter: str | None = None  # Java DateTimeFormatter pattern
+    timestamp_pattern: str | None = None  # e.g. '$dt $hr:00:00'
+    max_expires: int | None = None  # default: partition.expiration-max-num
+    batch_size: int | None = None  # partitions per commit (default: all)
+    max_replans: int = 3  # plans again when a rival changed the partitions
+
+    @classmethod
+    def of(cls, config: ExpirePartitionsConfig) -> ExpirePartitionsRequest:
+        """The expiry the configuration asks for."""
+        return cls(
+            expiration_time=config.expiration_time,
+            strategy=config.strategy,
+            timestamp_formatter=config.timestamp_formatter,
+            timestamp_pattern=config.timestamp_pattern,
+            max_expires=config.max_expires,
+            batch_size=config.batch_size,
+            max_replans=config.max_replans,
+        )
+
+    def rule(self, table: Table) -> ExpiryRule:
+        """The rule, each setting falling back to the table option; BadInputError if unusable."""
+        options = table.schema.options
+        expiration = self.expiration_time or options.get(EXPIRATION_TIME)
+        if not expiration:
+            raise BadInputError(
+                f"{table.path}: no expiration time: set expiration_time in the job "
+                f"or {EXPIRATION_TIME} on the table"
+            )
+        try:
+            rule = ExpiryRule.create(
+                self.strategy or options.get(STRATEGY) or VALUES_TIME,
+                parse_duration_ms(expiration),
+                self.timestamp_formatter or options.get(FORMATTER),
+                self.timestamp_pattern or options.get(PATTERN),
+            )
+            rule.check_pattern(PartitionColumns.of(table.schema))
+        except ValueError as error:
+            raise BadInputError(f"{table.path}: {error}") from None
+        return rule
+
+    def max_expires_for(self, table: Table) -> int:
+        """At most this many partitions expire in one run."""
+        return _option_int(table, MAX_NUM, self.max_expires, DEFAULT_MAX_EXPIRES) or DEFAULT_MAX_EXPIRES
+
+    def batch_size_for(self, table: Table) -> int | None:
+        """Partitions per commit (None: all in one)."""
+        return _option_int(table, BATCH_SIZE, self.batch_size, None)
+
+
 def run(context: JobContext, config: ExpirePartitionsConfig) -> None:
     table = open_partitioned_table(config)
+    request = ExpirePartitionsRequest.of(config)
     # checked before Spark; values-time scans stream (update-time merges all)
-    rule = expiry_rule(table, config)
+    rule = request.rule(table)
     run_where_it_fits(
         context,
         table,
         config,
-        lambda spark: _expire(context, spark, table, config, rule),
+        lambda spark: expire_partitions(
+            spark, table, request, dry_run=context.dry_run, record=context.record, log=context.log
+        ),
         scan_bound=rule.strategy == VALUES_TIME,
     )
-
-
-def _expire(
-    context: JobContext,
-    spark: SparkSession | LocalSession,
-    table: Table,
-    config: ExpirePartitionsConfig,
-    rule: ExpiryRule,
-) -> None:
-    expire_partitions(
-        spark,
-        table,
-        rule,
-        max_expires=_option_int(table, MAX_NUM, config.max_expires, DEFAULT_MAX_EXPIRES),
-        batch_size=_option_int(table, BATCH_SIZE, config.batch_size, None),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-        max_replans=config.max_replans,
-    )
-
-
-def expiry_rule(table: Table, config: ExpirePartitionsConfig) -> ExpiryRule:
-    """The configured rule, each key falling back to the table option; BadInputError if unusable."""
-    options = table.schema.options
-    expiration = config.expiration_time or options.get(EXPIRATION_TIME)
-    if not expiration:
-        raise BadInputError(
-            f"{table.path}: no expiration time: set expiration_time in the job "
-            f"or {EXPIRATION_TIME} on the table"
-        )
-    try:
-        rule = ExpiryRule.create(
-            config.strategy or options.get(STRATEGY) or VALUES_TIME,
-            parse_duration_ms(expiration),
-            config.timestamp_formatter or options.get(FORMATTER),
-            config.timestamp_pattern or options.get(PATTERN),
-        )
-        rule.check_pattern(PartitionColumns.of(table.schema))
-    except ValueError as error:
-        raise BadInputError(f"{table.path}: {error}") from None
-    return rule
 
 
 def _option_int(table: Table, key: str, configured: int | None, default: int | None) -> int | None:
@@ -174,19 +193,20 @@ def _option_int(table: Table, key: str, configured: int | None, default: int | N
 def expire_partitions(
     spark: SparkSession | LocalSession,
     table: Table,
-    rule: ExpiryRule,
-    max_expires: int | None = DEFAULT_MAX_EXPIRES,
-    batch_size: int | None = None,
-    now: dt.datetime | None = None,
+    request: ExpirePartitionsRequest,
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    max_replans: int = 3,
+    now: dt.datetime | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
-    """Drop the expired partitions of the latest snapshot; `now` is local wall-clock time (default now)."""
+    """Drop the expired partitions of the latest snapshot; `now` is local wall-clock time (default
+    now) and `before_commit` a test hook (a rival commits there)."""
     log = log or logging.getLogger("jobs.expire_partitions")
     record = record or RunRecord(operation="expire-partitions", table=table.path, dry_run=dry_run)
+    rule = request.rule(table)
+    max_expires, batch_size = request.max_expires_for(table), request.batch_size_for(table)
     now = now or dt.datetime.now()
     columns = PartitionColumns.of(table.schema)
     latest = table.snapshot_manager.latest()
@@ -211,7 +231,7 @@ def expire_partitions(
             columns,
             rule,
             now,
-            max_expires or DEFAULT_MAX_EXPIRES,
+            max_expires,
         )
         record.details["strategy"] = rule.strategy
         record.details["expire_before"] = cutoff.isoformat(sep=" ")
@@ -225,7 +245,7 @@ def expire_partitions(
         if dry_run:
             log.info("dry run: %d partitions would be expired", len(chosen))
             return record
-        batches = _drop_in_batches(spark, table, scan, chosen, batch_size, max_replans, before_commit)
+        batches = _drop_in_batches(spark, table, scan, chosen, batch_size, request.max_replans, before_commit)
         for batch, outcome in batches:
             record_drop(record, outcome)
             record.count("commits", 1 if outcome.snapshot else 0)

@@ -31,10 +31,16 @@ if TYPE_CHECKING:
 class SourceConfig(StrictModel):
     """Where the rows come from: files Spark can read, or a SQL query."""
 
-    format: str = "parquet"
-    path: str | None = None
-    query: str | None = None
-    options: dict[str, str] = Field(default_factory=dict)
+    format: str = Field(
+        default="parquet", description="the format Spark reads `path` in (parquet, csv, json, ...)"
+    )
+    path: str | None = Field(default=None, description="files or a directory to read (or give `query`)")
+    query: str | None = Field(
+        default=None, description="a Spark SQL query whose rows are written (or give `path`)"
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict, description="reader options for `format` (e.g. header: 'true' for csv)"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> SourceConfig:
@@ -46,45 +52,36 @@ class SourceConfig(StrictModel):
 class CreateConfig(StrictModel):
     """How to create the table when it does not exist yet (ignored otherwise)."""
 
-    partition_keys: list[str] = Field(default_factory=list)
-    primary_keys: list[str] = Field(default_factory=list)
-    options: dict[str, Any] = Field(default_factory=dict)
+    partition_keys: list[str] = Field(default_factory=list, description="the new table's partition columns")
+    primary_keys: list[str] = Field(
+        default_factory=list, description="the new table's primary key columns (none: an append table)"
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="the new table's options (bucket, merge-engine, ...)"
+    )
 
 
 class WriteConfig(TableJobConfig):
-    mode: Literal["append", "overwrite"] = "append"
-    source: SourceConfig
-    create: CreateConfig | None = None
+    mode: Literal["append", "overwrite"] = Field(
+        default="append", description="append the rows, or overwrite what `overwrite_scope` names with them"
+    )
+    source: SourceConfig = Field(description="where the rows come from: `path` (with `format`) or `query`")
+    create: CreateConfig | None = Field(
+        default=None, description="how to create the table when it does not exist yet (ignored otherwise)"
+    )
     overwrite_scope: Literal["touched", "table", "partitions"] = Field(
         default="touched",
         description="overwrite: the partitions the input touches, the whole table, or `partitions`",
     )
     partitions: list[dict[str, Any]] = Field(
-        default_factory=list, description="for overwrite_scope: partitions"
+        default_factory=list,
+        description="overwrite_scope partitions: the partition specs {key: value} the overwrite replaces",
     )
     strict_create: bool = Field(
         default=False,
         description="a `create:` block that differs from the existing table (keys, bucket): exit 2, "
         "not a warning",
     )
-
-    def settings(self, dry_run: bool) -> WriteSettings:
-        """The write this configuration asks for."""
-        create = self.create
-        return WriteSettings(
-            warehouse=self.warehouse,
-            table=self.table,
-            mode=self.mode,
-            partition_keys=create.partition_keys if create else None,
-            primary_keys=create.primary_keys if create else None,
-            options=create.options if create else None,
-            overwrite_scope=self.overwrite_scope,
-            overwrite_partitions=self.partitions,
-            storage_options=self.storage_options,
-            allow_unsafe_overwrite_commit=self.allow_unsafe_overwrite_commit,
-            strict_create=self.strict_create,
-            dry_run=dry_run,
-        )
 
 
 CONFIG_MODEL = WriteConfig
@@ -102,8 +99,13 @@ def run(context: JobContext, config: WriteConfig) -> None:
     else:
         context.log.info("source: %s", f"{source.format} at {source.path}" if source.path else "a query")
     df = files if files is not None else load_source(context.spark, source)
-    write_to_table(
-        df, config.settings(context.dry_run), spark=context.spark, record=context.record, log=context.log
+    write_dataframe(
+        df,
+        WriteSettings.of(config),
+        dry_run=context.dry_run,
+        spark=context.spark,
+        record=context.record,
+        log=context.log,
     )
 
 
@@ -123,24 +125,19 @@ def load_source(spark: SparkSession, source: SourceConfig) -> DataFrame:
 
 def write_dataframe(
     df: DataFrame | ParquetFiles,
-    warehouse: str,
-    table: str,
+    settings: WriteSettings,
     *,
+    dry_run: bool = False,
     spark: SparkSession | None = None,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    **settings: Any,
 ) -> RunRecord:
-    """Write `df` into `warehouse`/`table` (`db.name`); creates the table from the DataFrame if missing.
+    """Write `df` into `settings.warehouse`/`settings.table` (`db.name`) as `settings` asks (the
+    job's `run`, and Python callers); creates the table from the DataFrame if missing.
 
     `df` is a Spark DataFrame, or `ParquetFiles` (then `spark` is needed) for the direct path.
-    `settings` holds `WriteSettings`' other fields by name: mode, partition_keys, primary_keys,
-    options (the table to create), overwrite_scope, overwrite_partitions, storage_options,
-    allow_unsafe_overwrite_commit, strict_create, dry_run.
     """
-    return write_to_table(
-        df, WriteSettings(warehouse=warehouse, table=table, **settings), spark=spark, record=record, log=log
-    )
+    return write_to_table(df, settings, dry_run=dry_run, spark=spark, record=record, log=log)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 
 from jobs.compact import compact  # noqa: E402
+from jobs.compaction.run import CompactRequest  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.commit import CommitMessage, SnapshotCommit  # noqa: E402
 from paimon_format.data.writer import write_table_files  # noqa: E402
@@ -95,7 +96,7 @@ def compare(spark, label: str, table: Table, work: Path, goal: float, **compact_
     record = {}
 
     def run_job() -> None:
-        record["r"] = compact(spark, table, **compact_args)
+        record["r"] = compact(spark, table, CompactRequest(**compact_args))
 
     ours = timed(f"(a) compact job, {label}", run_job)
     written = max(record["r"].counts.get("files_written", 1), 1)

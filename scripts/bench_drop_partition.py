@@ -34,11 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.drop_partition import drop_partition  # noqa: E402
-from jobs.expire_partitions import expire_partitions  # noqa: E402
+from jobs.drop_partition import DropPartitionRequest, drop_partition  # noqa: E402
+from jobs.expire_partitions import ExpirePartitionsRequest, expire_partitions  # noqa: E402
 from jobs.runtime.spark import stop_session  # noqa: E402
 from paimon_format.commit import SnapshotCommit  # noqa: E402
-from paimon_format.maintenance.partition_expiry import ExpiryRule  # noqa: E402
 from paimon_format.model.binary_row import deserialize_row  # noqa: E402
 from paimon_format.scan.snapshot_scan import live_entries  # noqa: E402
 from paimon_format.storage.fileio import FileIO  # noqa: E402
@@ -119,7 +118,7 @@ def main() -> None:
     print(f"  {startup.describe()} (not in (a))", flush=True)
     job_load = load()
     start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
-    record = drop_partition(spark, table, where=f"dt >= '{CUT}'")
+    record = drop_partition(spark, table, DropPartitionRequest(where=f"dt >= '{CUT}'"))
     job, job_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
     dropped = record.counts["files_dropped"]
     print(
@@ -131,8 +130,10 @@ def main() -> None:
     )
     expiry_load = load()
     start, cpu_start = time.perf_counter(), tree_cpu_seconds(os.getpid())
-    rule = ExpiryRule.create("values-time", EXPIRY_DAYS * 86_400_000)
-    expired = expire_partitions(spark, Table(FileIO.for_path(roots["e"]), roots["e"]), rule, now=EXPIRY_NOW)
+    request = ExpirePartitionsRequest(expiration_time=f"{EXPIRY_DAYS} d", strategy="values-time")
+    expired = expire_partitions(
+        spark, Table(FileIO.for_path(roots["e"]), roots["e"]), request, now=EXPIRY_NOW
+    )
     expiry, expiry_cpu = time.perf_counter() - start, tree_cpu_seconds(os.getpid()) - cpu_start
     stop_session(spark)
     print(

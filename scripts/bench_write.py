@@ -23,6 +23,7 @@ import pyarrow.dataset as ds  # noqa: E402
 
 from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 from jobs.write import write_dataframe  # noqa: E402
+from jobs.writing.settings import WriteSettings  # noqa: E402
 from jobs.writing.source import parquet_files  # noqa: E402
 from scripts.generate_events import events  # noqa: E402
 
@@ -71,12 +72,12 @@ def main() -> None:
     direct = timed(
         "(a) write job, Parquet source (YAML path)",
         lambda: write_dataframe(
-            files, str(work / "wh-direct"), "bench.events", partition_keys=["dt"], spark=spark
+            files, WriteSettings(str(work / "wh-direct"), "bench.events", partition_keys=["dt"]), spark=spark
         ),
     )
     ours = timed(
         "(a') write_dataframe(df) Python API",
-        lambda: write_dataframe(df, str(work / "wh"), "bench.events", partition_keys=["dt"]),
+        lambda: write_dataframe(df, WriteSettings(str(work / "wh"), "bench.events", partition_keys=["dt"])),
     )
     spark_writer = df.write.partitionBy("dt").mode("overwrite")
     floor = timed(

@@ -2,7 +2,8 @@
 
 Shared by the compact job (`jobs/compact.py`, whose docstring tells the run and its crash
 ordering) and the write job, which compacts the buckets it wrote on tables whose batch reads skip
-level 0 (`jobs.writing.level0`). What the run is asked to do is one `CompactRequest`.
+level 0 (`jobs.writing.level0`). What the run is asked to do is one `CompactRequest` (the compact
+job's is built from its validated config, `CompactRequest.of`; the config is named only for typing).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ from paimon_format.table import Table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from jobs.compact import CompactConfig
+
 Log = logging.Logger | logging.LoggerAdapter
 
 
@@ -59,23 +62,39 @@ class CompactRequest:
     max_buckets_per_run: int | None = None
     target_file_size: str | None = None  # overrides the table's target-file-size
     skip_unsupported: bool = False  # a table this job cannot compact is skipped, not exit 2
-    dry_run: bool = False
     # only these (partition bytes, bucket) pairs (the write job compacts the buckets it wrote; the
     # driver holds them already)
     buckets: Collection[tuple[bytes, int]] | None = None
+
+    @classmethod
+    def of(cls, config: CompactConfig) -> CompactRequest:
+        """The run the compact job's configuration asks for."""
+        return cls(
+            strategy=config.strategy,
+            specs=config.partitions,
+            where=config.where,
+            order_by=config.order_by,
+            order_strategy=config.order_strategy,
+            partition_idle_time=config.partition_idle_time,
+            max_buckets_per_run=config.max_buckets_per_run,
+            target_file_size=config.target_file_size,
+            skip_unsupported=config.skip_unsupported,
+        )
 
 
 def compact_table(
     spark: SparkSession,
     table: Table,
     request: CompactRequest,
+    *,
+    dry_run: bool = False,
     record: RunRecord | None = None,
     log: Log | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
     """Compact the table's latest snapshot; `before_commit` is a test hook (a rival commits there)."""
     log = log or logging.getLogger("jobs.compact")
-    record = record or RunRecord(operation="compact", table=table.path, dry_run=request.dry_run)
+    record = record or RunRecord(operation="compact", table=table.path, dry_run=dry_run)
     if _skipped(table, request, record, log):
         return record
     tests = _selection(table, request.specs, request.where)
@@ -103,7 +122,7 @@ def compact_table(
         if not summaries:
             log.info("nothing to compact")
             return record
-        if request.dry_run:
+        if dry_run:
             log.info("dry run: %d bins would be rewritten", len(summaries))
             return record
         spec = RewriteSpec(

@@ -40,6 +40,8 @@ Log = logging.Logger | logging.LoggerAdapter
 def write_to_table(
     source: DataFrame | ParquetFiles,
     settings: WriteSettings,
+    *,
+    dry_run: bool = False,
     spark: SparkSession | None = None,
     record: RunRecord | None = None,
     log: Log | None = None,
@@ -51,16 +53,16 @@ def write_to_table(
     definition takes effect on the next run.
     """
     log = log or logging.getLogger("jobs.write")
-    record = record or RunRecord(operation="write", table=settings.table, dry_run=settings.dry_run)
+    record = record or RunRecord(operation="write", table=settings.table, dry_run=dry_run)
     target = _open_target(settings)
     files = source if isinstance(source, ParquetFiles) else None
     spark = spark if files is not None else source.sparkSession
     arrow_schema = files.arrow_schema if files is not None else dataframe_arrow_schema(source)
-    plan = _plan(spark, target, arrow_schema, files is not None, settings, record, log)
+    plan = _plan(spark, target, arrow_schema, files is not None, settings, dry_run, record, log)
     df = source
     if files is not None and not plan.direct:
         df = spark.read.parquet(*files.paths)
-    if settings.dry_run:
+    if dry_run:
         record.count("input_rows", count_rows(spark, files) if plan.direct else df.count())
         log.info("dry run: would write %d rows", record.counts["input_rows"])
         return record
@@ -111,13 +113,15 @@ def _plan(
     arrow_schema: pa.Schema,
     from_files: bool,
     settings: WriteSettings,
+    dry_run: bool,
     record: RunRecord,
     log: Log,
 ) -> WritePlan:
-    """Create or check the table, then everything decided before a data file is written."""
+    """Create (unless `dry_run`) or check the table, then everything decided before a data file is
+    written."""
     existing = target.schema_manager.latest()
     if existing is None:
-        schema, compact_level0 = _create_table(target, arrow_schema, settings, record, log)
+        schema, compact_level0 = _create_table(target, arrow_schema, settings, dry_run, record, log)
     else:
         schema = existing
         compact_level0 = _check_existing_table(target, arrow_schema, schema, settings, record, log)
@@ -152,7 +156,12 @@ def _plan(
 
 
 def _create_table(
-    target: Table, arrow_schema: pa.Schema, settings: WriteSettings, record: RunRecord, log: Log
+    target: Table,
+    arrow_schema: pa.Schema,
+    settings: WriteSettings,
+    dry_run: bool,
+    record: RunRecord,
+    log: Log,
 ) -> tuple[TableSchema, bool]:
     """The new table's schema from the source's columns and the `create:` settings (created now,
     unless this is a dry run), and whether its written buckets need compacting; refused (exit 2)
@@ -169,7 +178,7 @@ def _create_table(
     check_bucket_mode(schema, settings.table)
     compact_level0 = compacts_level0(schema, settings.table)
     record.details["created_table"] = True
-    if not settings.dry_run:
+    if not dry_run:
         target.schema_manager.create_table(schema)
         target.refresh()
         log.info("created table %s at %s", settings.table, target.path)

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from paimon_format.model.schema import TableSchema
 from paimon_format.table import Table
+
+if TYPE_CHECKING:
+    from jobs.write import WriteConfig
 
 PartitionTest = Callable[[bytes], bool]
 
 
 @dataclass(frozen=True)
 class WriteSettings:
-    """One write: where to, how, and the table to create when it is missing (the write job's
-    validated config, or `write_dataframe`'s keyword arguments).
+    """One write: where to, how, and the table to create when it is missing (built from the write
+    job's validated config by `of`, or by a Python caller of `write_dataframe`).
 
     `partition_keys`, `primary_keys` and `options` describe the table to create; for an existing
     table, given keys or a `bucket` that differ from the table's are a warning (`strict_create`:
@@ -33,7 +36,24 @@ class WriteSettings:
     storage_options: dict[str, Any] | None = None
     allow_unsafe_overwrite_commit: bool = False
     strict_create: bool = False
-    dry_run: bool = False
+
+    @classmethod
+    def of(cls, config: WriteConfig) -> WriteSettings:
+        """The write the configuration asks for (the config is named only for typing)."""
+        create = config.create
+        return cls(
+            warehouse=config.warehouse,
+            table=config.table,
+            mode=config.mode,
+            partition_keys=create.partition_keys if create else None,
+            primary_keys=create.primary_keys if create else None,
+            options=create.options if create else None,
+            overwrite_scope=config.overwrite_scope,
+            overwrite_partitions=config.partitions,
+            storage_options=config.storage_options,
+            allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
+            strict_create=config.strict_create,
+        )
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from decimal import Decimal
 import pytest
 
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.table import Table
 from tests.java.oracle import sort_key
 from tests.support.pypaimon_reads import pypaimon_rows
@@ -85,10 +86,13 @@ def test_java_reads_what_our_write_job_wrote(spark_session, java_paimon, tmp_pat
         identifier = f"db.{name}"
         first = _frame(spark_session, range(6), 1)
         write_dataframe(
-            first, warehouse, identifier, partition_keys=["p"], primary_keys=primary_keys, options=options
+            first,
+            WriteSettings(
+                warehouse, identifier, partition_keys=["p"], primary_keys=primary_keys, options=options
+            ),
         )
         second = _frame(spark_session, range(3, 9), 2)
-        write_dataframe(second, warehouse, identifier)
+        write_dataframe(second, WriteSettings(warehouse, identifier))
         table = Table.open(warehouse, identifier)
         for snapshot_id in table.snapshot_manager.snapshot_ids():
             expected = _comparable(pypaimon_rows(warehouse, identifier, snapshot_id))

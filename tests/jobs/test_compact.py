@@ -11,8 +11,10 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.compact import compact
+from jobs.compaction.run import CompactRequest
 from jobs.runtime.errors import CommitRaceLost
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.commit import SnapshotCommit
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage import crash_points
@@ -61,7 +63,7 @@ def append_table(append_template, tmp_path):
 def test_small_append_files_become_one_file_per_partition(spark_session, append_table):
     warehouse, rows, table = append_table
     before = live_files(table)
-    record = compact(spark_session, table)
+    record = compact(spark_session, table, CompactRequest())
 
     snapshot = table.snapshot_manager.latest()
     assert snapshot.id == 8 and snapshot.commit_kind == "COMPACT"
@@ -78,7 +80,7 @@ def test_small_append_files_become_one_file_per_partition(spark_session, append_
     assert by_id(pypaimon_rows(warehouse, IDENTIFIER, 7)) == rows[7]
     assert by_id(pypaimon_rows(warehouse, IDENTIFIER, 2)) == rows[2]
 
-    again = compact(spark_session, table)
+    again = compact(spark_session, table, CompactRequest())
     assert table.snapshot_manager.latest_id() == 8 and again.counts["bins"] == 0
 
 
@@ -86,7 +88,9 @@ def test_full_strategy_partition_selection_and_order_by(spark_session, append_ta
     warehouse, rows, table = append_table
     append_rows(table, batch(1000, 3))  # 8 files in every partition
     expected = by_id(pypaimon_rows(warehouse, IDENTIFIER))
-    compact(spark_session, table, strategy="full", specs=[{"dt": "2024-01-02"}], order_by=["v"])
+    compact(
+        spark_session, table, CompactRequest(strategy="full", specs=[{"dt": "2024-01-02"}], order_by=["v"])
+    )
     after = live_files(table)
     compacted = [e for e in after if table.partition_spec(e.partition) == {"dt": "2024-01-02"}]
     assert len(compacted) == 1 and len(after) == 1 + 2 * 8
@@ -101,14 +105,16 @@ def test_full_strategy_partition_selection_and_order_by(spark_session, append_ta
 def test_dry_run_reports_and_changes_nothing(spark_session, append_table):
     _warehouse, _rows, table = append_table
     before = fingerprint(table.path)
-    record = compact(spark_session, table, dry_run=True)
+    record = compact(spark_session, table, CompactRequest(), dry_run=True)
     assert fingerprint(table.path) == before
     assert record.counts["bins"] == 3 and record.counts["files_before"] == 21
     assert record.counts["files_after_estimate"] == 3
     # the files were written moments ago: no partition has been idle for an hour
-    idle = compact(spark_session, table, dry_run=True, partition_idle_time="1 h")
+    idle = compact(spark_session, table, CompactRequest(partition_idle_time="1 h"), dry_run=True)
     assert idle.counts["bins"] == 0
-    one = compact(spark_session, table, dry_run=True, max_buckets_per_run=1, where="dt >= '2024-01-02'")
+    one = compact(
+        spark_session, table, CompactRequest(max_buckets_per_run=1, where="dt >= '2024-01-02'"), dry_run=True
+    )
     assert one.counts["bins"] == 1 and one.details["partitions"][0]["partition"]["dt"] >= "2024-01-02"
     assert fingerprint(table.path) == before
 
@@ -124,7 +130,7 @@ def test_a_rival_that_removes_an_input_makes_the_run_exit_3_and_clean_up(spark_s
         )
 
     with pytest.raises(CommitRaceLost, match="removed"):
-        compact(spark_session, table, before_commit=rival_overwrites_a_partition)
+        compact(spark_session, table, CompactRequest(), before_commit=rival_overwrites_a_partition)
     assert table.snapshot_manager.latest().commit_kind == "OVERWRITE"
     data_files = {path for path in listed_files(table) if "/bucket-" in path}
     assert data_files == {path for path in files_before if "/bucket-" in path}, "the run's files are gone"
@@ -136,7 +142,7 @@ def test_a_concurrent_append_is_kept(spark_session, append_table):
     def rival_appends() -> None:
         append_rows(open_table(warehouse), batch(500, 3))
 
-    compact(spark_session, table, before_commit=rival_appends)
+    compact(spark_session, table, CompactRequest(), before_commit=rival_appends)
     snapshot = table.snapshot_manager.latest()
     assert snapshot.commit_kind == "COMPACT" and snapshot.id == 9
     assert {r["id"] for r in pypaimon_rows(warehouse, IDENTIFIER)} == {r["id"] for r in rows[7]} | {
@@ -162,7 +168,7 @@ def test_crash_after_files_written_then_rerun_then_orphans_cleared(spark_session
     try:
         os.environ[crash_points.CRASH_ENV] = "compact:after-files-written"
         with pytest.raises(Crash):
-            compact(spark_session, table)
+            compact(spark_session, table, CompactRequest())
     finally:
         os.environ.pop(crash_points.CRASH_ENV, None)
         crash_points.set_crash_handler(previous)
@@ -170,7 +176,7 @@ def test_crash_after_files_written_then_rerun_then_orphans_cleared(spark_session
     leftovers = unreferenced(table)
     assert leftovers, "the crashed run's new files are on storage, unreferenced"
 
-    compact(spark_session, table)
+    compact(spark_session, table, CompactRequest())
     assert by_id(pypaimon_rows(warehouse, IDENTIFIER)) == rows[7]
     assert len(live_files(table)) == 3
     remove_orphan_files(
@@ -200,13 +206,13 @@ def test_primary_key_table_of_20_upserts_ends_with_one_top_level_file_per_bucket
         SnapshotCommit(table).append([CommitMessage(p, b, 2, files) for p, b, files in written])
     expected = by_id(pypaimon_rows(warehouse, "db.pk"))
     assert len(live_files(table)) > 20  # every upsert left files at level 0
-    record = compact(spark_session, table)
+    record = compact(spark_session, table, CompactRequest())
     after = live_files(table)
     assert sorted(e.bucket for e in after) == [0, 1]
     assert all(e.file.level == 5 and e.file.file_source == 1 for e in after)
     assert record.counts["buckets"] == 2
     assert by_id(pypaimon_rows(warehouse, "db.pk")) == expected
-    again = compact(spark_session, table)
+    again = compact(spark_session, table, CompactRequest())
     assert again.counts["bins"] == 0
 
 
@@ -244,15 +250,13 @@ def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, 
     columns = "id long, dt string, v string"
     write_dataframe(
         spark_session.createDataFrame([(1, "d", "a"), (2, "d", "b")], columns),
-        warehouse,
-        "db.cl",
-        primary_keys=["id"],
-        options=options,
+        WriteSettings(warehouse, "db.cl", primary_keys=["id"], options=options),
     )
     table = Table.open(warehouse, "db.cl")
-    compact(spark_session, table)  # everything at level 0: +I for both keys
+    compact(spark_session, table, CompactRequest())  # everything at level 0: +I for both keys
     write_dataframe(
-        spark_session.createDataFrame([(1, "d", "a2"), (3, "d", "c")], columns), warehouse, "db.cl"
+        spark_session.createDataFrame([(1, "d", "a2"), (3, "d", "c")], columns),
+        WriteSettings(warehouse, "db.cl"),
     )
     table = Table.open(warehouse, "db.cl")
     before = listed_files(table)
@@ -261,9 +265,9 @@ def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, 
         raise RuntimeError("a failure before the commit")
 
     with pytest.raises(RuntimeError):  # the run removes its data, changelog and manifest files
-        compact(spark_session, table, before_commit=fails)
+        compact(spark_session, table, CompactRequest(), before_commit=fails)
     assert listed_files(table) == before
-    compact(spark_session, table)
+    compact(spark_session, table, CompactRequest())
     assert any("/changelog-" in path for path in listed_files(table) - before)
     snapshots = [table.snapshot_manager.snapshot(i) for i in (2, 4)]
     assert [s.commit_kind for s in snapshots] == ["COMPACT", "COMPACT"]
@@ -287,14 +291,16 @@ def test_lookup_table_compaction_commits_its_changelog(spark_session, tmp_path, 
     config.write_text(f"warehouse: {warehouse}\ntable: db.bad\n")
     write_dataframe(
         spark_session.createDataFrame([(1, "d", "a")], columns),
-        warehouse,
-        "db.bad",
-        primary_keys=["id"],
-        options={
-            **options,
-            "changelog-producer.row-deduplicate": "true",
-            "changelog-producer.row-deduplicate-ignore-fields": "nope",
-        },
+        WriteSettings(
+            warehouse,
+            "db.bad",
+            primary_keys=["id"],
+            options={
+                **options,
+                "changelog-producer.row-deduplicate": "true",
+                "changelog-producer.row-deduplicate-ignore-fields": "nope",
+            },
+        ),
     )
     assert main(["compact", "--config", str(config)]) == 2
     assert "row-deduplicate-ignore-fields: no column 'nope'" in capsys.readouterr().err
@@ -355,7 +361,7 @@ def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_sessi
     table = Table.open(warehouse, "db.pk")
     index_before = table.snapshot_manager.latest().index_manifest
 
-    compact(spark_session, table)
+    compact(spark_session, table, CompactRequest())
 
     snapshot = table.snapshot_manager.latest()
     assert snapshot.id == 4 and snapshot.commit_kind == "COMPACT"
@@ -366,7 +372,7 @@ def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_sessi
     assert rows == expected
     # first-row readers skip level 0 (as Paimon's batch scan does): the rows appear once compacted
     assert len(pypaimon_rows(warehouse, "db.pk", 1)) == (0 if engine == "first-row" else 6)
-    assert compact(spark_session, table).counts["bins"] == 0
+    assert compact(spark_session, table, CompactRequest()).counts["bins"] == 0
 
 
 def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_path):
@@ -390,7 +396,7 @@ def test_deletion_vectors_are_applied_and_leave_the_index(spark_session, tmp_pat
     before = by_id(pypaimon_rows(warehouse, IDENTIFIER))
     assert len(before) == 11, "pypaimon applies the deletion vector"
 
-    record = compact(spark_session, table)
+    record = compact(spark_session, table, CompactRequest())
 
     snapshot = table.snapshot_manager.latest()
     assert snapshot.commit_kind == "COMPACT" and record.counts["rows_written"] == 5
@@ -417,7 +423,7 @@ def test_fixed_bucket_append_table_compacts_windows_in_sequence_order(spark_sess
         SnapshotCommit(table).append([CommitMessage(p, b, 2, files) for p, b, files in written])
     before = by_id(pypaimon_rows(warehouse, "db.fixed"))
 
-    compact(spark_session, table)
+    compact(spark_session, table, CompactRequest())
 
     after = live_files(table)
     for bucket in (0, 1):

@@ -96,15 +96,13 @@ def test_full_compaction_keeps_every_snapshot_readable_with_fewer_manifests(spar
 
 def test_pypaimon_reads_identical_rows_after_compaction(spark_session, tmp_path):
     from jobs.write import write_dataframe
+    from jobs.writing.settings import WriteSettings
 
     warehouse = str(tmp_path / "wh")
     for i in range(6):
         write_dataframe(
             spark_session.createDataFrame([(i, f"d{i % 3}", f"v{i}")], "id long, dt string, v string"),
-            warehouse,
-            "db.t",
-            partition_keys=["dt"],
-            options=NO_AUTO_MERGE,
+            WriteSettings(warehouse, "db.t", partition_keys=["dt"], options=NO_AUTO_MERGE),
         )
     before = pypaimon_rows(warehouse, "db.t")
     table = Table.open(warehouse, "db.t")

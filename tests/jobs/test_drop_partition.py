@@ -9,9 +9,10 @@ import os
 import pytest
 
 from jobs.__main__ import main
-from jobs.drop_partition import drop_partition
+from jobs.drop_partition import DropPartitionRequest, drop_partition
 from jobs.partitions import scan as partition_scan
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.commit import SnapshotCommit
 from paimon_format.manifest.entries import ADD, DELETE
 from paimon_format.scan.snapshot_scan import live_entries, read_entries, read_list
@@ -25,7 +26,7 @@ EVENTS = "id long, dt string, v string"
 
 
 def write(spark, warehouse, rows, schema=EVENTS, identifier="db.t", **kwargs):
-    write_dataframe(spark.createDataFrame(rows, schema), warehouse, identifier, **kwargs)
+    write_dataframe(spark.createDataFrame(rows, schema), WriteSettings(warehouse, identifier, **kwargs))
 
 
 def live_files(table: Table, snapshot_id: int | None = None) -> dict[str, str]:
@@ -52,7 +53,7 @@ def test_dropped_partition_is_gone_at_the_new_snapshot_and_still_there_before(sp
     before_id = table.snapshot_manager.latest_id()
     dropped_files = {name for name, where in live_files(table).items() if where == "dt=a"}
 
-    record = drop_partition(spark_session, table, specs=[{"dt": "a"}])
+    record = drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "a"}]))
 
     latest = table.snapshot_manager.latest()
     assert latest.id == before_id + 1 and latest.commit_kind == "OVERWRITE"
@@ -76,7 +77,9 @@ def test_predicate_on_date_and_integer_keys_of_a_two_level_table(spark_session, 
     before_id = table.snapshot_manager.latest_id()
 
     record = drop_partition(
-        spark_session, table, where="day < DATE '2024-01-02' OR (day = '2024-01-03' AND hr IN (1, 2))"
+        spark_session,
+        table,
+        DropPartitionRequest(where="day < DATE '2024-01-02' OR (day = '2024-01-03' AND hr IN (1, 2))"),
     )
 
     def dropped(row):
@@ -97,7 +100,7 @@ def test_partial_spec_on_a_multi_level_table_drops_every_matching_partition(spar
     table = Table.open(warehouse, "db.t")
     before = pypaimon_rows(warehouse, "db.t")
 
-    drop_partition(spark_session, table, specs=[{"dt": "d0"}, {"dt": "d1", "hr": "01"}])
+    drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "d0"}, {"dt": "d1", "hr": "01"}]))
 
     assert pypaimon_rows(warehouse, "db.t") == [
         r for r in before if r["dt"] != "d0" and not (r["dt"] == "d1" and r["hr"] == "01")
@@ -111,13 +114,13 @@ def test_the_default_partition_by_name_and_by_is_null(spark_session, tmp_path):
     assert "dt=__DEFAULT_PARTITION__" in set(live_files(table).values())
     first = table.snapshot_manager.latest_id()
 
-    drop_partition(spark_session, table, where="dt IS NULL")
+    drop_partition(spark_session, table, DropPartitionRequest(where="dt IS NULL"))
     # '' shares the default directory name but is a value of its own: only null is dropped
     assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t")) == [2, 3]
     write(spark_session, warehouse, [(4, None, "w")])
     assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t")) == [2, 3, 4]
 
-    drop_partition(spark_session, table, specs=[{"dt": "__DEFAULT_PARTITION__"}])
+    drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "__DEFAULT_PARTITION__"}]))
     assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t")) == [2, 3]
     assert sorted(r["id"] for r in pypaimon_rows(warehouse, "db.t", first)) == [1, 2, 3]
 
@@ -130,7 +133,9 @@ def test_concurrent_appends_other_partition_kept_dropped_partition_dropped(spark
     def rival_writes() -> None:
         write(spark_session, warehouse, [(10, "b", "rival"), (11, "a", "rival-into-dropped")])
 
-    record = drop_partition(spark_session, table, specs=[{"dt": "a"}], before_commit=rival_writes)
+    record = drop_partition(
+        spark_session, table, DropPartitionRequest(specs=[{"dt": "a"}]), before_commit=rival_writes
+    )
 
     rows = pypaimon_rows(warehouse, "db.t")
     assert sorted(r["id"] for r in rows) == [2, 10]
@@ -150,7 +155,9 @@ def test_a_rival_that_rewrites_the_dropped_partition_makes_the_job_plan_again(sp
             write(spark_session, warehouse, [(5, "a", "new")], mode="overwrite")
         calls.append(1)
 
-    record = drop_partition(spark_session, table, specs=[{"dt": "a"}], before_commit=rival_overwrites_a)
+    record = drop_partition(
+        spark_session, table, DropPartitionRequest(specs=[{"dt": "a"}]), before_commit=rival_overwrites_a
+    )
 
     assert record.counts["replans"] == 1 and len(calls) == 2
     assert [r["id"] for r in pypaimon_rows(warehouse, "db.t")] == [2]
@@ -181,7 +188,9 @@ def test_many_files_spread_over_several_writers_and_manifests(spark_session, tmp
     )
     before = live_files(table)
 
-    record = drop_partition(spark_session, table, where="dt IN ('p1', 'p3') OR dt >= 'p4'")
+    record = drop_partition(
+        spark_session, table, DropPartitionRequest(where="dt IN ('p1', 'p3') OR dt >= 'p4'")
+    )
 
     after = live_files(table)
     assert after == {
@@ -266,7 +275,7 @@ def test_after_a_crash_and_rerun_expiry_and_orphan_removal_delete_exactly_the_dr
     monkeypatch.setenv("PAIMON_CRASH_AT", "drop-partition:after-manifests-written")
     try:
         with pytest.raises(_Crash):
-            drop_partition(spark_session, table, specs=[{"dt": "a"}])
+            drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "a"}]))
     finally:
         monkeypatch.undo()
         set_crash_handler(previous)
@@ -274,7 +283,7 @@ def test_after_a_crash_and_rerun_expiry_and_orphan_removal_delete_exactly_the_dr
     left_behind = {p.name for p in (root / "manifest").iterdir()} - manifests_before
     assert left_behind, "the crash left the DELETE manifests behind"
 
-    drop_partition(spark_session, table, specs=[{"dt": "a"}])  # the rerun
+    drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "a"}]))  # the rerun
     expected_rows = [r for r in pypaimon_rows(warehouse, "db.t", 2) if r["dt"] != "a"]
     assert pypaimon_rows(warehouse, "db.t") == expected_rows
 
@@ -310,7 +319,7 @@ def test_inconsistent_metadata_is_refused_before_anything_is_written(spark_sessi
     manifests = {p.name for p in (tmp_path / "db.db" / "t" / "manifest").iterdir()}
 
     with pytest.raises(InvalidTableStateError, match="data-twice.parquet"):
-        drop_partition(spark_session, table, specs=[{"dt": "a"}])
+        drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "a"}]))
 
     assert table.snapshot_manager.latest_id() == 2
     assert {p.name for p in (tmp_path / "db.db" / "t" / "manifest").iterdir()} == manifests
@@ -338,7 +347,7 @@ def test_a_table_pypaimon_wrote_with_an_int_partition(spark_session, tmp_path):
     before = pypaimon_rows(warehouse, "db.t")
     table = Table.open(warehouse, "db.t")
 
-    drop_partition(spark_session, table, where="p >= 1")
+    drop_partition(spark_session, table, DropPartitionRequest(where="p >= 1"))
 
     assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["p"] < 1]
     assert pypaimon_rows(warehouse, "db.t", 2) == before
@@ -389,7 +398,7 @@ def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spa
     assert {part for part, _name in index_before} == {"dt=p0", "dt=p1"}, "the sample has HASH index files"
     rows_before = pypaimon_rows(warehouse, "db.t")
 
-    drop_partition(spark_session, table, specs=[{"dt": "p0"}])
+    drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "p0"}]))
 
     dropped = table.snapshot_manager.latest()
     index_after = {(table.partition_dir(e.partition), e.file_name) for e in index_entries(table, dropped)}
@@ -440,12 +449,16 @@ def test_manifests_whose_partition_stats_rule_the_selection_out_are_not_read(spa
     assert len(read_list(table, table.snapshot_manager.latest().delta_manifest_list)) == 1
     before = pypaimon_rows(warehouse, "db.t")
 
-    record = drop_partition(spark_session, table, where="dt >= '2024-01-03' AND dt < '2024-01-04'")
+    record = drop_partition(
+        spark_session, table, DropPartitionRequest(where="dt >= '2024-01-03' AND dt < '2024-01-04'")
+    )
     assert record.details["manifests_skipped"] == 3
     assert record.counts["partitions"] == 1
     assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] != "2024-01-03"]
 
-    record = drop_partition(spark_session, table, specs=[{"dt": "2024-01-02"}, {"dt": "2024-01-05"}])
+    record = drop_partition(
+        spark_session, table, DropPartitionRequest(specs=[{"dt": "2024-01-02"}, {"dt": "2024-01-05"}])
+    )
     assert record.details["manifests_skipped"] == 4  # of 5: the other days' and the DELETEs of 2024-01-03
     assert record.details["missing_partitions"] == ["{'dt': '2024-01-05'}"]
     assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] in ("2024-01-01", "2024-01-04")]
@@ -466,9 +479,9 @@ def test_a_read_manifest_deleting_a_file_of_an_unread_one_does_not_look_inconsis
     assert sum(m.num_deleted_files for m in data_manifests_of(table)) == 1
 
     for selection in ({"specs": [{"dt": "2024-01-05"}]}, {"where": "dt = '2024-01-05'"}):
-        record = drop_partition(spark_session, table, dry_run=True, **selection)
+        record = drop_partition(spark_session, table, DropPartitionRequest(**selection), dry_run=True)
         assert record.details["manifests_skipped"] == 2 and record.counts["partitions"] == 1
-    drop_partition(spark_session, table, specs=[{"dt": "2024-01-05"}])
+    drop_partition(spark_session, table, DropPartitionRequest(specs=[{"dt": "2024-01-05"}]))
     assert set(live_files(table)) == {"data-b.parquet"}
 
 

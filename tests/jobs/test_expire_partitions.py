@@ -9,10 +9,10 @@ import os
 import pytest
 
 from jobs.__main__ import main
-from jobs.expire_partitions import expire_partitions
+from jobs.expire_partitions import ExpirePartitionsRequest, expire_partitions
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.commit import SnapshotCommit
-from paimon_format.maintenance.partition_expiry import ExpiryRule
 from paimon_format.scan.snapshot_scan import data_manifests, live_entries
 from paimon_format.table import Table
 from tests.support.factories import data_file, make_table, message
@@ -20,8 +20,6 @@ from tests.support.partition_tables import days_ago, live_partitions, metadata_t
 from tests.support.pypaimon_reads import pypaimon_rows
 
 pytest.importorskip("pypaimon")
-
-DAY_MS = 86_400_000
 
 
 def unreferenced_manifests(table: Table) -> set[str]:
@@ -44,16 +42,18 @@ def test_values_time_drops_old_partitions_and_older_snapshots_keep_them(spark_se
     rows = [(i, d, f"v{i}") for i, d in enumerate(dates)]
     write_dataframe(
         spark_session.createDataFrame(rows, "id long, dt string, v string"),
-        warehouse,
-        "db.t",
-        partition_keys=["dt"],
+        WriteSettings(warehouse, "db.t", partition_keys=["dt"]),
     )
     table = Table.open(warehouse, "db.t")
     before_id = table.snapshot_manager.latest_id()
     before = pypaimon_rows(warehouse, "db.t")
 
     record = expire_partitions(
-        spark_session, table, ExpiryRule.create("values-time", 30 * DAY_MS, "yyyy-MM-dd")
+        spark_session,
+        table,
+        ExpirePartitionsRequest(
+            expiration_time="30 d", strategy="values-time", timestamp_formatter="yyyy-MM-dd"
+        ),
     )
 
     assert pypaimon_rows(warehouse, "db.t") == [r for r in before if r["dt"] not in dates[:2]]
@@ -98,9 +98,13 @@ def test_values_time_with_patterns_and_formatters(
     partitions = [make_values(m) for m in moments]
     table = metadata_table(tmp_path, partitions, columns=columns, keys=keys)
 
-    expire_partitions(
-        spark_session, table, ExpiryRule.create("values-time", 3 * DAY_MS, formatter, pattern), now=now
+    request = ExpirePartitionsRequest(
+        expiration_time="3 d",
+        strategy="values-time",
+        timestamp_formatter=formatter,
+        timestamp_pattern=pattern,
     )
+    expire_partitions(spark_session, table, request, now=now)
 
     cutoff = now - dt.timedelta(days=3)
     hourly = pattern is not None and "$hr" in pattern
@@ -125,7 +129,9 @@ def test_update_time_uses_the_newest_file_creation_time(spark_session, tmp_path)
         key = tuple(table.partition_values(entry.partition))
         newest[key] = max(newest.get(key, entry.file.creation_time), entry.file.creation_time)
 
-    expire_partitions(spark_session, table, ExpiryRule.create("update-time", DAY_MS), now=now)
+    expire_partitions(
+        spark_session, table, ExpirePartitionsRequest(expiration_time="1 d", strategy="update-time"), now=now
+    )
 
     assert live_partitions(table) == {p for p, t in newest.items() if t >= now - dt.timedelta(days=1)}
     assert live_partitions(table) == {("fresh",), ("mixed",)}
@@ -137,9 +143,10 @@ def test_max_expires_and_batches_several_commits_in_value_order(spark_session, t
     table = metadata_table(tmp_path, [(d,) for d in dates])
     before_id = table.snapshot_manager.latest_id()
 
-    record = expire_partitions(
-        spark_session, table, ExpiryRule.create("values-time", DAY_MS), max_expires=4, batch_size=3, now=now
+    request = ExpirePartitionsRequest(
+        expiration_time="1 d", strategy="values-time", max_expires=4, batch_size=3
     )
+    record = expire_partitions(spark_session, table, request, now=now)
 
     assert live_partitions(table) == {("2024-05-05",), ("2024-06-14",)}
     assert table.snapshot_manager.latest_id() == before_id + 2
@@ -154,7 +161,9 @@ def test_one_commit_of_every_partition_expired_by_value_leaves_no_manifest_behin
     table = metadata_table(tmp_path, [(d,) for d in dates])
     before_id = table.snapshot_manager.latest_id()
 
-    record = expire_partitions(spark_session, table, ExpiryRule.create("values-time", DAY_MS), now=now)
+    record = expire_partitions(
+        spark_session, table, ExpirePartitionsRequest(expiration_time="1 d", strategy="values-time"), now=now
+    )
 
     assert live_partitions(table) == {("2024-06-14",)}
     assert table.snapshot_manager.latest_id() == before_id + 1 and record.counts["commits"] == 1
@@ -165,7 +174,9 @@ def test_null_and_unreadable_values_never_expire_by_value(spark_session, tmp_pat
     now = dt.datetime(2024, 6, 15)
     table = metadata_table(tmp_path, [(None,), ("not-a-date",), ("2024-01-01",)])
 
-    record = expire_partitions(spark_session, table, ExpiryRule.create("values-time", DAY_MS), now=now)
+    record = expire_partitions(
+        spark_session, table, ExpirePartitionsRequest(expiration_time="1 d", strategy="values-time"), now=now
+    )
 
     assert live_partitions(table) == {(None,), ("not-a-date",)}
     assert record.counts["partitions_without_time"] == 2

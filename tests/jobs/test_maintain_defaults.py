@@ -16,6 +16,7 @@ from jobs.__main__ import main
 from jobs.runtime.config import validate
 from jobs.runtime.maintain_config import BUILT_IN, MaintainConfig, plan_tables, table_asks_for
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.table import Table
 from tests.support.pypaimon_reads import pypaimon_rows
 
@@ -33,7 +34,7 @@ OLD = time.time() - 3 * 24 * 3600
 
 def write(spark, warehouse: str, table: str, rows: list[tuple], **kwargs) -> None:
     df = spark.createDataFrame(rows, "id long, dt string, v string")
-    write_dataframe(df, warehouse, table, **kwargs)
+    write_dataframe(df, WriteSettings(warehouse, table, **kwargs))
 
 
 @pytest.fixture

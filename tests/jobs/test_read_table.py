@@ -14,6 +14,7 @@ import pytest
 from jobs.read import read_table
 from jobs.runtime.errors import BadInputError
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.table import Table
 from tests.interop import oracle
 from tests.support.factories import make_table
@@ -40,26 +41,25 @@ def our_tables(spark_session, tmp_path_factory) -> str:
     spark = spark_session
     write_dataframe(
         spark.createDataFrame([(1, "a", "x"), (2, "b", "y")], schema),
-        warehouse,
-        "db.events",
-        partition_keys=["dt"],
+        WriteSettings(warehouse, "db.events", partition_keys=["dt"]),
     )
-    write_dataframe(spark.createDataFrame([(3, "a", "z"), (4, "c", "w")], schema), warehouse, "db.events")
     write_dataframe(
-        spark.createDataFrame([(5, "a", "new")], schema), warehouse, "db.events", mode="overwrite"
+        spark.createDataFrame([(3, "a", "z"), (4, "c", "w")], schema), WriteSettings(warehouse, "db.events")
+    )
+    write_dataframe(
+        spark.createDataFrame([(5, "a", "new")], schema),
+        WriteSettings(warehouse, "db.events", mode="overwrite"),
     )
     events = Table.open(warehouse, "db.events")
     events.tag_manager.create_tag("first", events.snapshot_manager.snapshot(1))
     pk_schema = "id long not null, dt string not null, v string"
     write_dataframe(
         spark.createDataFrame([(k, "d", f"v0-{k}") for k in range(12)], pk_schema),
-        warehouse,
-        "db.pk",
-        primary_keys=["id", "dt"],
-        options={"bucket": "2"},
+        WriteSettings(warehouse, "db.pk", primary_keys=["id", "dt"], options={"bucket": "2"}),
     )
     write_dataframe(
-        spark.createDataFrame([(k, "d", f"v1-{k}") for k in range(0, 16, 3)], pk_schema), warehouse, "db.pk"
+        spark.createDataFrame([(k, "d", f"v1-{k}") for k in range(0, 16, 3)], pk_schema),
+        WriteSettings(warehouse, "db.pk"),
     )
     return warehouse
 

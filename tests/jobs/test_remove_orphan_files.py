@@ -37,13 +37,11 @@ DAY_MS = 86_400_000
 
 def write_rows(spark, warehouse: str, rows: list[tuple], mode: str = "append") -> None:
     from jobs.write import write_dataframe
+    from jobs.writing.settings import WriteSettings
 
     write_dataframe(
         spark.createDataFrame(rows, "id long, dt string, v string"),
-        warehouse,
-        "db.t",
-        mode=mode,
-        partition_keys=["dt"],
+        WriteSettings(warehouse, "db.t", mode=mode, partition_keys=["dt"]),
     )
 
 

@@ -10,6 +10,7 @@ import pytest
 
 from jobs.__main__ import main
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.support.pypaimon_reads import pypaimon_rows
@@ -29,8 +30,10 @@ def test_appends_to_a_partitioned_table_are_read_back_at_every_snapshot(spark_se
     warehouse = str(tmp_path / "wh")
     first = [(1, "2024-01-01", "a"), (2, "2024-01-02", "b")]
     second = [(3, "2024-01-01", "c")]
-    write_dataframe(rows_df(spark_session, first), warehouse, "db.events", partition_keys=["dt"])
-    write_dataframe(rows_df(spark_session, second), warehouse, "db.events")
+    write_dataframe(
+        rows_df(spark_session, first), WriteSettings(warehouse, "db.events", partition_keys=["dt"])
+    )
+    write_dataframe(rows_df(spark_session, second), WriteSettings(warehouse, "db.events"))
 
     as_dicts = [{"id": i, "dt": d, "v": v} for i, d, v in first + second]
     assert pypaimon_rows(warehouse, "db.events", 1) == sorted(as_dicts[:2], key=lambda r: r["id"])
@@ -45,16 +48,15 @@ def test_primary_key_updates_over_several_commits_keep_one_row_per_key(spark_ses
     options = {"bucket": "4"}
     write_dataframe(
         rows_df(spark_session, [(k, "d", f"v0-{k}") for k in range(20)]),
-        warehouse,
-        "db.pk",
-        primary_keys=["id"],
-        options=options,
+        WriteSettings(warehouse, "db.pk", primary_keys=["id"], options=options),
     )
     write_dataframe(
-        rows_df(spark_session, [(k, "d", f"v1-{k}") for k in range(0, 20, 2)]), warehouse, "db.pk"
+        rows_df(spark_session, [(k, "d", f"v1-{k}") for k in range(0, 20, 2)]),
+        WriteSettings(warehouse, "db.pk"),
     )
     write_dataframe(
-        rows_df(spark_session, [(3, "d", "first"), (3, "d", "last"), (25, "d", "new")]), warehouse, "db.pk"
+        rows_df(spark_session, [(3, "d", "first"), (3, "d", "last"), (25, "d", "new")]),
+        WriteSettings(warehouse, "db.pk"),
     )
 
     expected = {k: f"v0-{k}" for k in range(20)}
@@ -71,13 +73,17 @@ def test_primary_key_updates_over_several_commits_keep_one_row_per_key(spark_ses
 def test_overwrite_replaces_only_the_partitions_the_input_touches(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     write_dataframe(
-        rows_df(spark_session, [(1, "a", "x"), (2, "b", "y")]), warehouse, "db.t", partition_keys=["dt"]
+        rows_df(spark_session, [(1, "a", "x"), (2, "b", "y")]),
+        WriteSettings(warehouse, "db.t", partition_keys=["dt"]),
     )
-    write_dataframe(rows_df(spark_session, [(3, "a", "z")]), warehouse, "db.t", mode="overwrite")
+    write_dataframe(
+        rows_df(spark_session, [(3, "a", "z")]), WriteSettings(warehouse, "db.t", mode="overwrite")
+    )
     assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(3, "a"), (2, "b")}
 
     write_dataframe(
-        rows_df(spark_session, [(4, "c", "w")]), warehouse, "db.t", mode="overwrite", overwrite_scope="table"
+        rows_df(spark_session, [(4, "c", "w")]),
+        WriteSettings(warehouse, "db.t", mode="overwrite", overwrite_scope="table"),
     )
     assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(4, "c")}
     assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t", 2)} == {(3, "a"), (2, "b")}
@@ -85,8 +91,10 @@ def test_overwrite_replaces_only_the_partitions_the_input_touches(spark_session,
 
 def test_empty_input_creates_no_snapshot(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
-    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
-    record = write_dataframe(rows_df(spark_session, []), warehouse, "db.t")
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x")]), WriteSettings(warehouse, "db.t", partition_keys=["dt"])
+    )
+    record = write_dataframe(rows_df(spark_session, []), WriteSettings(warehouse, "db.t"))
     assert record.counts["files_written"] == 0
     assert latest_id(warehouse, "db.t") == 1
 
@@ -157,7 +165,9 @@ def test_cli_bad_input_exits_2_with_a_one_line_cause(spark_session, tmp_path, ca
 
 def test_cli_schema_mismatch_exits_2_naming_the_columns(spark_session, tmp_path, capsys):
     warehouse = str(tmp_path / "wh")
-    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x")]), WriteSettings(warehouse, "db.t", partition_keys=["dt"])
+    )
     config = write_yaml(
         tmp_path,
         f"""
@@ -184,8 +194,10 @@ source: {{query: "SELECT 'text' AS id, 'a' AS dt, 1.5 AS other"}}
 def test_formats_and_fixed_bucket_append_tables_read_back(spark_session, tmp_path, options):
     warehouse = str(tmp_path / "wh")
     rows = [(i, f"d{i % 2}", f"v{i}") for i in range(12)]
-    write_dataframe(rows_df(spark_session, rows), warehouse, "db.t", partition_keys=["dt"], options=options)
-    write_dataframe(rows_df(spark_session, [(99, "d0", "late")]), warehouse, "db.t")
+    write_dataframe(
+        rows_df(spark_session, rows), WriteSettings(warehouse, "db.t", partition_keys=["dt"], options=options)
+    )
+    write_dataframe(rows_df(spark_session, [(99, "d0", "late")]), WriteSettings(warehouse, "db.t"))
     expected = sorted(
         ({"id": i, "dt": d, "v": v} for i, d, v in rows + [(99, "d0", "late")]), key=lambda r: r["id"]
     )
@@ -198,17 +210,17 @@ def test_overwrite_of_named_partitions(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     write_dataframe(
         rows_df(spark_session, [(1, "a", "x"), (2, "b", "y"), (3, "c", "z")]),
-        warehouse,
-        "db.t",
-        partition_keys=["dt"],
+        WriteSettings(warehouse, "db.t", partition_keys=["dt"]),
     )
     write_dataframe(
         rows_df(spark_session, [(4, "a", "new")]),
-        warehouse,
-        "db.t",
-        mode="overwrite",
-        overwrite_scope="partitions",
-        overwrite_partitions=[{"dt": "a"}, {"dt": "b"}],
+        WriteSettings(
+            warehouse,
+            "db.t",
+            mode="overwrite",
+            overwrite_scope="partitions",
+            overwrite_partitions=[{"dt": "a"}, {"dt": "b"}],
+        ),
     )
     assert {(r["id"], r["dt"]) for r in pypaimon_rows(warehouse, "db.t")} == {(4, "a"), (3, "c")}
 
@@ -218,7 +230,9 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
     from paimon_format.errors import CommitConflictError
 
     warehouse = str(tmp_path / "wh")
-    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x")]), WriteSettings(warehouse, "db.t", partition_keys=["dt"])
+    )
     before = {p.name for p in (tmp_path / "wh").rglob("data-*")}
 
     def refuse(self, messages, **kwargs):
@@ -226,7 +240,7 @@ def test_a_failed_commit_leaves_no_snapshot_and_removes_its_files(spark_session,
 
     monkeypatch.setattr(SnapshotCommit, "append", refuse)
     with pytest.raises(CommitConflictError):
-        write_dataframe(rows_df(spark_session, [(2, "b", "y")]), warehouse, "db.t")
+        write_dataframe(rows_df(spark_session, [(2, "b", "y")]), WriteSettings(warehouse, "db.t"))
     assert latest_id(warehouse, "db.t") == 1
     assert {p.name for p in (tmp_path / "wh").rglob("data-*")} == before
 
@@ -248,11 +262,13 @@ def test_postpone_and_cross_partition_tables_are_refused_before_anything_is_writ
     with pytest.raises(BadInputError, match=message):
         write_dataframe(
             rows_df(spark_session, [(1, "a", "x")]),
-            str(tmp_path / "wh"),
-            "db.pk",
-            partition_keys=partition_keys,
-            primary_keys=primary_keys,
-            options=options,
+            WriteSettings(
+                str(tmp_path / "wh"),
+                "db.pk",
+                partition_keys=partition_keys,
+                primary_keys=primary_keys,
+                options=options,
+            ),
         )
     assert not (tmp_path / "wh").exists()
 
@@ -283,7 +299,7 @@ def test_dynamic_bucket_write_onto_a_pypaimon_table_keeps_each_key_in_its_bucket
     write.close()
     commit.close()
     ours = [(2, "a", "ours"), (3, "b", "ours"), (4, "a", "new"), (5, "a", "new"), (6, "a", "new")]
-    write_dataframe(rows_df(spark_session, ours), warehouse, "db.t")
+    write_dataframe(rows_df(spark_session, ours), WriteSettings(warehouse, "db.t"))
     rows = {(r["id"], r["dt"]): r["v"] for r in pypaimon_rows(warehouse, "db.t")}
     assert len(pypaimon_rows(warehouse, "db.t")) == 6
     assert rows == {
@@ -311,10 +327,7 @@ def test_a_corrupt_hash_index_file_is_exit_2_naming_it_and_nothing_is_committed(
     warehouse = str(tmp_path / "wh")
     write_dataframe(
         rows_df(spark_session, [(1, "a", "x"), (2, "b", "y")]),
-        warehouse,
-        "db.t",
-        partition_keys=["dt"],
-        primary_keys=["id", "dt"],
+        WriteSettings(warehouse, "db.t", partition_keys=["dt"], primary_keys=["id", "dt"]),
     )
     index_files = sorted((tmp_path / "wh" / "db.db" / "t" / "index").iterdir())
     assert len(index_files) == 2  # one HASH file per (partition, bucket)
@@ -383,9 +396,10 @@ def test_hive_style_source_directories_go_through_spark(spark_session, tmp_path)
 def test_an_overwrite_record_says_what_it_replaced(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     first = [(1, "a", "x"), (2, "a", "y"), (3, "b", "z"), (4, "c", "w")]
-    write_dataframe(rows_df(spark_session, first), warehouse, "db.t", partition_keys=["dt"])
+    write_dataframe(rows_df(spark_session, first), WriteSettings(warehouse, "db.t", partition_keys=["dt"]))
     record = write_dataframe(
-        rows_df(spark_session, [(5, "a", "n"), (6, "b", "m")]), warehouse, "db.t", mode="overwrite"
+        rows_df(spark_session, [(5, "a", "n"), (6, "b", "m")]),
+        WriteSettings(warehouse, "db.t", mode="overwrite"),
     )
     assert record.snapshot_ids == {"base": 1, "committed": 2, "committed_ids": [2]}
     assert record.details["replaced"] == {
@@ -453,10 +467,14 @@ def test_a_table_whose_first_commit_fails_is_removed_so_a_corrected_create_appli
 
     monkeypatch.setattr(SnapshotCommit, "append", refuse)
     with pytest.raises(CommitConflictError):
-        write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["v"])
+        write_dataframe(
+            rows_df(spark_session, [(1, "a", "x")]), WriteSettings(warehouse, "db.t", partition_keys=["v"])
+        )
     assert not (tmp_path / "wh" / "db.db" / "t").exists()  # no schema, no empty directories left
 
     monkeypatch.setattr(SnapshotCommit, "append", original_append)
-    write_dataframe(rows_df(spark_session, [(1, "a", "x")]), warehouse, "db.t", partition_keys=["dt"])
+    write_dataframe(
+        rows_df(spark_session, [(1, "a", "x")]), WriteSettings(warehouse, "db.t", partition_keys=["dt"])
+    )
     assert Table.open(warehouse, "db.t").schema.partition_keys == ("dt",)
     assert pypaimon_rows(warehouse, "db.t") == [{"id": 1, "dt": "a", "v": "x"}]

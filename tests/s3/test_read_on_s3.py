@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from jobs.read import read_table
 from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from tests.interop import oracle
 from tests.support.s3_copies import download
 
@@ -17,12 +18,14 @@ def test_read_table_on_s3_equals_pypaimon(spark_session, s3, tmp_path):
         rows = [(k, f"d{k % 2}", f"r{round_}-{k}") for k in range(round_ * 3, round_ * 3 + 6)]
         write_dataframe(
             spark_session.createDataFrame(rows, schema),
-            warehouse,
-            "db.t",
-            partition_keys=["dt"],
-            primary_keys=["id", "dt"],
-            options={"bucket": "2", "file.format": "orc"},
-            storage_options=options,
+            WriteSettings(
+                warehouse,
+                "db.t",
+                partition_keys=["dt"],
+                primary_keys=["id", "dt"],
+                options={"bucket": "2", "file.format": "orc"},
+                storage_options=options,
+            ),
         )
     proxy.reset()
 
