@@ -174,6 +174,7 @@ def _compact(
 def compact_manifests(
     spark: SparkSession | None,
     table: Table,
+    *,
     mode: str = "auto",
     order: str = "none",
     option_overrides: dict[str, str] | None = None,

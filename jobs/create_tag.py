@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 
 from pydantic import Field, field_validator, model_validator
 
@@ -96,6 +97,23 @@ class CreateTagConfig(TableJobConfig):
 CONFIG_MODEL = CreateTagConfig
 
 
+@dataclass(frozen=True)
+class CreateTagRequest:
+    """The tag to write: its name, which snapshot (an id, the latest at or before `timestamp`, else the
+    latest), its retention (None: the table's `tag.default-time-retained`) and whether it may
+    overwrite an existing tag."""
+
+    tag: str
+    snapshot_id: int | None = None
+    timestamp: str | None = None  # a UTC time, or a duration meaning now - duration
+    time_retained: str | None = None
+    replace: bool = False
+
+    @staticmethod
+    def of(config: CreateTagConfig, tag: str) -> CreateTagRequest:
+        return CreateTagRequest(tag, config.snapshot, config.timestamp, config.time_retained, config.replace)
+
+
 def run(context: JobContext, config: CreateTagConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
     if config.automatic:
@@ -103,40 +121,29 @@ def run(context: JobContext, config: CreateTagConfig) -> None:
         return
     if config.tag is None:
         raise BadInputError(f"{table.path}: create-tag needs tag: NAME (or automatic: true)")
-    create_tag(
-        table,
-        config.tag,
-        snapshot_id=config.snapshot,
-        timestamp=config.timestamp,
-        time_retained=config.time_retained,
-        replace=config.replace,
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-    )
+    request = CreateTagRequest.of(config, config.tag)
+    create_tag(table, request, dry_run=context.dry_run, record=context.record, log=context.log)
 
 
 def create_tag(
     table: Table,
-    tag: str,
-    snapshot_id: int | None = None,
-    timestamp: str | None = None,
-    time_retained: str | None = None,
-    replace: bool = False,
+    request: CreateTagRequest,
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
-    """Write `tag/tag-<tag>` for the chosen snapshot (see the module docstring)."""
+    """Write `tag/tag-<request.tag>` for the chosen snapshot (see the module docstring); `now_ms` is
+    a test hook (the moment a duration `timestamp` is measured from)."""
     log = log or logging.getLogger("jobs.create_tag")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    snapshot = choose_snapshot(table, snapshot_id, timestamp, now_ms)
-    retained_ms = retention_ms(table, time_retained)
-    manager = table.tag_manager
+    snapshot = choose_snapshot(table, request.snapshot_id, request.timestamp, now_ms)
+    retained_ms = retention_ms(table, request.time_retained)
+    manager, tag = table.tag_manager, request.tag
     exists = manager.tag_exists(tag)
-    if exists and not replace:
+    if exists and not request.replace:
         raise BadInputError(
             f"{manager.tag_path(tag)}: tag {tag!r} already exists (on snapshot {manager.tag(tag).id}); "
             "set replace: true to overwrite it"
@@ -152,7 +159,7 @@ def create_tag(
         log.info("dry run: would tag snapshot %d as %r", snapshot.id, tag)
         record.count("tags_created", 0)
         return record
-    manager.create_tag(tag, snapshot, time_retained_ms=retained_ms, replace=replace)
+    manager.create_tag(tag, snapshot, time_retained_ms=retained_ms, replace=request.replace)
     record.count("tags_created", 1)
     record.count("tags_replaced", 1 if exists else 0)
     log.info("tagged snapshot %d as %r%s", snapshot.id, tag, " (replaced)" if exists else "")
@@ -216,6 +223,7 @@ def retention_ms(table: Table, time_retained: str | None) -> int | None:
 
 def create_automatic_tags(
     table: Table,
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,

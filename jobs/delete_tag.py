@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
@@ -62,11 +63,30 @@ class DeleteTagConfig(TableJobConfig):
 CONFIG_MODEL = DeleteTagConfig
 
 
+@dataclass(frozen=True)
+class DeleteTagRequest:
+    """Which tags go (names or globs), whether a pattern matching none is an error, and how fast the
+    freed files go."""
+
+    tags: list[str]  # names or globs (* ? [..])
+    strict: bool = False
+    pace: DeletePace = DeletePace()
+
+    @staticmethod
+    def of(config: DeleteTagConfig) -> DeleteTagRequest:
+        return DeleteTagRequest(list(config.tags), config.strict, DeletePace.of(config))
+
+
 def run(context: JobContext, config: DeleteTagConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
-    # Spark is started only when a deleted tag's snapshot has expired
-    deletion = DeletionContext.for_job(context, table, DeletePace.of(config))
-    delete_matching_tags(deletion, config.tags, config.strict)
+    delete_tag(
+        lambda: context.spark,  # started only when a deleted tag's snapshot has expired
+        table,
+        DeleteTagRequest.of(config),
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
 
 
 def matching_tags(names: list[str], patterns: list[str]) -> tuple[list[str], list[str]]:
@@ -88,44 +108,26 @@ def matching_tags(names: list[str], patterns: list[str]) -> tuple[list[str], lis
 def delete_tag(
     spark: SparkSession | Callable[[], SparkSession],
     table: Table,
-    patterns: list[str],
-    strict: bool = False,
+    request: DeleteTagRequest,
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    batch_size: int = 1000,
-    max_per_second: float | None = None,
 ) -> RunRecord:
-    """Delete the tags `patterns` name or match, and the files only they used: the keyword form, for
-    tests and scripts (a job run goes through `delete_matching_tags`)."""
-    deletion = DeletionContext(
-        table,
-        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
-        log or logging.getLogger("jobs.delete_tag"),
-        dry_run,
-        DeletePace(batch_size, max_per_second),
-        spark,
-    )
-    delete_matching_tags(deletion, patterns, strict)
-    return deletion.record
-
-
-def delete_matching_tags(deletion: DeletionContext, patterns: list[str], strict: bool) -> None:
-    """Delete the tags of `deletion.table`'s branch that `patterns` name or match, and the files only
-    they used; a pattern matching no tag is an error when `strict`, else a warning."""
-    table = deletion.table
+    """Delete the tags of `table`'s branch that `request.tags` name or match, and the files only they
+    used; a pattern matching no tag is an error when `request.strict`, else a warning. `spark`: a
+    session or a function returning one (called only when a file needs planning)."""
+    deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     manager = table.tag_manager
-    names, unmatched = matching_tags(manager.tag_names(), patterns)
+    names, unmatched = matching_tags(manager.tag_names(), request.tags)
     deletion.record.details["unmatched"] = unmatched
     if unmatched:
         message = f"{table.path}: no tag matches {', '.join(repr(p) for p in unmatched)}"
-        if strict:
+        if request.strict:
             raise BadInputError(message + " (strict: true)")
         deletion.log.warning(message)
-    tags = {}
-    for name in names:
-        tags[name] = manager.tag(name)
-    delete_tags(deletion, tags, STEPS)
+    delete_tags(deletion, {name: manager.tag(name) for name in names}, STEPS)
+    return deletion.record
 
 
 if __name__ == "__main__":

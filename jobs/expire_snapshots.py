@@ -169,10 +169,13 @@ class ExpiryRequest:
     retain_max: int | None = None
     older_than: str | None = None  # a duration ago, or a UTC timestamp (`instant_ms`)
     max_deletes: int | None = None
+    pace: DeletePace = DeletePace()
 
     @staticmethod
     def of(config: ExpireSnapshotsConfig) -> ExpiryRequest:
-        return ExpiryRequest(config.retain_min, config.retain_max, config.older_than, config.max_deletes)
+        return ExpiryRequest(
+            config.retain_min, config.retain_max, config.older_than, config.max_deletes, DeletePace.of(config)
+        )
 
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
@@ -191,15 +194,19 @@ def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
 def _expire_branches(
     context: JobContext, spark: SparkSession, table: Table, config: ExpireSnapshotsConfig
 ) -> None:
+    """Each branch the config names by its own retention options; with more than one, each branch's
+    record goes under the run's `details.branches`."""
     branches = branches_to_expire(table, config.branch, config.branches)
+    request = ExpiryRequest.of(config)
     for branch in branches:
         branch_table = table.for_branch(branch)
         branch_table.check_metadata()  # a broken branch is refused like a broken table (exit 2)
         record = context.record
         if len(branches) > 1:
             record = RunRecord(operation=OPERATION, table=table.path, dry_run=context.dry_run)
-        deletion = DeletionContext.for_job(context, branch_table, DeletePace.of(config), spark, record)
-        expire_branch(deletion, ExpiryRequest.of(config))
+        expire_snapshots(
+            spark, branch_table, request, dry_run=context.dry_run, record=record, log=context.log
+        )
         if record is not context.record:
             _add_branch_record(context.record, branch, record)
 
@@ -279,39 +286,27 @@ def changelog_settings_for(table: Table, settings: ExpireSettings, now_ms: int) 
 def expire_snapshots(
     spark: SparkSession,
     table: Table,
-    retain_min: int | None = None,
-    retain_max: int | None = None,
-    older_than: str | None = None,
-    max_deletes: int | None = None,
+    request: ExpiryRequest = ExpiryRequest(),
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    batch_size: int = 1000,
-    max_per_second: float | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
     """Expire one branch's old snapshots (`table.branch`; see the module docstring for the order),
     and on a table with decoupled changelog retention, its old long-lived changelogs.
 
-    The keyword form, for tests, benchmarks and scripts; a job run hands its config's objects to
-    `expire_branch`."""
-    deletion = DeletionContext(
-        table,
-        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
-        log or logging.getLogger("jobs.expire_snapshots"),
-        dry_run,
-        DeletePace(batch_size, max_per_second),
-        spark,
-    )
-    expire_branch(deletion, ExpiryRequest(retain_min, retain_max, older_than, max_deletes), now_ms)
+    A job run calls this once per branch with its config's request and its own record and log;
+    `now_ms` is a test hook (the moment retention is measured from)."""
+    deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
+    _expire_branch(deletion, request, int(time.time() * 1000) if now_ms is None else now_ms)
     return deletion.record
 
 
-def expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: int | None = None) -> None:
+def _expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: int) -> None:
     """Expire the snapshots of `deletion.table`'s branch that `request` and the table's options let
     go, then (decoupled changelog retention) its changelogs beyond their retention."""
     table, record, log = deletion.table, deletion.record, deletion.log
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     settings = settings_for(table, request, now_ms)
     retention = changelog_settings_for(table, settings, now_ms)
     decoupled = decoupled_cause(retention, settings)

@@ -25,6 +25,7 @@ import datetime as dt
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import Field, field_validator
@@ -47,10 +48,10 @@ from paimon_format.model.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
+from paimon_format.tags import TAG_PREFIX
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-from paimon_format.tags import TAG_PREFIX
 
 OPERATION = "expire-tags"
 STEPS = TagSteps.of(OPERATION)
@@ -86,53 +87,52 @@ class ExpireTagsConfig(TableJobConfig):
 CONFIG_MODEL = ExpireTagsConfig
 
 
+@dataclass(frozen=True)
+class ExpireTagsRequest:
+    """What a run asks for beyond the table's tag options, and how fast the freed files go."""
+
+    older_than: str | None = None  # also every tag created before now - duration, or a UTC timestamp
+    num_retained_max: int | None = None  # automatic tags kept at most; None: tag.num-retained-max
+    pace: DeletePace = DeletePace()
+
+    @staticmethod
+    def of(config: ExpireTagsConfig) -> ExpireTagsRequest:
+        return ExpireTagsRequest(config.older_than, config.num_retained_max, DeletePace.of(config))
+
+
 def run(context: JobContext, config: ExpireTagsConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
-    # Spark is started only when an expired tag's snapshot has expired too
-    deletion = DeletionContext.for_job(context, table, DeletePace.of(config))
-    expire_branch_tags(deletion, config.older_than, config.num_retained_max)
+    expire_tags(
+        lambda: context.spark,  # started only when an expired tag's snapshot has expired too
+        table,
+        ExpireTagsRequest.of(config),
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
 
 
 def expire_tags(
     spark: SparkSession | Callable[[], SparkSession],
     table: Table,
-    older_than: str | None = None,
-    num_retained_max: int | None = None,
+    request: ExpireTagsRequest = ExpireTagsRequest(),
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    batch_size: int = 1000,
-    max_per_second: float | None = None,
     now_ms: int | None = None,
 ) -> RunRecord:
-    """Delete the expired tags (see the module docstring) and the files only they used: the keyword
-    form, for tests and benchmarks (a job run goes through `expire_branch_tags`)."""
-    deletion = DeletionContext(
-        table,
-        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
-        log or logging.getLogger("jobs.expire_tags"),
-        dry_run,
-        DeletePace(batch_size, max_per_second),
-        spark,
-    )
-    expire_branch_tags(deletion, older_than, num_retained_max, now_ms)
-    return deletion.record
-
-
-def expire_branch_tags(
-    deletion: DeletionContext,
-    older_than: str | None,
-    num_retained_max: int | None,
-    now_ms: int | None = None,
-) -> None:
-    """Delete the expired tags of `deletion.table`'s branch and the files only they used."""
-    table = deletion.table
+    """Delete the expired tags of `table`'s branch (see the module docstring) and the files only they
+    used. `spark`: a session or a function returning one (called only when a file needs planning);
+    `now_ms` is a test hook (the moment retention is measured from)."""
+    deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     tags = table.tag_manager.tags()
-    reasons = expired_tags(table, tags, older_than, num_retained_max, now_ms)
+    reasons = expired_tags(table, tags, request.older_than, request.num_retained_max, now_ms)
     deletion.record.details["expired_because"] = dict(list(reasons.items())[:100])
     deletion.record.count("tags_retained", len(tags) - len(reasons))
     delete_tags(deletion, {name: tags[name] for name in reasons}, STEPS)
+    return deletion.record
 
 
 def expired_tags(

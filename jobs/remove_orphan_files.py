@@ -154,6 +154,7 @@ def remove_orphan_files(
     spark: SparkSession,
     table: Table,
     settings: OrphanSettings = OrphanSettings(),
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,

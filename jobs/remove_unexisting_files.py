@@ -99,6 +99,7 @@ def run(context: JobContext, config: RemoveUnexistingFilesConfig) -> None:
 def remove_unexisting_files(
     spark: SparkSession,
     table: Table,
+    *,
     max_missing_ratio: float = 0.1,
     dry_run: bool = False,
     record: RunRecord | None = None,

@@ -77,11 +77,28 @@ class RollbackConfig(TableJobConfig):
 CONFIG_MODEL = RollbackConfig
 
 
+@dataclasses.dataclass(frozen=True)
+class RollbackRequest:
+    """The target, exactly one of a snapshot id and a tag name, and how fast the freed files go."""
+
+    to_snapshot: int | None = None
+    to_tag: str | None = None
+    pace: DeletePace = DeletePace()
+
+    @staticmethod
+    def of(config: RollbackConfig) -> RollbackRequest:
+        return RollbackRequest(config.to_snapshot, config.to_tag, DeletePace.of(config))
+
+
 def run(context: JobContext, config: RollbackConfig) -> None:
-    table = open_existing_table(config)
-    # Spark is started only when there is something newer to delete
-    deletion = DeletionContext.for_job(context, table, DeletePace.of(config))
-    roll_back(deletion, config.to_snapshot, config.to_tag)
+    rollback(
+        lambda: context.spark,  # started only when there is something newer to delete
+        open_existing_table(config),
+        RollbackRequest.of(config),
+        dry_run=context.dry_run,
+        record=context.record,
+        log=context.log,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -156,33 +173,17 @@ def _trimmed(tag: Snapshot) -> Snapshot:
 def rollback(
     spark: SparkSession | Callable[[], SparkSession],
     table: Table,
-    to_snapshot: int | None = None,
-    to_tag: str | None = None,
+    request: RollbackRequest,
+    *,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
-    batch_size: int = 1000,
-    max_per_second: float | None = None,
 ) -> RunRecord:
-    """Roll the table back (see the module docstring for the order): the keyword form, for tests and
-    scripts (a job run goes through `roll_back`). `spark`: a session or a function returning one
-    (not started when nothing newer exists)."""
-    deletion = DeletionContext(
-        table,
-        record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run),
-        log or logging.getLogger("jobs.rollback"),
-        dry_run,
-        DeletePace(batch_size, max_per_second),
-        spark,
-    )
-    roll_back(deletion, to_snapshot, to_tag)
-    return deletion.record
-
-
-def roll_back(deletion: DeletionContext, to_snapshot: int | None, to_tag: str | None) -> None:
-    """Roll `deletion.table` back to `to_snapshot` or `to_tag` (module docstring: the order)."""
+    """Roll the table back to `request`'s target (see the module docstring for the order). `spark`: a
+    session or a function returning one (not started when nothing newer exists)."""
+    deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     table, record, log = deletion.table, deletion.record, deletion.log
-    plan = plan_rollback(table, to_snapshot, to_tag)
+    plan = plan_rollback(table, request.to_snapshot, request.to_tag)
     _record_plan(deletion, plan)
     candidates = _plan_files(deletion, plan)
     try:
@@ -194,19 +195,20 @@ def roll_back(deletion: DeletionContext, to_snapshot: int | None, to_tag: str | 
         crash_point(STEP_PLANNED)
         if deletion.dry_run:
             log.info("dry run: nothing changed")
-            return
+            return record
         _refuse_newer_commit(table, plan.latest, plan.latest, "planned")
         _make_target_latest(deletion, plan)
         _drop_newer_changelogs_and_tags(deletion, plan)
         crash_point(STEP_METADATA)
         if candidates is None:
-            return
+            return record
         _refuse_newer_commit(table, plan.target.id, plan.latest, "before deleting files")
         delete_stages(deletion, candidates, totals, "", (STEP_FILES, STEP_MANIFESTS, STEP_LISTS))
     finally:
         if candidates is not None:
             candidates.unpersist()
     log.info("rolled back to snapshot %d", plan.target.id)
+    return record
 
 
 def _record_plan(deletion: DeletionContext, plan: RollbackPlan) -> None:

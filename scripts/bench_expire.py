@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.expire_snapshots import expire_snapshots  # noqa: E402
+from jobs.expire_snapshots import ExpiryRequest, expire_snapshots  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.manifest.codec import write_manifest, write_manifest_list  # noqa: E402
@@ -118,7 +118,11 @@ def run_size(spark, snapshots: int, files: int) -> dict[str, float]:
     print(f"[{files:,}] built {snapshots:,} snapshots in {time.perf_counter() - start:.1f} s", flush=True)
     tracemalloc.start()
     start = time.perf_counter()
-    record = expire_snapshots(spark, table, retain_min=RETAIN, older_than=FUTURE, max_deletes=snapshots)
+    record = expire_snapshots(
+        spark,
+        table,
+        ExpiryRequest(retain_min=RETAIN, older_than=FUTURE, max_deletes=snapshots),
+    )
     elapsed = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -197,7 +201,7 @@ def main() -> None:
         return
     spark = get_or_create_spark("bench-expire", {"spark.driver.memory": "2g"})
     warm = build(str(Path(tempfile.mkdtemp(prefix="bench-expire-warmup-")) / "db.db" / "t"), 30, 300)
-    expire_snapshots(spark, warm, retain_min=RETAIN, older_than=FUTURE, dry_run=True)
+    expire_snapshots(spark, warm, ExpiryRequest(retain_min=RETAIN, older_than=FUTURE), dry_run=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     results = [run_size(spark, args.snapshots, int(size)) for size in args.files.split(",")]
     print(f"load average after: {os.getloadavg()}")

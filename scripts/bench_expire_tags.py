@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jobs.expire_tags import expire_tags  # noqa: E402
+from jobs.expire_tags import ExpireTagsRequest, expire_tags  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
 from scripts.bench_expire import build  # noqa: E402
@@ -55,7 +55,7 @@ def run_size(spark, tags: int, files: int, expire: int) -> dict[str, float]:
     print(f"[{files:,}] built {tags:,} tagged snapshots in {time.perf_counter() - start:.1f} s", flush=True)
     tracemalloc.start()
     start = time.perf_counter()
-    record = expire_tags(spark, table, num_retained_max=tags - expire)
+    record = expire_tags(spark, table, ExpireTagsRequest(num_retained_max=tags - expire))
     elapsed = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -86,7 +86,7 @@ def main() -> None:
     warm = build_tagged(
         str(Path(tempfile.mkdtemp(prefix="bench-expire-tags-warmup-")) / "db.db" / "t"), 20, 200
     )
-    expire_tags(spark, warm, num_retained_max=10, dry_run=True)
+    expire_tags(spark, warm, ExpireTagsRequest(num_retained_max=10), dry_run=True)
     print(f"load average before: {os.getloadavg()}", flush=True)
     results = [run_size(spark, args.tags, int(size), args.expire) for size in args.files.split(",")]
     print(f"load average after: {os.getloadavg()}")

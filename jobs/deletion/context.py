@@ -1,9 +1,9 @@
 """What the steps of one deletion run share: the table, the Spark session (started only when a step
 needs it), the dry-run flag, the calling job's record and log, and how fast files are deleted.
 
-expire-snapshots, delete-tag, expire-tags and rollback each build one `DeletionContext` and hand it
-to their steps (`jobs.deletion.roots`, `.changelogs`, `.tags`), instead of the same eight arguments
-to every step.
+expire-snapshots, delete-tag, expire-tags and rollback each build one `DeletionContext` (`.of_call`,
+from their Python function's arguments) and hand it to their steps (`jobs.deletion.roots`,
+`.changelogs`, `.tags`), instead of the same eight arguments to every step.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from paimon_format.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-    from jobs.runtime.registry import JobContext
 
 
 class DeleteRateKeys(Protocol):
@@ -67,17 +65,22 @@ class DeletionContext:
         return self._session
 
     @staticmethod
-    def for_job(
-        context: JobContext,
+    def of_call(
+        operation: str,
         table: Table,
+        spark: SparkSession | Callable[[], SparkSession] | None,
         pace: DeletePace,
-        spark: SparkSession | None = None,
+        dry_run: bool = False,
         record: RunRecord | None = None,
+        log: logging.Logger | logging.LoggerAdapter | None = None,
     ) -> DeletionContext:
-        """A job run's deletion on `table` with the job's record (or `record`), log and dry-run flag.
-        Spark: `spark` when given (a session, or a LocalSession), else the job's own session, started
-        on first use only."""
-        source: SparkSession | Callable[[], SparkSession] = (
-            spark if spark is not None else lambda: context.spark
+        """One call of a deleting operation's Python function on `table`: a fresh record and the
+        operation's own logger unless the caller (a job run, `maintain`) hands its own."""
+        return DeletionContext(
+            table,
+            record or RunRecord(operation=operation, table=table.path, dry_run=dry_run),
+            log or logging.getLogger(f"jobs.{operation.replace('-', '_')}"),
+            dry_run,
+            pace,
+            spark,
         )
-        return DeletionContext(table, record or context.record, context.log, context.dry_run, pace, source)

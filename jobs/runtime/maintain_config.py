@@ -135,14 +135,15 @@ def _partial_block_model(key: str, operation: str) -> type[BaseModel]:
                     _refuse_unavailable(operation, REGISTERED[operation].module)
                 )
             },
-            enabled=(bool, True),
+            enabled=(bool, Field(default=True, description="false: skip this operation")),
         )
     fields: dict[str, Any] = {
         "enabled": (bool, Field(default=True, description="false: skip this operation"))
     }
     for name, info in base.model_fields.items():
         if name in TOP_LEVEL_KEYS:
-            fields[name] = (Optional[Any], Field(default=None, exclude=True))  # noqa: UP045 - runtime type
+            refused = Field(default=None, exclude=True, description="refused in a block: set once at the top")
+            fields[name] = (Optional[Any], refused)  # noqa: UP045 - runtime type
         elif info.is_required():
             optional = info._copy() if hasattr(info, "_copy") else info.__copy__()
             optional.default = None
@@ -203,20 +204,31 @@ class MaintainConfig(StrictModel, LocalRunOptions):
     spark: dict[str, Any] | None = Field(
         default=None, description="Spark settings; under spark-submit only those it was not given"
     )
-    allow_unsafe_overwrite_commit: bool = False
+    allow_unsafe_overwrite_commit: bool = Field(
+        default=False,
+        description="accept exists-check-then-write commits on stores without create-if-absent, for every "
+        "table (safe only with a single writer)",
+    )
     tables: list[str] = Field(min_length=1, description="names or globs: db.events, db.*, *.events_*")
     exclude: list[str] = Field(default_factory=list, description="names or globs left out")
     strict: bool = Field(default=False, description="a pattern that matches no table is an error (exit 2)")
     parallelism: int = Field(default=4, ge=1, le=64, description="tables maintained at the same time")
     scheduler_pool: str | None = Field(default=None, description="Spark FAIR scheduler pool for the jobs")
-    lock: LockConfig = Field(default_factory=LockConfig)
+    lock: LockConfig = Field(
+        default_factory=LockConfig,
+        description="a lock file per table, so that two maintain runs never work on the same table at once",
+    )
     defaults: Optional[Defaults] = Field(  # type: ignore[valid-type]  # noqa: UP045 - runtime type
         default=None,
         description="blocks for every table; leave out for the built-in defaults: expire-snapshots, "
         "compact-manifests (auto) and remove-orphan-files with each table's options, expire-partitions "
         "where the table sets partition.expiration-time",
     )
-    overrides: list[Override] = Field(default_factory=list)  # type: ignore[valid-type]
+    overrides: list[Override] = Field(  # type: ignore[valid-type]
+        default_factory=list,
+        description="blocks for the tables `match` names, merged over the defaults key by key in file "
+        "order (the last matching entry wins)",
+    )
 
     @field_validator("tables", "exclude")
     @classmethod

@@ -363,7 +363,7 @@ def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spa
     import pyarrow as pa
     import pypaimon
 
-    from jobs.expire_snapshots import expire_snapshots
+    from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
     from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
     from paimon_format.maintenance.references import index_file_relpaths
     from paimon_format.scan.snapshot_scan import index_entries
@@ -418,7 +418,7 @@ def test_dynamic_bucket_index_of_a_dropped_partition_leaves_the_new_snapshot(spa
     ]
     assert pypaimon_rows(warehouse, "db.t") == sorted(expected, key=lambda r: [str(r[k]) for k in sorted(r)])
 
-    expire_snapshots(spark_session, table, retain_min=1, retain_max=1, older_than="0 ms")
+    expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, retain_max=1, older_than="0 ms"))
     remove_orphan_files(
         spark_session, table, OrphanSettings(older_than_ms=0, force=True, max_orphan_ratio=1.0)
     )

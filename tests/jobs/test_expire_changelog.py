@@ -25,6 +25,7 @@ from jobs.expire_snapshots import (
     STEP_FILES,
     STEP_LISTS,
     STEP_SNAPSHOT,
+    ExpiryRequest,
     expire_snapshots,
 )
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
@@ -193,7 +194,7 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
     }
     assert appended_in_compacted_day and compacted_by_5
 
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
 
     assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [1, 2, 3, 4, 5, 6]
     assert record.counts["changelogs_written"] == 6 and record.counts["changelogs_expired"] == 0
@@ -219,7 +220,7 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
 
     # a smaller changelog retention: changelogs 1-4 go (the newest 4 ids, 5-8, stay)
     set_options(table, **{"changelog.num-retained.max": "4", "changelog.num-retained.min": "4"})
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
     assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [5, 6]
     assert record.counts["changelogs_expired"] == 4
     assert Path(manager.changelog_dir(), "EARLIEST").read_text() == "5"
@@ -232,7 +233,7 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
 
     # smaller still: changelog 5 goes too (6, the newest, always stays) and with it those files
     set_options(table, **{"changelog.num-retained.max": "2", "changelog.num-retained.min": "2"})
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
     assert manager.snapshot_ids() == [7, 8] and manager.changelog_ids() == [6]
     assert record.counts["changelogs_expired"] == 1 and record.counts["changelog_files_deleted"] > 0
     assert not only_changelog & listed_files(table)  # no changelog left reads them
@@ -248,7 +249,7 @@ def test_non_decoupled_table_writes_no_changelog(spark_session, tmp_path):
     table = decoupled_table(
         warehouse, **{"changelog.num-retained.min": "1", "changelog.num-retained.max": "2"}
     )
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [7, 8] and table.snapshot_manager.changelog_ids() == []
     assert "changelogs_written" not in record.counts and "changelog_settings" not in record.details
     assert_exactly_needed(table)
@@ -258,7 +259,7 @@ def test_dry_run_reports_changelogs_to_write_and_to_expire(spark_session, tmp_pa
     warehouse = str(tmp_path / "wh")
     table = decoupled_table(warehouse)
     before = fingerprint(table.path)
-    record = expire_snapshots(spark_session, table, older_than=FUTURE, dry_run=True)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE), dry_run=True)
     assert fingerprint(table.path) == before
     assert record.counts["snapshots_to_expire"] == 6 and record.counts["changelogs_to_write"] == 6
     assert record.counts["changelogs_to_expire"] == 4  # changelogs 1-4 of 1-6 (min 4 ids of 8 stay)
@@ -271,12 +272,12 @@ def test_one_run_writes_and_expires_like_two(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     table = decoupled_table(warehouse)
     before = view(warehouse)
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
     assert table.snapshot_manager.changelog_ids() == [5, 6] and record.counts["changelogs_expired"] == 4
     assert_exactly_needed(table)
     after = view(warehouse)
     assert after.rows_by_tag == before.rows_by_tag
-    rerun = expire_snapshots(spark_session, table, older_than=FUTURE)
+    rerun = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
     assert rerun.counts["snapshots_expired"] == 0 and rerun.counts["changelogs_expired"] == 0
 
 
@@ -302,7 +303,7 @@ def test_produced_changelog_keeps_its_files_not_the_delta(spark_session, tmp_pat
         msg = message(table, ["p"], files[name], bucket=0, total_buckets=1, deleted=deleted)
         commit.append([dataclasses.replace(msg, changelog_files=[logs[name]])])
 
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)  # snapshots 1-3 go
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))  # snapshots 1-3 go
 
     manager = table.snapshot_manager
     assert manager.snapshot_ids() == [4, 5] and manager.changelog_ids() == [2, 3]  # 4 ids stay
@@ -326,7 +327,7 @@ def test_refused_options_are_bad_input(spark_session, tmp_path):
     set_options(table, **{"changelog.num-retained.min": "9", "changelog.num-retained.max": "5"})
     before = fingerprint(table.path)
     with pytest.raises(BadInputError, match="changelog"):
-        expire_snapshots(spark_session, table, older_than=FUTURE)
+        expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
     assert fingerprint(table.path) == before
 
 
@@ -343,7 +344,7 @@ def crash_template(spark_session, tmp_path_factory):
     template, reference = str(base / "template"), str(base / "reference")
     decoupled_table(template)
     shutil.copytree(template, reference)
-    expire_snapshots(spark_session, open_table(reference), older_than=FUTURE)
+    expire_snapshots(spark_session, open_table(reference), ExpiryRequest(older_than=FUTURE))
     return template, listed_files(open_table(reference))
 
 
@@ -374,7 +375,7 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
     previous = crash_points.set_crash_handler(crash)
     try:
         with pytest.raises(Crash):
-            expire_snapshots(spark_session, open_table(crashed), older_than=FUTURE)
+            expire_snapshots(spark_session, open_table(crashed), ExpiryRequest(older_than=FUTURE))
     finally:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()
@@ -391,7 +392,7 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
         if changelog_id >= 5:
             assert changelog_needs(table, manager.changelog(changelog_id)) <= listed
 
-    expire_snapshots(spark_session, table, older_than=FUTURE)  # the rerun
+    expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))  # the rerun
     assert listed_files(table) == reference_files
     assert_exactly_needed(table)
 
@@ -415,7 +416,9 @@ def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_
     try:
         with pytest.raises(Crash):
             expire_snapshots(
-                spark_session, open_table(crashed), retain_min=4, retain_max=4, older_than=FUTURE
+                spark_session,
+                open_table(crashed),
+                ExpiryRequest(retain_min=4, retain_max=4, older_than=FUTURE),
             )
     finally:
         crash_points.set_crash_handler(previous)
@@ -426,11 +429,11 @@ def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_
     listed_after_crash = listed_files(table)
     lost_to_the_crashed_run = listed_files(open_table(template)) - listed_after_crash
 
-    dry = expire_snapshots(spark_session, table, older_than=FUTURE, dry_run=True)
+    dry = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE), dry_run=True)
     assert dry.counts["changelogs_to_write"] == 3 and dry.counts["changelogs_not_writable"] == 3
     assert listed_files(table) == listed_after_crash
 
-    record = expire_snapshots(spark_session, table, older_than=FUTURE)  # decoupled now
+    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))  # decoupled now
 
     manager = table.snapshot_manager
     assert record.counts["changelogs_not_writable"] == 3  # 1, 2 and 4: tag t3 kept snapshot 3's lists
@@ -453,7 +456,7 @@ def test_a_retained_snapshot_keeps_what_its_future_changelog_needs(spark_session
     manager = table.snapshot_manager
     future_needs = {i: changelog_needs(table, manager.snapshot(i)) for i in range(5, 9)}
 
-    expire_snapshots(spark_session, table, older_than=FUTURE)
+    expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
 
     assert manager.snapshot_ids() == [5, 6, 7, 8] and manager.changelog_ids() == [4]
     listed = listed_files(table)

@@ -22,6 +22,7 @@ from jobs.expire_snapshots import (
     STEP_MANIFESTS,
     STEP_PLANNED,
     STEP_SNAPSHOT,
+    ExpiryRequest,
     expire_snapshots,
 )
 from paimon_format.commit import CommitMessage, SnapshotCommit
@@ -116,7 +117,7 @@ def test_add_then_delete_goes_delete_then_add_stays_and_tags_protect(spark_sessi
         commit.append([message(table, ["p"], data_file(f"data-x{i}.parquet"))])  # 5, 6, 7
         touch(table, "p", f"data-x{i}.parquet")
 
-    record = expire_snapshots(spark_session, table, retain_min=2, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=2, older_than=FUTURE))
 
     assert record.snapshot_ids["begin"] == 1 and record.snapshot_ids["end"] == 6
     assert table.snapshot_manager.snapshot_ids() == [6, 7]
@@ -153,7 +154,7 @@ def test_expiry_keeps_retained_snapshots_and_tags_readable_and_leaves_no_orphans
     before = view(warehouse)
     listed_before = listed_files(table)
 
-    record = expire_snapshots(spark_session, table, retain_min=3, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=3, older_than=FUTURE))
 
     after = view(warehouse)
     kept = table.snapshot_manager.snapshot_ids()
@@ -170,13 +171,19 @@ def test_expiry_keeps_retained_snapshots_and_tags_readable_and_leaves_no_orphans
 def test_retain_max_and_age_and_limit_through_the_job(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     table = build_sample_table(warehouse, commits=6)
-    record = expire_snapshots(spark_session, table, retain_min=1)  # default age: 1h, all are newer
+    # default age: 1h, all are newer
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1))
     assert record.counts["snapshots_expired"] == 0 and table.snapshot_manager.snapshot_ids() == list(
         range(1, 7)
     )
-    record = expire_snapshots(spark_session, table, retain_min=1, retain_max=4)  # age ignored beyond max
+    # age ignored beyond max
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, retain_max=4))
     assert table.snapshot_manager.snapshot_ids() == [3, 4, 5, 6]
-    record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE, max_deletes=2)
+    record = expire_snapshots(
+        spark_session,
+        table,
+        ExpiryRequest(retain_min=1, older_than=FUTURE, max_deletes=2),
+    )
     assert (
         table.snapshot_manager.snapshot_ids() == [5, 6] and record.snapshot_ids["limited_by"] == "max_deletes"
     )
@@ -188,7 +195,7 @@ def test_consumer_keeps_its_next_snapshot(spark_session, tmp_path):
 
     table = build_sample_table(str(tmp_path / "wh"), commits=6)
     ConsumerManager(table.file_io, table.path).reset_consumer("stream-1", 3)
-    record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [3, 4, 5, 6]
     assert record.snapshot_ids["limited_by"] == "consumer"
 
@@ -197,7 +204,12 @@ def test_dry_run_deletes_nothing_and_reports_the_plan(spark_session, tmp_path):
     warehouse = str(tmp_path / "wh")
     table = busy_table(warehouse)
     before = fingerprint(table.path)
-    record = expire_snapshots(spark_session, table, retain_min=3, older_than=FUTURE, dry_run=True)
+    record = expire_snapshots(
+        spark_session,
+        table,
+        ExpiryRequest(retain_min=3, older_than=FUTURE),
+        dry_run=True,
+    )
     assert fingerprint(table.path) == before
     assert record.counts["snapshots_to_expire"] == 6 and record.counts["files_to_delete"] > 0
     assert record.samples["files_to_delete"] and record.samples["manifest_lists_to_delete"]
@@ -215,7 +227,7 @@ def test_pypaimon_written_tables(spark_session, tmp_path):
     for info in samples.values():
         table = Table.open(warehouse, info.identifier)
         latest = table.snapshot_manager.latest_id()
-        record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+        record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
         expired += record.counts["snapshots_expired"]
         assert table.snapshot_manager.snapshot_ids() == [latest], info.name
         assert missing_needed(table) == set() and leftovers(table) == set(), info.name
@@ -263,7 +275,7 @@ def crash_template(spark_session, tmp_path_factory):
     busy_table(template)
     expected_view = view(template)
     shutil.copytree(template, reference)
-    expire_snapshots(spark_session, open_table(reference), retain_min=3, older_than=FUTURE)
+    expire_snapshots(spark_session, open_table(reference), ExpiryRequest(retain_min=3, older_than=FUTURE))
     return template, expected_view, listed_files(open_table(reference))
 
 
@@ -285,7 +297,7 @@ def crash_in_process(spark, warehouse: str, step: str, skip: int) -> None:
     previous = crash_points.set_crash_handler(crash)
     try:
         with pytest.raises(_Crash):
-            expire_snapshots(spark, open_table(warehouse), retain_min=3, older_than=FUTURE)
+            expire_snapshots(spark, open_table(warehouse), ExpiryRequest(retain_min=3, older_than=FUTURE))
     finally:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()
@@ -322,7 +334,8 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
     crashed_table = open_table(crashed)
     assert missing_needed(crashed_table, first_retained=7) == set()
 
-    expire_snapshots(spark_session, crashed_table, retain_min=3, older_than=FUTURE)  # the rerun
+    # the rerun
+    expire_snapshots(spark_session, crashed_table, ExpiryRequest(retain_min=3, older_than=FUTURE))
 
     assert listed_files(crashed_table) == reference_files
     after = view(crashed)
@@ -431,7 +444,7 @@ def test_chain_fast_path_reads_no_base_manifest_and_keeps_what_tags_branches_and
     commit.append([message(table, ["p"], x1, b, c, r)])  # 2
 
     # No data file to delete: the retained side reads no manifest at all, every retained one stays.
-    record = expire_snapshots(spark_session, table, retain_min=1, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [2]
     assert record.details["retained_side"]["retained_manifests_read"] == 0
     # snapshot 2 appends only: of the range's deltas only the first retained one's (2's own) is read
@@ -448,7 +461,7 @@ def test_chain_fast_path_reads_no_base_manifest_and_keeps_what_tags_branches_and
     table.tag_manager.create_tag("t5", table.snapshot_manager.snapshot(5))  # on a retained one: by name
     commit.append([message(table, ["p"], r)])  # 6: re-adds r, which the expiring delta of 3 deleted
 
-    record = expire_snapshots(spark_session, table, retain_min=2, older_than=FUTURE)
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=2, older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [5, 6]
     assert missing_needed_on_any_branch(table) == set()  # retained manifests, t1's a, the branch's b, r
     # c: deleted by an expiring delta, live in no tag, branch or retained snapshot

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from jobs.expire_snapshots import expire_snapshots
+from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
-from jobs.rollback import STEP_METADATA, STEP_PLANNED, STEP_SNAPSHOT, rollback
+from jobs.rollback import STEP_METADATA, STEP_PLANNED, STEP_SNAPSHOT, RollbackRequest, rollback
 from jobs.runtime.errors import BadInputError, CommitRaceLost
 from tests.support.table_states import (
     IDENTIFIER,
@@ -43,7 +43,7 @@ def history(spark_session, tmp_path_factory):
     table.tag_manager.create_tag("t5", table.snapshot_manager.snapshot(5))
     append_rows(table, batch(200, 4))
     expired = copy_warehouse(full, str(base / "expired"))
-    expire_snapshots(spark_session, open_table(expired), retain_min=2, older_than=FUTURE)
+    expire_snapshots(spark_session, open_table(expired), ExpiryRequest(retain_min=2, older_than=FUTURE))
     assert open_table(expired).snapshot_manager.snapshot_ids() == [5, 6]
     return full, view(full), expired
 
@@ -60,9 +60,9 @@ def test_rollback_to_a_snapshot_then_write_on_top(spark_session, history, tmp_pa
     table = open_table(warehouse)
 
     listed = listed_files(table)
-    dry = rollback(spark_session, table, to_snapshot=3, dry_run=True)
+    dry = rollback(spark_session, table, RollbackRequest(to_snapshot=3), dry_run=True)
     assert listed_files(table) == listed and dry.counts["snapshots_to_delete"] == 3
-    record = rollback(spark_session, table, to_snapshot=3)
+    record = rollback(spark_session, table, RollbackRequest(to_snapshot=3))
     assert record.counts["snapshots_deleted"] == 3 and record.counts["tags_deleted"] == 1
     assert record.counts["files_deleted"] == dry.counts["files_to_delete"] > 0
     assert table.snapshot_manager.snapshot_ids() == [1, 2, 3] and table.tag_manager.tag_names() == ["t2"]
@@ -83,8 +83,8 @@ def test_rollback_to_an_expired_snapshot_restores_it_from_the_tag(spark_session,
     warehouse = copy_warehouse(expired, str(tmp_path / "wh"))
     table = open_table(warehouse)
     with pytest.raises(BadInputError, match="snapshot 3 does not exist and no tag holds it"):
-        rollback(spark_session, table, to_snapshot=3)
-    record = rollback(spark_session, table, to_snapshot=2)
+        rollback(spark_session, table, RollbackRequest(to_snapshot=3))
+    record = rollback(spark_session, table, RollbackRequest(to_snapshot=2))
     assert record.details["restored_from_tag"] and record.counts["snapshots_restored"] == 1
     assert table.snapshot_manager.snapshot_ids() == [2]
     assert table.snapshot_manager.earliest_id() == 2 and table.tag_manager.tag_names() == ["t2"]
@@ -146,7 +146,7 @@ def test_rollback_crash_then_rerun_and_orphan_cleanup(spark_session, history, tm
     what it still sees; remove-orphan-files clears the rest (no remaining root names it)."""
     full, before, _ = history
     reference = copy_warehouse(full, str(tmp_path / "reference"))
-    rollback(spark_session, open_table(reference), to_snapshot=3)
+    rollback(spark_session, open_table(reference), RollbackRequest(to_snapshot=3))
     warehouse = copy_warehouse(full, str(tmp_path / "crashed"))
     table = open_table(warehouse)
 
@@ -155,13 +155,13 @@ def test_rollback_crash_then_rerun_and_orphan_cleanup(spark_session, history, tm
 
     def run() -> None:
         with pytest.raises(_Crash):
-            rollback(spark_session, table, to_snapshot=3)
+            rollback(spark_session, table, RollbackRequest(to_snapshot=3))
 
     _with_crash_handler(step, crash, run)
     assert missing_needed(table) == set()
     latest = view(warehouse)
     assert latest.latest_rows == before.rows_by_snapshot[latest.latest]
-    rollback(spark_session, table, to_snapshot=3)
+    rollback(spark_session, table, RollbackRequest(to_snapshot=3))
     remove_orphan_files(
         spark_session, table, OrphanSettings(older_than_ms=0, force=True, max_orphan_ratio=1.0)
     )
@@ -181,7 +181,7 @@ def test_a_commit_during_the_rollback_stops_it_before_any_file_goes(spark_sessio
 
     def run() -> None:
         with pytest.raises(CommitRaceLost, match="snapshot 7 was committed by another writer"):
-            rollback(spark_session, table, to_snapshot=3)
+            rollback(spark_session, table, RollbackRequest(to_snapshot=3))
 
     _with_crash_handler(STEP_PLANNED, writer_commits, run)
     after = view(warehouse)

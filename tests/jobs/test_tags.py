@@ -16,11 +16,11 @@ import pytest
 import yaml
 
 from jobs.__main__ import main
-from jobs.create_tag import create_tag
+from jobs.create_tag import CreateTagRequest, create_tag
 from jobs.delete_tag import STEPS as DELETE_STEPS
-from jobs.delete_tag import delete_tag, matching_tags
-from jobs.expire_snapshots import expire_snapshots
-from jobs.expire_tags import expire_tags
+from jobs.delete_tag import DeleteTagRequest, delete_tag, matching_tags
+from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
+from jobs.expire_tags import ExpireTagsRequest, expire_tags
 from jobs.runtime.errors import BadInputError
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
@@ -64,10 +64,10 @@ def test_create_tag_latest_by_id_and_by_time_read_by_pypaimon(small_table, tmp_p
     warehouse = copy_warehouse(small_table, str(tmp_path / "wh"))
     table = open_table(warehouse)
     manager = table.snapshot_manager
-    create_tag(table, "latest")
-    create_tag(table, "first", snapshot_id=1, time_retained="2d")
+    create_tag(table, CreateTagRequest("latest"))
+    create_tag(table, CreateTagRequest("first", snapshot_id=1, time_retained="2d"))
     moment = manager.snapshot(2).time_millis
-    create_tag(table, "at-2", timestamp=f"{_utc(moment)}")
+    create_tag(table, CreateTagRequest("at-2", timestamp=f"{_utc(moment)}"))
 
     tags = table.tag_manager.tags()
     assert {name: tag.id for name, tag in tags.items()} == {"first": 1, "at-2": 2, "t2": 2, "latest": 3}
@@ -87,20 +87,20 @@ def test_create_tag_existing_name_replace_dry_run_and_defaults(small_table, tmp_
     warehouse = copy_warehouse(small_table, str(tmp_path / "wh"))
     table = open_table(warehouse)
     with pytest.raises(BadInputError, match="tag 't2' already exists"):
-        create_tag(table, "t2", snapshot_id=3)
+        create_tag(table, CreateTagRequest("t2", snapshot_id=3))
     before = fingerprint(warehouse)
-    record = create_tag(table, "t2", snapshot_id=3, replace=True, dry_run=True)
+    record = create_tag(table, CreateTagRequest("t2", snapshot_id=3, replace=True), dry_run=True)
     assert fingerprint(warehouse) == before and record.details["tag"]["replaces"] == 2
-    create_tag(table, "t2", snapshot_id=3, replace=True)
+    create_tag(table, CreateTagRequest("t2", snapshot_id=3, replace=True))
     assert table.tag_manager.tag("t2").id == 3
     with pytest.raises(BadInputError, match="snapshot 9 does not exist"):
-        create_tag(table, "x", snapshot_id=9)
+        create_tag(table, CreateTagRequest("x", snapshot_id=9))
     with pytest.raises(BadInputError, match="no snapshot was committed at or before"):
-        create_tag(table, "x", timestamp="2001-01-01 00:00:00")
+        create_tag(table, CreateTagRequest("x", timestamp="2001-01-01 00:00:00"))
     # the table's tag.default-time-retained is written into the tag, as Paimon does
     set_table_option(warehouse, "tag.default-time-retained", "3 h")
     table = open_table(warehouse)
-    create_tag(table, "with-default")
+    create_tag(table, CreateTagRequest("with-default"))
     assert table.tag_manager.tag("with-default").tag_time_retained_ms == 3 * 3_600_000
 
 
@@ -151,7 +151,7 @@ def overwritten_table(warehouse: str, spark) -> None:
     append_rows(table, batch(200, 3))
     append_rows(table, batch(300, 3))
     table.tag_manager.create_tag("t6", table.snapshot_manager.snapshot(6))
-    expire_snapshots(spark, table, retain_min=2, older_than=FUTURE)
+    expire_snapshots(spark, table, ExpiryRequest(retain_min=2, older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [6, 7]
 
 
@@ -183,9 +183,9 @@ def test_delete_tag_deletes_what_only_it_used(spark_session, tagged, tmp_path):
     table = open_table(warehouse)
     listed = listed_files(table)
 
-    dry = delete_tag(spark_session, table, ["t2"], dry_run=True)
+    dry = delete_tag(spark_session, table, DeleteTagRequest(["t2"]), dry_run=True)
     assert listed_files(table) == listed and dry.counts["tags_to_delete"] == 1
-    record = delete_tag(spark_session, table, ["t2"])
+    record = delete_tag(spark_session, table, DeleteTagRequest(["t2"]))
     # t3 holds every data file and manifest of t2 (nothing was deleted between 2 and 3): only t2's
     # own manifest lists go
     assert record.counts["tags_deleted"] == 1 and record.counts["files_deleted"] == 0
@@ -193,7 +193,8 @@ def test_delete_tag_deletes_what_only_it_used(spark_session, tagged, tmp_path):
     assert dry.counts["manifest_lists_to_delete"] == 2 and dry.counts["files_to_delete"] == 0
     assert_readable(warehouse, before)
 
-    record = delete_tag(spark_session, table, ["t*"])  # t3 (its snapshot expired) and t6 (not)
+    # t3 (its snapshot expired) and t6 (not)
+    record = delete_tag(spark_session, table, DeleteTagRequest(["t*"]))
     assert table.tag_manager.tag_names() == []
     assert record.counts["tags_deleted"] == 2
     old_partition = {p for p in listed - listed_files(table) if p.startswith("dt=2024-01-01/")}
@@ -210,11 +211,11 @@ def test_delete_tag_on_a_live_snapshot_needs_no_spark_and_unmatched_names(tagged
         raise AssertionError("Spark started for a tag whose snapshot still exists")
 
     listed = listed_files(table)
-    record = delete_tag(no_spark, table, ["t6", "nope", "x*"])
+    record = delete_tag(no_spark, table, DeleteTagRequest(["t6", "nope", "x*"]))
     assert listed - listed_files(table) == {"tag/tag-t6"}
     assert record.details["unmatched"] == ["nope", "x*"]
     with pytest.raises(BadInputError, match="no tag matches 'nope'"):
-        delete_tag(no_spark, table, ["nope"], strict=True)
+        delete_tag(no_spark, table, DeleteTagRequest(["nope"], strict=True))
     assert matching_tags(["a1", "a2", "b"], ["a?", "b", "c*"]) == (["a1", "a2", "b"], ["c*"])
 
 
@@ -233,7 +234,7 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_sessio
 
     template, before = tagged
     reference = copy_warehouse(template, str(tmp_path / "reference"))
-    delete_tag(spark_session, open_table(reference), ["t3"])
+    delete_tag(spark_session, open_table(reference), DeleteTagRequest(["t3"]))
     crashed = copy_warehouse(template, str(tmp_path / "crashed"))
     table = open_table(crashed)
 
@@ -246,7 +247,7 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_sessio
     previous = crash_points.set_crash_handler(crash)
     try:
         with pytest.raises(_Crash):
-            delete_tag(spark_session, table, ["t3"])
+            delete_tag(spark_session, table, DeleteTagRequest(["t3"]))
     finally:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()
@@ -254,7 +255,7 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_sessio
 
     assert missing_needed(table) == set()  # every remaining root still reads
     assert "tag/tag-t3" not in listed_files(table) and table.tag_manager.pending_deletion_names()
-    rerun = delete_tag(spark_session, table, ["t3"])
+    rerun = delete_tag(spark_session, table, DeleteTagRequest(["t3"]))
     assert rerun.details["unmatched"] == ["t3"] and rerun.counts["unfinished_deletions_finished"] == 1
     assert listed_files(table) == listed_files(open_table(reference))
     assert_readable(crashed, before)
@@ -276,9 +277,10 @@ def test_expire_tags_by_retention_older_than_and_num_retained_max(spark_session,
     assert record.counts["files_to_delete"] == 0  # t2 holds all of it
 
     # automatic tags (daily, with dashes) beyond 2: the oldest by snapshot id then name goes
-    record = expire_tags(spark_session, table, num_retained_max=2, now_ms=now_ms)
+    record = expire_tags(spark_session, table, ExpireTagsRequest(num_retained_max=2), now_ms=now_ms)
     assert list(record.details["expired_because"]) == ["2024-01-01"]
-    record = expire_tags(spark_session, table, older_than=FUTURE, now_ms=now_ms)  # every tag
+    # every tag
+    record = expire_tags(spark_session, table, ExpireTagsRequest(older_than=FUTURE), now_ms=now_ms)
     assert manager.tag_names() == []
     assert record.counts["files_deleted"] > 0  # t2's overwritten files
     assert_readable(warehouse, before)
