@@ -17,7 +17,7 @@ from paimon_format.snapshot import Snapshot, SnapshotManager
 from paimon_format.storage.fileio import FileIO
 from paimon_format.tags import TagManager
 from tests.format.metadata_samples import LONG_MAX, make_snapshot
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
 SNAPSHOT_SAMPLES = sorted(SAMPLES.glob("snapshot.*.json")) + sorted(SAMPLES.glob("tag.*.json"))
 
@@ -48,6 +48,7 @@ def test_sample_parses_and_round_trips(sample):
     assert keys == sorted(keys, key=SPEC_ORDER.index)
 
 
+@needs_samples
 def test_sample_fields():
     snapshot = Snapshot.from_json((SAMPLES / "snapshot.pk_dynamic.2.json").read_text())
     assert snapshot.index_manifest == "index-manifest-0e6bc44d-07bb-4f26-8566-919fa1767c59"

@@ -13,7 +13,7 @@ from paimon_format.errors import (
 from paimon_format.snapshot import Snapshot
 from paimon_format.tags import TagManager
 from tests.format.metadata_samples import make_snapshot
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
 # -- TagManager ------------------------------------------------------------------------------------
 
@@ -54,6 +54,7 @@ def test_tag_with_retention(file_io, table_root):
     assert Snapshot.from_json(tag.to_json()) == tag
 
 
+@needs_samples
 def test_reads_pypaimon_compact_tag_and_java_tag_fields(file_io, table_root):
     tags = TagManager(file_io, table_root)
     file_io.write_bytes(tags.tag_path("t3"), (SAMPLES / "tag.append_parted.t3.json").read_bytes())

@@ -27,9 +27,8 @@ from paimon_format.data.bucket import (
 from paimon_format.model.arrow_types import to_arrow
 from paimon_format.model.binary_row import deserialize_row, encode_row
 from paimon_format.model.type_parsing import parse_type
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared/spec/samples not present")
 T = parse_type
 INT, STRING = T("INT"), T("STRING")
 

@@ -6,17 +6,12 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-import pytest
-
 from paimon_format.manifest.entries import (
     DataFileMeta,
     SimpleStats,
 )
 from paimon_format.model.binary_row import serialize_row
 from paimon_format.model.type_parsing import parse_type
-from tests.support.samples import SAMPLES
-
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared/spec/samples not present")
 
 BIGINT, STRING, INT = parse_type("BIGINT"), parse_type("STRING"), parse_type("INT")
 

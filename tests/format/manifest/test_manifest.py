@@ -53,9 +53,8 @@ from tests.format.manifest.manifest_samples import (
     STRING,
     bare_file,
     full_file,
-    needs_samples,
 )
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
 # -- round trips ------------------------------------------------------------------------------------
 

@@ -47,9 +47,8 @@ from tests.format.manifest.manifest_samples import (
     OPTIONAL_FILE_FIELDS,
     STRING,
     full_file,
-    needs_samples,
 )
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
 # -- the real writer schema -------------------------------------------------------------------------
 

@@ -26,9 +26,8 @@ from paimon_format.model.binary_row import (
     serialize_row,
 )
 from paimon_format.model.type_parsing import parse_type
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared/spec/samples not present")
 T = parse_type
 INT, STRING, BIGINT = T("INT"), T("STRING"), T("BIGINT")
 

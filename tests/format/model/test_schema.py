@@ -18,7 +18,7 @@ from paimon_format.model.schema import (
 )
 from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
 SCHEMA_SAMPLES = sorted(SAMPLES.glob("schema.*.json"))
 
@@ -44,6 +44,7 @@ def row(*fields: tuple[str, str | dict]) -> dict:
 # -- samples and JSON layout -----------------------------------------------------------------------
 
 
+@needs_samples
 def test_samples_exist():
     assert len(SCHEMA_SAMPLES) >= 4
 
@@ -64,6 +65,7 @@ def test_sample_parses_and_round_trips(sample):
     assert '"comment"' not in rewritten  # null comment is omitted, like Java
 
 
+@needs_samples
 def test_sample_details():
     pk = TableSchema.from_json((SAMPLES / "schema.pk_fixed.0.json").read_text())
     assert pk.primary_keys == ("id",) and pk.options == {"bucket": "4"}
@@ -77,6 +79,7 @@ def test_sample_details():
     assert [f.id for f in nested.fields] == [13, 14] and more.highest_field_id == 14
 
 
+@needs_samples
 def test_to_json_is_jacksons_layout():
     schema = TableSchema(
         id=0,

@@ -24,9 +24,8 @@ from paimon_format.model.types import (
     assign_field_ids,
     max_field_id,
 )
-from tests.support.samples import SAMPLES
+from tests.support.samples import SAMPLES, needs_samples
 
-needs_samples = pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared/spec/samples not present")
 T = parse_type
 
 
