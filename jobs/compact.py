@@ -135,12 +135,27 @@ class CompactConfig(TableJobConfig):
 CONFIG_MODEL = CompactConfig
 
 
+def compact_request(config: CompactConfig) -> CompactRequest:
+    """The run the compact job's configuration asks for."""
+    return CompactRequest(
+        strategy=config.strategy,
+        specs=config.partitions,
+        where=config.where,
+        order_by=config.order_by,
+        order_strategy=config.order_strategy,
+        partition_idle_time=config.partition_idle_time,
+        max_buckets_per_run=config.max_buckets_per_run,
+        target_file_size=config.target_file_size,
+        skip_unsupported=config.skip_unsupported,
+    )
+
+
 def run(context: JobContext, config: CompactConfig) -> None:
     table = open_existing_table(config)
     compact(
         context.spark,
         table,
-        CompactRequest.of(config),
+        compact_request(config),
         dry_run=context.dry_run,
         record=context.record,
         log=context.log,

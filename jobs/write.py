@@ -87,6 +87,24 @@ class WriteConfig(TableJobConfig):
 CONFIG_MODEL = WriteConfig
 
 
+def write_settings(config: WriteConfig) -> WriteSettings:
+    """The write the configuration asks for."""
+    create = config.create
+    return WriteSettings(
+        warehouse=config.warehouse,
+        table=config.table,
+        mode=config.mode,
+        partition_keys=create.partition_keys if create else None,
+        primary_keys=create.primary_keys if create else None,
+        options=create.options if create else None,
+        overwrite_scope=config.overwrite_scope,
+        overwrite_partitions=config.partitions,
+        storage_options=config.storage_options,
+        allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
+        strict_create=config.strict_create,
+    )
+
+
 def run(context: JobContext, config: WriteConfig) -> None:
     source = config.source
     files = None
@@ -101,7 +119,7 @@ def run(context: JobContext, config: WriteConfig) -> None:
     df = files if files is not None else load_source(context.spark, source)
     write_dataframe(
         df,
-        WriteSettings.of(config),
+        write_settings(config),
         dry_run=context.dry_run,
         spark=context.spark,
         record=context.record,

@@ -17,6 +17,7 @@ from tests.support.layout import (
     MODULE_TOO_LONG,
     OPERATION_IMPORTS_OPERATION,
     REPO_ROOT,
+    SHARED_IMPORTS_OPERATION,
     Violation,
     check_tree,
     format_report,
@@ -189,6 +190,30 @@ def test_the_format_package_never_imports_spark_or_jobs(tmp_path: Path, source: 
     assert rules_of(violations) == [FORMAT_IMPORTS_SPARK_OR_JOBS]
     assert violations[0].path == "paimon_format/data/reader.py"
     assert "never imports" in violations[0].message
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from jobs.compact import CompactConfig\n",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jobs.compact import CompactConfig\n",
+        "from jobs import compact\n",
+    ],
+    ids=["runtime", "type-checking", "from-package"],
+)
+def test_a_shared_room_never_imports_an_operation(tmp_path: Path, source: str) -> None:
+    root = write_tree(
+        tmp_path,
+        {
+            "jobs/compact.py": "from jobs.compaction import run\n",
+            "jobs/compaction/__init__.py": "",
+            "jobs/compaction/run.py": source,
+        },
+    )
+    violations = [v for v in check_tree(root) if v.rule != IMPORT_CIRCLE]
+    assert rules_of(violations) == [SHARED_IMPORTS_OPERATION]
+    assert violations[0].path == "jobs/compaction/run.py"
+    assert "jobs.compaction.run imports operation jobs.compact" in violations[0].message
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 Shared by the compact job (`jobs/compact.py`, whose docstring tells the run and its crash
 ordering) and the write job, which compacts the buckets it wrote on tables whose batch reads skip
 level 0 (`jobs.writing.level0`). What the run is asked to do is one `CompactRequest` (the compact
-job's is built from its validated config, `CompactRequest.of`; the config is named only for typing).
+job builds it from its validated config: `jobs.compact.compact_request`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from paimon_format.table import Table
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from jobs.compact import CompactConfig
 
 Log = logging.Logger | logging.LoggerAdapter
 
@@ -65,21 +64,6 @@ class CompactRequest:
     # only these (partition bytes, bucket) pairs (the write job compacts the buckets it wrote; the
     # driver holds them already)
     buckets: Collection[tuple[bytes, int]] | None = None
-
-    @classmethod
-    def of(cls, config: CompactConfig) -> CompactRequest:
-        """The run the compact job's configuration asks for."""
-        return cls(
-            strategy=config.strategy,
-            specs=config.partitions,
-            where=config.where,
-            order_by=config.order_by,
-            order_strategy=config.order_strategy,
-            partition_idle_time=config.partition_idle_time,
-            max_buckets_per_run=config.max_buckets_per_run,
-            target_file_size=config.target_file_size,
-            skip_unsupported=config.skip_unsupported,
-        )
 
 
 def compact_table(

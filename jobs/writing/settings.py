@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from paimon_format.model.schema import TableSchema
 from paimon_format.table import Table
-
-if TYPE_CHECKING:
-    from jobs.write import WriteConfig
 
 PartitionTest = Callable[[bytes], bool]
 
@@ -36,24 +33,6 @@ class WriteSettings:
     storage_options: dict[str, Any] | None = None
     allow_unsafe_overwrite_commit: bool = False
     strict_create: bool = False
-
-    @classmethod
-    def of(cls, config: WriteConfig) -> WriteSettings:
-        """The write the configuration asks for (the config is named only for typing)."""
-        create = config.create
-        return cls(
-            warehouse=config.warehouse,
-            table=config.table,
-            mode=config.mode,
-            partition_keys=create.partition_keys if create else None,
-            primary_keys=create.primary_keys if create else None,
-            options=create.options if create else None,
-            overwrite_scope=config.overwrite_scope,
-            overwrite_partitions=config.partitions,
-            storage_options=config.storage_options,
-            allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
-            strict_create=config.strict_create,
-        )
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ Rules (docs in /work/shared/DESIGN.md, "The layout"):
 - ``operation-imports-operation``: one operation module (a ``.py`` file directly in ``jobs/`` other
   than ``__init__``, ``__main__``, ``entry`` and ``read``) never imports another; what two share moves
   down into a package. Importing a module of a package (``jobs.compaction.plan``) is fine.
+- ``shared-imports-operation``: a module of a package under ``jobs/`` (the shared rooms: runtime,
+  deletion, partitions, compaction, writing) never imports an operation module, not even under
+  ``TYPE_CHECKING``: the rooms lie below the operations that use them.
 - ``function-import-without-reason``: an import inside a function keeps Spark or an optional library
   off a path that must not load it, and says so in a ``#`` comment on one of its own lines or on the
   line just above. A block of imports right under such a comment shares it (blank lines may part
@@ -40,6 +43,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 IMPORT_CIRCLE = "import-circle"
 FORMAT_IMPORTS_SPARK_OR_JOBS = "format-imports-spark-or-jobs"
 OPERATION_IMPORTS_OPERATION = "operation-imports-operation"
+SHARED_IMPORTS_OPERATION = "shared-imports-operation"
 FUNCTION_IMPORT_WITHOUT_REASON = "function-import-without-reason"
 MODULE_TOO_LONG = "module-too-long"
 FUNCTION_TOO_LONG = "function-too-long"
@@ -48,6 +52,7 @@ RULES: dict[str, str] = {
     IMPORT_CIRCLE: "no import circle (function-level imports count, TYPE_CHECKING ones do not)",
     FORMAT_IMPORTS_SPARK_OR_JOBS: "paimon_format never imports jobs, pyspark or py4j",
     OPERATION_IMPORTS_OPERATION: "one operation module (jobs/<op>.py) never imports another",
+    SHARED_IMPORTS_OPERATION: "a shared room (jobs/<package>/) never imports an operation module",
     FUNCTION_IMPORT_WITHOUT_REASON: "an import inside a function carries a # comment saying why",
     MODULE_TOO_LONG: "a module has at most {max_module_lines} lines",
     FUNCTION_TOO_LONG: "a function has at most {max_function_lines} lines unless its docstring says `Long:`",
@@ -401,6 +406,23 @@ def check_operation_imports(modules: dict[str, Module], rules: LayoutRules) -> I
                     yield Violation(OPERATION_IMPORTS_OPERATION, module.relpath, statement.line, message)
 
 
+def check_shared_imports(modules: dict[str, Module], rules: LayoutRules) -> Iterator[Violation]:
+    """A module of a package under the operations package importing an operation (in any form)."""
+    operations = operation_modules(modules, rules)
+    known = set(modules)
+    prefix = rules.operations_package + "."
+    for name in sorted(modules):
+        if not name.startswith(prefix) or name.count(".") < 2 and not modules[name].is_package:
+            continue
+        module = modules[name]
+        for statement in module.imports:
+            for imported in statement.names:
+                target = checked_target(imported, known)
+                if target in operations:
+                    message = f"{name} imports operation {target}: a shared room lies below the operations"
+                    yield Violation(SHARED_IMPORTS_OPERATION, module.relpath, statement.line, message)
+
+
 def check_function_imports(modules: dict[str, Module]) -> Iterator[Violation]:
     """Imports inside a function without a comment giving the reason."""
     for module in modules.values():
@@ -443,6 +465,7 @@ def check_tree(root: Path = REPO_ROOT, rules: LayoutRules = LayoutRules()) -> li
         *check_circles(modules),
         *check_format_imports(modules, rules),
         *check_operation_imports(modules, rules),
+        *check_shared_imports(modules, rules),
         *check_function_imports(modules),
         *check_lengths(modules, rules),
     ]
