@@ -59,7 +59,7 @@ def files_under(root: str) -> set[str]:
 
 
 def lists_java_orphan_cleaning_loses(path: str, with_data_files: bool = False) -> set[str]:
-    """Files Paimon 1.0's OrphanFilesClean wrongly takes for orphans (a Java bug, README).
+    """Files Paimon 1.0's OrphanFilesClean wrongly takes for orphans (a Java bug: docs/safety.md).
 
     A tag (or a branch's copy of it) whose changelog manifest list Java's expiry deleted: Java's
     cleaning then collects nothing of that root, so it deletes the tag's base and delta lists and the

@@ -49,7 +49,7 @@ def test_tag_on_an_expired_snapshot_whose_changelog_java_deleted(
     assert code == 0, record.get("error")
     assert_reads_kept(java_paimon, table, java_warehouse)
     # Java's own orphan cleaning finds nothing our runs left behind; what it does find are tag t2's
-    # lists, a bug of Paimon 1.0's OrphanFilesClean (README): run for real, tag t2 is lost.
+    # lists, a bug of Paimon 1.0's OrphanFilesClean (docs/safety.md): run for real, tag t2 is lost.
     future = dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1)
     java_bug = lists_java_orphan_cleaning_loses(path)
     assert any(name.endswith(tag["baseManifestList"]) for name in java_bug)

@@ -175,7 +175,7 @@ def test_remove_unexisting_files_after_a_lost_data_file(spark_session, java_paim
     ]
     assert len(repaired) < len(before)
     # our reader too (pypaimon 2.1.0 cannot read Paimon 1.0's manifest layout, which the repair's
-    # commit keeps for the manifests it merges by blocks: KeyError '_VALUE_STATS_COLS', README)
+    # commit keeps for the manifests it merges by blocks: KeyError '_VALUE_STATS_COLS', docs/safety.md)
     repaired_ref = ("snapshot", str(record["snapshot_ids"]["committed"]))
     assert sorted(r["id"] for r in our_read(path, repaired_ref)) == sorted(r["id"] for r in repaired)
     # the branch and the tag on the expired snapshot never named the file: they read as before
