@@ -11,20 +11,10 @@ changelog manifest list, as Paimon's compaction does.
 The run, and why in this order (crash ordering):
 1. Plan on the executors from the latest snapshot's manifests (`jobs.compaction.plan`); the driver
    gets one summary row per bin. Nothing is written.
-2. One task per bin writes the new data files (and changelog files, on lookup / full-compaction
-   changelog tables). A crash here leaves only unreferenced files
-   (`compact:after-files-written` is the last point before anything else), which
-   remove-orphan-files deletes once they are older than its `older_than`.
-3. Executors write the delta manifests: a DELETE for every input (its ADD's exact metadata), an
-   ADD for every output; and the changelog manifests (an ADD per changelog file). Still
-   unreferenced.
-4. The driver commits one COMPACT snapshot naming those manifests (create-if-absent). Before
-   each attempt it reads the deltas of the snapshots that landed since the plan: a concurrent
-   APPEND is kept; a snapshot that removed one of our inputs (another compaction, an overwrite,
-   a drop) makes this run give up with exit 3 after removing what it wrote. `compact:after-commit`
-   follows the commit.
-   If Spark loses a cached bin result and recomputes it, the recomputed files are the ones the
-   manifests name; the first ones stay unreferenced (remove-orphan-files), never half-committed.
+2-4. One task per bin writes the new data files (and changelog files), executors write the delta
+   manifests, and the driver commits one COMPACT snapshot naming them, create-if-absent, after
+   checking the snapshots that landed since the plan: `jobs.compaction.rewrite` gives each step's
+   crash ordering. Until the commit, a crash leaves only unreferenced files.
 5. Nothing is deleted: the inputs stay on storage for the older snapshots that still read them
    until expire-snapshots expires those snapshots.
 
