@@ -1,12 +1,13 @@
 """Listing the metadata directories of a table (snapshot/, tag/, branch/, consumer/, ...).
 
-Shared by the snapshot, tag, branch and consumer managers. A directory that does not exist is
+Shared by the snapshot, schema, tag, branch and consumer managers. A directory that does not exist is
 empty (a table without tags); any other listing failure propagates, because treating an unreadable
 directory as empty would make a table look empty and its files look unreferenced.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from paimon_format.errors import MissingFileError
@@ -42,3 +43,15 @@ def names_after_prefix(file_io: FileIO, directory: str, prefix: str, directories
         if base.startswith(prefix) and len(base) > len(prefix) and bool(status.is_dir) == directories:
             names.append(base[len(prefix) :])
     return sorted(names)
+
+
+def numbered_ids(file_io: FileIO, directory: str, pattern: re.Pattern[str]) -> list[int]:
+    """The numbers (`pattern`'s first group) of the files in `directory` whose names match `pattern`,
+    sorted; [] when the directory does not exist. A name that does not match (a temp file of an
+    in-flight write, a hint) is not counted."""
+    ids = []
+    for status in list_or_empty(file_io, directory):
+        match = pattern.match(basename(status.path))
+        if match and not status.is_dir:
+            ids.append(int(match.group(1)))
+    return sorted(ids)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from paimon_format._listing import basename, list_or_empty
+from paimon_format._listing import basename, numbered_ids
 from paimon_format.branches import MAIN_BRANCH, branch_root
 from paimon_format.errors import CorruptFileError, MissingFileError, SnapshotNotFoundError, StorageError
 from paimon_format.model.json import jackson_json, load_json_object
@@ -202,13 +202,14 @@ class Snapshot:
         return int(Decimal(str(raw)) * 1000)
 
 
-def _numbered_ids(file_io: FileIO, directory: str, pattern: re.Pattern[str]) -> list[int]:
-    ids = []
-    for status in list_or_empty(file_io, directory):
-        match = pattern.match(basename(status.path))
-        if match and not status.is_dir:
-            ids.append(int(match.group(1)))
-    return sorted(ids)
+def read_snapshot_file(file_io: FileIO, path: str, missing: str) -> Snapshot:
+    """The snapshot JSON at `path` (a snapshot, changelog or tag file); `SnapshotNotFoundError`
+    saying "<path>: <missing>" when the file is absent, `CorruptFileError` when it is bad."""
+    try:
+        data = file_io.read_bytes(path)
+    except MissingFileError:
+        raise SnapshotNotFoundError(f"{path}: {missing}") from None
+    return Snapshot.from_json(data, path)
 
 
 # -- SnapshotManager -------------------------------------------------------------------------------
@@ -250,7 +251,7 @@ class SnapshotManager:
 
     def snapshot_ids(self) -> list[int]:
         """Ids of all `snapshot-N` files, sorted; [] for a table without a snapshot directory."""
-        return _numbered_ids(self.file_io, self.snapshot_dir(), _SNAPSHOT_FILE_RE)
+        return numbered_ids(self.file_io, self.snapshot_dir(), _SNAPSHOT_FILE_RE)
 
     def snapshot_exists(self, snapshot_id: int) -> bool:
         return self.file_io.exists(self.snapshot_path(snapshot_id))
@@ -315,11 +316,7 @@ class SnapshotManager:
     def snapshot(self, snapshot_id: int) -> Snapshot:
         """Snapshot `snapshot_id`; `SnapshotNotFoundError` (naming the path) or `CorruptFileError`."""
         path = self.snapshot_path(snapshot_id)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            raise SnapshotNotFoundError(f"{path}: snapshot {snapshot_id} does not exist") from None
-        return Snapshot.from_json(data, path)
+        return read_snapshot_file(self.file_io, path, f"snapshot {snapshot_id} does not exist")
 
     def latest(self) -> Snapshot | None:
         snapshot_id = self.latest_id()
@@ -357,7 +354,7 @@ class SnapshotManager:
 
     def changelog_ids(self) -> list[int]:
         """Ids of `changelog/changelog-N` files (changelogs outliving their snapshots), sorted."""
-        return _numbered_ids(self.file_io, self.changelog_dir(), _CHANGELOG_FILE_RE)
+        return numbered_ids(self.file_io, self.changelog_dir(), _CHANGELOG_FILE_RE)
 
     def write_changelog_latest_hint(self, changelog_id: int) -> None:
         """`changelog/LATEST`, as Paimon's ChangelogManager writes it after each long-lived changelog."""
@@ -375,8 +372,4 @@ class SnapshotManager:
 
     def changelog(self, changelog_id: int) -> Snapshot:
         path = self.changelog_path(changelog_id)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            raise SnapshotNotFoundError(f"{path}: changelog {changelog_id} does not exist") from None
-        return Snapshot.from_json(data, path)
+        return read_snapshot_file(self.file_io, path, f"changelog {changelog_id} does not exist")

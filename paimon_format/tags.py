@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 from paimon_format._listing import names_after_prefix
 from paimon_format.branches import MAIN_BRANCH, branch_root
-from paimon_format.errors import InvalidTableStateError, MissingFileError, SnapshotNotFoundError
-from paimon_format.snapshot import Snapshot
+from paimon_format.errors import InvalidTableStateError, SnapshotNotFoundError
+from paimon_format.snapshot import Snapshot, read_snapshot_file
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -91,12 +91,7 @@ class TagManager:
 
     def tag(self, name: str) -> Snapshot:
         """The tagged snapshot; `SnapshotNotFoundError` naming the path if there is no such tag."""
-        path = self.tag_path(name)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            raise SnapshotNotFoundError(f"{path}: tag {name!r} does not exist") from None
-        return Snapshot.from_json(data, path)
+        return read_snapshot_file(self.file_io, self.tag_path(name), f"tag {name!r} does not exist")
 
     def tags(self) -> dict[str, Snapshot]:
         """Every tag, ordered by snapshot id then name (Java's order); a tag deleted meanwhile is skipped."""
@@ -156,11 +151,7 @@ class TagManager:
 
     def pending_deletion(self, key: str) -> Snapshot:
         path = self.pending_deletion_path(key)
-        try:
-            data = self.file_io.read_bytes(path)
-        except MissingFileError:
-            raise SnapshotNotFoundError(f"{path}: no pending tag deletion {key!r}") from None
-        return Snapshot.from_json(data, path)
+        return read_snapshot_file(self.file_io, path, f"no pending tag deletion {key!r}")
 
     def park_for_deletion(self, name: str) -> str:
         """Copy the tag file to `tag-deletion/tag-<name>.<random>` (a key of its own, so an older

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from paimon_format._listing import numbered_ids
 from paimon_format.errors import (
     CorruptFileError,
     InvalidTableStateError,
@@ -459,16 +460,7 @@ class SchemaManager:
         Only names matching `schema-<digits>` count, so temp files of an in-flight create are ignored.
         Any other listing failure propagates: an unreadable table must not look like a missing one.
         """
-        try:
-            statuses = self.file_io.list_dir(self.schema_dir())
-        except MissingFileError:
-            return []
-        ids = []
-        for status in statuses:
-            match = _SCHEMA_FILE_RE.match(status.path.rstrip("/").rsplit("/", 1)[-1])
-            if match and not status.is_dir:
-                ids.append(int(match.group(1)))
-        return sorted(ids)
+        return numbered_ids(self.file_io, self.schema_dir(), _SCHEMA_FILE_RE)
 
     def latest(self) -> TableSchema | None:
         """The schema with the highest id, or None when the table has no schema (does not exist)."""
