@@ -57,6 +57,18 @@ _ORC_CODECS = {
 }
 
 
+def _codec_for(options: CoreOptions, codecs: dict[str, str], file_format: str) -> str:
+    """The writer's codec for the table's `file.compression`; UnsupportedOperationError naming
+    the ones `file_format` takes when this one has no codec there."""
+    codec = codecs.get(options.file_compression)
+    if codec is None:
+        raise UnsupportedOperationError(
+            f"file.compression={options.file_compression!r} is not supported for {file_format} "
+            f"({', '.join(sorted(codecs))})"
+        )
+    return codec
+
+
 class FileEncoder(Protocol):
     """Builds one data file in memory: row groups in, exact bytes out."""
 
@@ -84,12 +96,7 @@ class ParquetEncoder:
     """
 
     def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
-        codec = _PARQUET_CODECS.get(options.file_compression)
-        if codec is None:
-            raise UnsupportedOperationError(
-                f"file.compression={options.file_compression!r} is not supported for parquet "
-                f"({', '.join(sorted(_PARQUET_CODECS))})"
-            )
+        codec = _codec_for(options, _PARQUET_CODECS, "parquet")
         self._sink = pa.BufferOutputStream()
         self._writer = pq.ParquetWriter(
             self._sink,
@@ -126,12 +133,7 @@ class OrcEncoder:
     """
 
     def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
-        codec = _ORC_CODECS.get(options.file_compression)
-        if codec is None:
-            raise UnsupportedOperationError(
-                f"file.compression={options.file_compression!r} is not supported for orc "
-                f"({', '.join(sorted(_ORC_CODECS))})"
-            )
+        codec = _codec_for(options, _ORC_CODECS, "orc")
         self._sink = pa.BufferOutputStream()
         self._writer = orc.ORCWriter(self._sink, compression=codec)
         self._schema = pa.schema([f.with_type(_orc_type(f.type)) for f in schema])

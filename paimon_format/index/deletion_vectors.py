@@ -28,6 +28,7 @@ import uuid
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyroaring import BitMap, BitMap64
 
@@ -64,6 +65,35 @@ def index_file_path(table: Table, entry: IndexManifestEntry) -> str:
             table.path, table.bucket_relpath(entry.partition, entry.bucket), entry.file_name
         )
     return table.index_path(entry.file_name)
+
+
+def write_new_index_file(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    index_type: str,
+    data: bytes,
+    row_count: int,
+    deletion_vector_ranges: list[dict[str, Any]] | None = None,
+) -> IndexManifestEntry:
+    """Write `data` as a new index file of `index_type` (a random name, `index-<uuid>-0`, where
+    readers look for it); return its ADD index entry.
+
+    The name is new, so a crash leaves at most an orphan for orphan cleaning; the file takes effect
+    only when a commit puts the entry into an index manifest.
+    """
+    entry = IndexManifestEntry(
+        kind=ADD,
+        partition=partition,
+        bucket=bucket,
+        index_type=index_type,
+        file_name=f"index-{uuid.uuid4()}-0",
+        file_size=len(data),
+        row_count=row_count,
+        deletion_vector_ranges=deletion_vector_ranges,
+    )
+    table.file_io.write_bytes(index_file_path(table, entry), data)
+    return entry
 
 
 def deletion_vector_entries(table: Table, snapshot: Snapshot) -> list[IndexManifestEntry]:
@@ -192,18 +222,9 @@ def write_index_file(
     entry becomes visible only when a commit puts it into an index manifest.
     """
     data, ranges = encode_index_file(vectors)
-    entry = IndexManifestEntry(
-        kind=ADD,
-        partition=partition,
-        bucket=bucket,
-        index_type=DELETION_VECTORS_INDEX,
-        file_name=f"index-{uuid.uuid4()}-0",
-        file_size=len(data),
-        row_count=len(ranges),
-        deletion_vector_ranges=ranges,
+    return write_new_index_file(
+        table, partition, bucket, DELETION_VECTORS_INDEX, data, len(ranges), deletion_vector_ranges=ranges
     )
-    table.file_io.write_bytes(index_file_path(table, entry), data)
-    return entry
 
 
 def drop_deletion_vectors(

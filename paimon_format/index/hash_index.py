@@ -22,7 +22,6 @@ written to that bucket (facts from Paimon 1.0's `HashIndexFile`, `IntFileUtils`,
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -31,8 +30,8 @@ import pyarrow as pa
 
 from paimon_format.data.bucket import hash_array
 from paimon_format.errors import CorruptFileError, UnsupportedOperationError
-from paimon_format.index.deletion_vectors import index_file_path
-from paimon_format.manifest.entries import ADD, IndexManifestEntry
+from paimon_format.index.deletion_vectors import index_file_path, write_new_index_file
+from paimon_format.manifest.entries import IndexManifestEntry
 from paimon_format.model.schema import TableSchema
 from paimon_format.scan.snapshot_scan import index_entries
 from paimon_format.snapshot import Snapshot
@@ -77,18 +76,9 @@ def write_hash_index(table: Table, partition: bytes, bucket: int, hashes: np.nda
     puts the entry into an index manifest.
     """
     distinct = np.unique(np.asarray(hashes, dtype=np.int32))
-    data = encode_hash_index(distinct)
-    entry = IndexManifestEntry(
-        kind=ADD,
-        partition=partition,
-        bucket=bucket,
-        index_type=HASH_INDEX,
-        file_name=f"index-{uuid.uuid4()}-0",
-        file_size=len(data),
-        row_count=len(distinct),
+    return write_new_index_file(
+        table, partition, bucket, HASH_INDEX, encode_hash_index(distinct), len(distinct)
     )
-    table.file_io.write_bytes(index_file_path(table, entry), data)
-    return entry
 
 
 def hash_index_entries(table: Table, snapshot: Snapshot | None) -> dict[bytes, list[IndexManifestEntry]]:
