@@ -67,26 +67,30 @@ def read_split(
         else {}
     )
     if not read_schema.primary_keys or split.raw:
-        return _read_raw(table, split, split.files, output, vectors, batch_rows)
+        return _read_files(table, split, split.files, output, vectors, batch_rows)
     check_merge_supported(read_schema, CoreOptions(read_schema.options))
     return _read_merged(table, split, read_schema, output, vectors, batch_rows)
 
 
-def _read_raw(
+def _read_files(
     table: Table,
     split: Split,
     files: Sequence[DataFileMeta],
-    output: TableSchema,
+    schema: TableSchema,
     vectors: Mapping[str, BitMap],
     batch_rows: int,
+    system_columns: bool = False,
 ) -> Iterator[pa.RecordBatch]:
+    """`files` one after the other, without their deleted rows; with `system_columns` in the full
+    key-value layout of `schema` (as a merge reads a sorted run), else in `schema`'s columns only."""
     for meta in files:
         yield from read_data_file(
             table,
             split.partition,
             split.bucket,
             meta,
-            read_schema=output,
+            read_schema=schema,
+            system_columns=system_columns,
             deleted_rows=vectors.get(meta.file_name),
             batch_rows=batch_rows,
         )
@@ -105,10 +109,13 @@ def _read_merged(
     layout = output_arrow_schema(output)
     for section in key_sections(split.files, key_types):
         if len(section) == 1 and not section[0].delete_row_count:
-            yield from _read_raw(table, split, section, output, vectors, batch_rows)
+            yield from _read_files(table, split, section, output, vectors, batch_rows)
             continue
         file_runs = sorted_runs(section, key_types)
-        runs = [_run_batches(table, split, run, read_schema, vectors, batch_rows) for run in file_runs]
+        runs = [
+            _read_files(table, split, run, read_schema, vectors, batch_rows, system_columns=True)
+            for run in file_runs
+        ]
         # the run levels: a lookup table's merge keeps one row above level 0 per key, as Paimon's reads
         levels = [run[0].level for run in file_runs]
         merged = merge_sorted_runs(
@@ -116,25 +123,3 @@ def _read_merged(
         )
         for batch in merged:
             yield pa.RecordBatch.from_arrays([batch.column(f.name) for f in layout], schema=layout)
-
-
-def _run_batches(
-    table: Table,
-    split: Split,
-    run: Sequence[DataFileMeta],
-    read_schema: TableSchema,
-    vectors: Mapping[str, BitMap],
-    batch_rows: int,
-) -> Iterator[pa.RecordBatch]:
-    """One sorted run in the full key-value layout, its files one after the other (in key order)."""
-    for meta in run:
-        yield from read_data_file(
-            table,
-            split.partition,
-            split.bucket,
-            meta,
-            read_schema=read_schema,
-            system_columns=True,
-            deleted_rows=vectors.get(meta.file_name),
-            batch_rows=batch_rows,
-        )
