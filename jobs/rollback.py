@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 
 from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.roots import dropped_root_candidates
-from jobs.deletion.stages import StageTotals, delete_stages, report_candidates, report_candidates_empty
+from jobs.deletion.stages import delete_stages, report_candidates_if_any
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.registry import JobContext
@@ -187,11 +187,7 @@ def rollback(
     _record_plan(deletion, plan)
     candidates = _plan_files(deletion, plan)
     try:
-        totals: StageTotals = {}
-        if candidates is not None:
-            totals = report_candidates(candidates, record, "", log)
-        else:
-            report_candidates_empty(record)
+        totals = report_candidates_if_any(candidates, record, log)
         crash_point(STEP_PLANNED)
         if deletion.dry_run:
             log.info("dry run: nothing changed")

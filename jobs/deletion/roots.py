@@ -125,6 +125,18 @@ def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) 
     return roots
 
 
+def _named_by_root(
+    found: RootReferences, manifest_what: Callable[[RootReferences, str], str]
+) -> list[tuple[str, str]]:
+    """(what, value) per file a root names, per manifest it needs (`manifest_what` says how that
+    manifest counts) and for its index manifest, if any."""
+    named = [("file", path) for path in found.files]
+    named += [(manifest_what(found, manifest), manifest) for manifest in found.manifests]
+    if found.index_manifest:
+        named.append(("index", found.index_manifest))
+    return named
+
+
 def _retained_root_reader(table: Table, chain_end: int | None) -> ArrowMapper:
     """Per retained root: (root, what, value) rows of the files it names and the manifests and index
     manifest it needs, each manifest with how it counts (`_manifest_mode`)."""
@@ -143,12 +155,7 @@ def _retained_root_reader(table: Table, chain_end: int | None) -> ArrowMapper:
                 if found is None:
                     continue  # expired concurrently: needs nothing
                 key = f"{branch}/{kind}/{name}"
-                values = [("file", path) for path in found.files] + [
-                    (_manifest_mode(found, m), m) for m in found.manifests
-                ]
-                if found.index_manifest:
-                    values.append(("index", found.index_manifest))
-                for what, value in values:
+                for what, value in _named_by_root(found, _manifest_mode):
                     out["root"].append(key)
                     out["what"].append(what)
                     out["value"].append(value)
@@ -333,11 +340,7 @@ def _dropped_root_reader(table: Table) -> ArrowMapper:
                 if found is None:
                     continue  # gone already: a rerun after its files went, or dropped concurrently
                 key = f"{branch}/{kind}/{name}"
-                values = [("file", path) for path in found.files]
-                values += [("manifest", manifest) for manifest in found.manifests]
-                if found.index_manifest:
-                    values.append(("index", found.index_manifest))
-                for what, value in values:
+                for what, value in _named_by_root(found, lambda _found, _manifest: "manifest"):
                     out["root"].append(key)
                     out["what"].append(what)
                     out["value"].append(value)

@@ -60,11 +60,17 @@ def report_candidates(
     return totals
 
 
-def report_candidates_empty(record: RunRecord) -> None:
-    """The counts of `report_candidates` when nothing dropped needs a file cleanup."""
-    for name in ("files", "manifests", "manifest_lists"):
+def report_candidates_if_any(
+    candidates: DataFrame | None, record: RunRecord, log: logging.Logger | logging.LoggerAdapter
+) -> StageTotals:
+    """`report_candidates` (no prefix) for a plan that may have nothing to clean up: `candidates`
+    None (nothing dropped needs a file cleanup) still records zero counts, and returns no totals."""
+    if candidates is not None:
+        return report_candidates(candidates, record, "", log)
+    for name in STAGE_NAMES.values():
         record.count(f"{name}_to_delete", 0)
         record.add_bytes(f"{name}_to_delete", 0)
+    return {}
 
 
 def delete_stages(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import future_changelog_roots
 from jobs.deletion.roots import dropped_root_candidates
-from jobs.deletion.stages import StageTotals, delete_stages, report_candidates, report_candidates_empty
+from jobs.deletion.stages import delete_stages, report_candidates_if_any
 from jobs.runtime.errors import SafetyRefusal
 from jobs.runtime.report import SAMPLE_LIMIT
 from paimon_format.maintenance.references import PENDING_TAG_ROOT, TAG_ROOT
@@ -85,11 +85,7 @@ def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: Tag
     branches_at_plan = set(table.branch_manager.branch_names())
     candidates = _plan_tag_files(deletion, names, with_files, unfinished)
     try:
-        totals: StageTotals = {}
-        if candidates is not None:
-            totals = report_candidates(candidates, record, "", log)
-        else:
-            report_candidates_empty(record)
+        totals = report_candidates_if_any(candidates, record, log)
         crash_point(steps.planned)
         if deletion.dry_run:
             log.info("dry run: nothing deleted")
