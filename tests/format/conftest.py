@@ -1,5 +1,5 @@
-"""Fixtures of the metadata tests (snapshots, tags, branches, consumers): a table root and FileIO on
-each backend. A test module defining a fixture of the same name keeps its own."""
+"""Fixtures of the metadata tests (schemas, snapshots, tags, branches, consumers): a table root and
+FileIO on each backend. A test module defining a fixture of the same name keeps its own."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ def storage(request, tmp_path) -> tuple[str, FileIO]:
         root = str(tmp_path / "db.db" / "t")
         return root, FileIO.for_path(root)
     if request.param == "memory":
-        root = f"memory://snapshot-tests/{uuid.uuid4().hex}/db.db/t"
+        root = f"memory://metadata-tests/{uuid.uuid4().hex}/db.db/t"
         return root, FileIO.for_path(root)
     _, bucket, options = request.getfixturevalue("moto_s3")
-    root = f"s3://{bucket}/snapshot-tests-{uuid.uuid4().hex}/db.db/t"
+    root = f"s3://{bucket}/metadata-tests-{uuid.uuid4().hex}/db.db/t"
     return root, FileIO.for_path(root, options)
 
 

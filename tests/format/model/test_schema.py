@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
 
@@ -17,7 +16,6 @@ from paimon_format.model.schema import (
     new_table_schema,
 )
 from paimon_format.model.type_parsing import parse_type
-from paimon_format.storage.fileio import FileIO
 from tests.support.samples import SAMPLES, needs_samples
 
 SCHEMA_SAMPLES = sorted(SAMPLES.glob("schema.*.json"))
@@ -326,20 +324,6 @@ def test_cross_partition_update_flag():
 
 
 # -- SchemaManager ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(params=["local", "memory", "s3"])
-def storage(request, tmp_path) -> tuple[str, FileIO]:
-    """(table root, FileIO) on each backend; S3 is a moto server, where directories are only prefixes."""
-    if request.param == "local":
-        root = str(tmp_path / "db.db" / "t")
-        return root, FileIO.for_path(root)
-    if request.param == "memory":
-        root = f"memory://schema-tests/{uuid.uuid4().hex}/db.db/t"
-        return root, FileIO.for_path(root)
-    _, bucket, options = request.getfixturevalue("moto_s3")
-    root = f"s3://{bucket}/schema-tests-{uuid.uuid4().hex}/db.db/t"
-    return root, FileIO.for_path(root, options)
 
 
 def sample_schema() -> TableSchema:
