@@ -112,6 +112,23 @@ def test_a_module_level_circle_is_named_with_its_imports(tmp_path: Path) -> None
     assert (violations[0].path, violations[0].line) == ("paimon_format/a.py", 2)
 
 
+def test_a_package_init_importing_a_module_that_imports_from_the_package_is_a_circle(tmp_path: Path) -> None:
+    # `from paimon_format.storage import crash_points` runs storage/__init__ first, which imports faults
+    root = write_tree(
+        tmp_path,
+        {
+            "paimon_format/storage/__init__.py": "import paimon_format.storage.faults\n",
+            "paimon_format/storage/faults.py": "from paimon_format.storage import crash_points\n",
+            "paimon_format/storage/crash_points.py": "",
+        },
+    )
+    violations = check_tree(root)
+    assert rules_of(violations) == [IMPORT_CIRCLE]
+    assert "paimon_format.storage -> paimon_format.storage.faults -> paimon_format.storage" in (
+        violations[0].message
+    )
+
+
 def test_a_circle_kept_alive_by_a_function_level_import_counts(tmp_path: Path) -> None:
     root = write_tree(
         tmp_path,

@@ -184,8 +184,9 @@ def guarded_block(test: ast.expr) -> str | None:
 
 
 def resolve_names(node: ast.Import | ast.ImportFrom, module: Module, known: set[str]) -> tuple[str, ...]:
-    """The absolute dotted names a statement imports: `from a import b` names `a.b` when that is a
-    module, else `a`; relative imports are resolved against the module's package."""
+    """The absolute dotted names a statement imports: `from a import b` names `a` (whose
+    `__init__` runs first, even when `b` is a module of it) and `a.b` when that is a module;
+    relative imports are resolved against the module's package."""
     if isinstance(node, ast.Import):
         return tuple(alias.name for alias in node.names)
     base = node.module or ""
@@ -193,10 +194,11 @@ def resolve_names(node: ast.Import | ast.ImportFrom, module: Module, known: set[
         anchor = module.package.split(".")
         anchor = anchor[: len(anchor) - (node.level - 1)] if node.level > 1 else anchor
         base = ".".join([*anchor, base] if base else anchor)
-    names = []
+    names = [base]
     for alias in node.names:
         candidate = f"{base}.{alias.name}"
-        names.append(candidate if candidate in known else base)
+        if candidate in known:
+            names.append(candidate)
     return tuple(dict.fromkeys(names))
 
 
@@ -372,11 +374,12 @@ def check_format_imports(modules: dict[str, Module], rules: LayoutRules) -> Iter
         if module.name != rules.format_package and not module.name.startswith(prefix):
             continue
         for statement in module.imports:
-            for name in statement.names:
+            forbidden = [name for name in statement.names if name.split(".")[0] in rules.forbidden_in_format]
+            if forbidden:
+                name = forbidden[-1]  # the most specific: `from jobs import read` names jobs and jobs.read
                 top = name.split(".")[0]
-                if top in rules.forbidden_in_format:
-                    message = f"{module.name} imports {name} ({rules.format_package} never imports {top})"
-                    yield Violation(FORMAT_IMPORTS_SPARK_OR_JOBS, module.relpath, statement.line, message)
+                message = f"{module.name} imports {name} ({rules.format_package} never imports {top})"
+                yield Violation(FORMAT_IMPORTS_SPARK_OR_JOBS, module.relpath, statement.line, message)
 
 
 def operation_modules(modules: dict[str, Module], rules: LayoutRules) -> set[str]:
