@@ -45,14 +45,20 @@ class Table:
         identifier: str,
         storage_options: dict[str, Any] | None = None,
         allow_unsafe_overwrite_commit: bool = False,
+        io_parallelism: int | None = None,
     ) -> Table:
-        """Open `db.name` under a filesystem-catalog warehouse (the table may not exist yet)."""
+        """Open `db.name` under a filesystem-catalog warehouse (the table may not exist yet).
+
+        `io_parallelism`: requests kept in flight on its storage (`FileIO.io_parallelism`)."""
         database, _, name = identifier.partition(".")
         if not database or not name or "." in name:
             raise ValueError(f"table identifier must look like 'db.name', got {identifier!r}")
         root = table_path(warehouse, database, name)
         file_io = FileIO.for_path(
-            root, storage_options, allow_unsafe_overwrite_commit=allow_unsafe_overwrite_commit
+            root,
+            storage_options,
+            allow_unsafe_overwrite_commit=allow_unsafe_overwrite_commit,
+            io_parallelism=io_parallelism,
         )
         return Table(file_io, root)
 

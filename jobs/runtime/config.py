@@ -67,6 +67,13 @@ class TableJobConfig(StrictModel):
         description="accept exists-check-then-write commits on stores without create-if-absent "
         "(safe only with a single writer)",
     )
+    io_parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="storage requests each process keeps in flight (reads, checks, lists, deletes); "
+        "default 64 on object stores, 4 on local disk",
+    )
 
     @field_validator("table")
     @classmethod

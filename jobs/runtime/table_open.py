@@ -23,6 +23,7 @@ def open_existing_table(config: Any) -> Table:
             config.table,
             config.storage_options,
             getattr(config, "allow_unsafe_overwrite_commit", False),
+            getattr(config, "io_parallelism", None),
         )
         table.check_metadata()
     except ValueError as error:

@@ -331,9 +331,11 @@ class FaultyFileIO(FileIO):
 
     @staticmethod
     def wrapping(file_io: FileIO, plan: FaultPlan) -> FaultyFileIO:
-        return FaultyFileIO(
+        faulty = FaultyFileIO(
             file_io.protocol, file_io.storage_options, file_io.allow_unsafe_overwrite_commit, plan
         )
+        faulty.configured_parallelism = file_io.configured_parallelism
+        return faulty
 
     def __repr__(self) -> str:
         return f"Faulty{super().__repr__()[:-1]}, faults={self.plan.spec!r})"

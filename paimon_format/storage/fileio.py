@@ -41,6 +41,7 @@ from paimon_format.errors import (
 )
 from paimon_format.storage import local_files
 from paimon_format.storage.file_status import FileStatus, mtime_ms
+from paimon_format.storage.in_flight import default_parallelism, note_throttled
 from paimon_format.storage.urls import fsspec_backend_install, join_path, protocol_of, with_backend_defaults
 
 logger = logging.getLogger(__name__)
@@ -93,22 +94,29 @@ class FileIO:
         protocol: str,
         storage_options: dict[str, Any] | None = None,
         allow_unsafe_overwrite_commit: bool = False,
+        io_parallelism: int | None = None,
     ) -> None:
         self.protocol = protocol
         self.storage_options: dict[str, Any] = dict(storage_options or {})
         self.allow_unsafe_overwrite_commit = allow_unsafe_overwrite_commit
+        self.configured_parallelism = io_parallelism
         self._fs: fsspec.AbstractFileSystem | None = None
 
     @staticmethod
     def for_path(
-        url: str, storage_options: dict[str, Any] | None = None, allow_unsafe_overwrite_commit: bool = False
+        url: str,
+        storage_options: dict[str, Any] | None = None,
+        allow_unsafe_overwrite_commit: bool = False,
+        io_parallelism: int | None = None,
     ) -> FileIO:
         """The FileIO for the filesystem of `url` (`/local`, `file://`, `s3://`, `s3a://`, `gs://`, ...).
 
         `allow_unsafe_overwrite_commit` lets `create_if_absent` use exists-check-then-write on a backend
         without a create-if-absent primitive; concurrent committers can then overwrite each other.
+        `io_parallelism`: requests in flight at once (`FileIO.io_parallelism`); None takes the
+        protocol's default.
         """
-        file_io = FileIO(protocol_of(url), storage_options, allow_unsafe_overwrite_commit)
+        file_io = FileIO(protocol_of(url), storage_options, allow_unsafe_overwrite_commit, io_parallelism)
         for wrapper in _WRAPPERS:
             file_io = wrapper(file_io)
         return file_io
@@ -139,13 +147,22 @@ class FileIO:
     __hash__ = None  # type: ignore[assignment]  # mutable options dict
 
     @property
+    def io_parallelism(self) -> int:
+        """How many requests a job keeps in flight at once on this storage (`in_flight.map_in_flight`):
+        the configured value, else high on object stores (latency-bound) and low on local disk."""
+        if self.configured_parallelism is not None:
+            return max(1, self.configured_parallelism)
+        return default_parallelism(self.protocol)
+
+    @property
     def fs(self) -> fsspec.AbstractFileSystem:
         """The fsspec filesystem, created on first use in this process."""
         if self._fs is None:
             try:
-                self._fs = fsspec.filesystem(
-                    self.protocol, **with_backend_defaults(self.protocol, self.storage_options)
-                )
+                options = with_backend_defaults(self.protocol, self.storage_options, self.io_parallelism)
+                self._fs = fsspec.filesystem(self.protocol, **options)
+                if self.protocol == "s3":
+                    count_throttles(self._fs.s3)  # the property connects: builds the botocore client
             except ImportError as exc:
                 raise MissingDependencyError(
                     f"storage {self.protocol}://", fsspec_backend_install(self.protocol), str(exc)
@@ -501,6 +518,27 @@ class FileIO:
             for err in response.get("Errors", [])
         ]
         return deleted, failures
+
+
+_THROTTLING_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
+
+
+def count_throttles(client: Any) -> None:
+    """Tell `in_flight` about every throttled answer this botocore client gets, before it retries.
+
+    botocore retries a 503 SlowDown itself, so the caller never sees it; this hook on the client's
+    retry decision narrows the process's pools and counts it. It only observes (returns None).
+    """
+
+    def on_retry_decision(response: Any = None, **_: Any) -> None:
+        if not response:
+            return
+        http_response, parsed = response
+        code = (parsed or {}).get("Error", {}).get("Code")
+        if getattr(http_response, "status_code", None) == 503 or code in _THROTTLING_CODES:
+            note_throttled()
+
+    client.meta.events.register("needs-retry.s3", on_retry_decision)
 
 
 def _split_bucket_key(fs_path: str, path: str, key_required: bool = True) -> tuple[str, str]:

@@ -67,15 +67,21 @@ def join_path(*parts: str) -> str:
     return out or "/"
 
 
-def with_backend_defaults(protocol: str, storage_options: dict[str, Any]) -> dict[str, Any]:
+def with_backend_defaults(
+    protocol: str, storage_options: dict[str, Any], io_parallelism: int | None = None
+) -> dict[str, Any]:
     """Storage options plus our defaults; whatever the user set wins, key by key.
 
-    S3: `config_kwargs.retries` (botocore's retry config, handed to the client by s3fs).
+    S3: `config_kwargs.retries` (botocore's retry config, handed to the client by s3fs), and
+    `config_kwargs.max_pool_connections` = `io_parallelism`: botocore keeps 10 connections by
+    default, which would queue all but 10 of the requests a pool keeps in flight.
     """
     if protocol != "s3":
         return storage_options
     options = dict(storage_options)
     config_kwargs = dict(options.get("config_kwargs") or {})
     config_kwargs.setdefault("retries", dict(S3_RETRIES))
+    if io_parallelism is not None:
+        config_kwargs.setdefault("max_pool_connections", max(10, io_parallelism))
     options["config_kwargs"] = config_kwargs
     return options

@@ -1,0 +1,121 @@
+"""Keeping many storage requests in flight at once, and fewer when the store says to slow down.
+
+Why: on an object store every request waits 20-100 ms for its first byte, so a job that reads its
+manifests, checks files or deletes batches one request after another is bound by latency, not by
+CPU or bandwidth. `map_in_flight` runs a function over items on a bounded thread pool (the I/O
+releases the GIL; decoding one manifest overlaps reading the next) and yields results in input
+order, so callers stay plain loops with the same error semantics: the first failure is raised at
+its item's turn and nothing after it is yielded.
+
+Throttling: S3 answers 503 SlowDown when a prefix gets more requests than it serves. botocore
+retries each such request with back-off (`paimon_format.storage.urls.S3_RETRIES`); on top of that
+every pool in this process narrows (the allowed share of its limit halves, at most once per
+`CUT_INTERVAL_S`) and grows back additively, one call per round of completed calls: the AIMD rule
+TCP uses. A throttled request never fails a job by itself; `throttled_requests()` counts them for
+the run record.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# Defaults of `FileIO.io_parallelism`: object stores are latency-bound, local disk is not (a few
+# threads hide a cold page cache; more only add contention).
+OBJECT_STORE_PARALLELISM = 64
+LOCAL_PARALLELISM = 4
+_LOCAL_PROTOCOLS = frozenset({"file", "memory"})
+CUT_INTERVAL_S = 0.2  # throttles closer together than this are one signal, as within one round trip
+_MIN_SHARE = 1e-6  # the share never reaches 0: one call is always allowed
+
+
+def default_parallelism(protocol: str) -> int:
+    """The in-flight limit of `protocol` when none is configured."""
+    return LOCAL_PARALLELISM if protocol in _LOCAL_PROTOCOLS else OBJECT_STORE_PARALLELISM
+
+
+class _Window:
+    """The process-wide share of every pool's limit that may run now (AIMD), and the throttle count."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.share = 1.0
+        self.throttled = 0
+        self._last_cut = float("-inf")
+
+    def cut(self) -> None:
+        with self._lock:
+            self.throttled += 1
+            now = time.monotonic()
+            if now - self._last_cut >= CUT_INTERVAL_S:
+                self.share = max(_MIN_SHARE, self.share / 2)
+                self._last_cut = now
+
+    def grow(self, parallelism: int) -> None:
+        with self._lock:
+            if self.share < 1.0:
+                allowed = max(1.0, self.share * parallelism)
+                self.share = min(1.0, self.share + 1.0 / (parallelism * allowed))
+
+    def allowed(self, parallelism: int) -> int:
+        return max(1, int(self.share * parallelism))
+
+
+_WINDOW = _Window()
+
+
+def note_throttled() -> None:
+    """The store answered one request with a throttling error (503 SlowDown): narrow every pool."""
+    _WINDOW.cut()
+
+
+def throttled_requests() -> int:
+    """Throttled requests this process has seen since it started (callers take differences)."""
+    return _WINDOW.throttled
+
+
+def allowed_in_flight(parallelism: int) -> int:
+    """How many of `parallelism` calls may run now, after the throttles seen so far."""
+    return _WINDOW.allowed(parallelism)
+
+
+def map_in_flight(fn: Callable[[T], R], items: Iterable[T], parallelism: int) -> Iterator[R]:
+    """`fn(item)` for every item, up to `parallelism` calls at once, results in input order.
+
+    Items are taken lazily, at most the allowed number ahead of the result being yielded, so a
+    caller streaming millions of names holds only a window of them. `parallelism` <= 1 calls `fn`
+    inline in this thread (no pool). When the consumer stops early (or a call fails) the calls not
+    yet started are cancelled and the running ones are waited for before this returns.
+    """
+    if parallelism <= 1:
+        for item in items:
+            yield fn(item)
+        return
+    pending: deque[Future[R]] = deque()
+    iterator = iter(items)
+    exhausted = False
+    with ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="paimon-io") as pool:
+        try:
+            while True:
+                while not exhausted and len(pending) < _WINDOW.allowed(parallelism):
+                    try:
+                        item = next(iterator)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pending.append(pool.submit(fn, item))
+                if not pending:
+                    return
+                result = pending.popleft().result()
+                _WINDOW.grow(parallelism)
+                yield result
+        finally:
+            for future in pending:
+                future.cancel()

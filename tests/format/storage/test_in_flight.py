@@ -1,0 +1,130 @@
+"""map_in_flight: order, laziness, real concurrency, errors at their turn, and AIMD narrowing."""
+
+from __future__ import annotations
+
+import itertools
+import pickle
+import threading
+
+import pytest
+
+from paimon_format.storage import in_flight
+from paimon_format.storage.fileio import FileIO
+from paimon_format.storage.in_flight import (
+    allowed_in_flight,
+    map_in_flight,
+    note_throttled,
+    throttled_requests,
+)
+
+
+def _recover() -> None:
+    """Let the process-wide window grow back to full after a test narrowed it."""
+    while allowed_in_flight(64) < 64:
+        list(map_in_flight(lambda x: x, range(256), 64))
+
+
+def test_results_come_in_input_order_whatever_finishes_first() -> None:
+    release = {i: threading.Event() for i in range(8)}
+
+    def call(i: int) -> int:
+        if i < 7:
+            assert release[i + 1].wait(timeout=10)  # each waits for the one after it: reverse finishing
+        release[i].set()
+        return i * i
+
+    assert list(map_in_flight(call, range(8), 8)) == [i * i for i in range(8)]
+
+
+def test_calls_really_overlap_up_to_the_limit() -> None:
+    barrier = threading.Barrier(6, timeout=10)  # breaks (and fails the test) unless 6 run at once
+
+    def call(i: int) -> int:
+        barrier.wait()
+        return i
+
+    assert list(map_in_flight(call, range(12), 6)) == list(range(12))
+
+
+def test_never_more_than_the_limit_at_once() -> None:
+    lock = threading.Lock()
+    running = peak = 0
+
+    def call(i: int) -> int:
+        nonlocal running, peak
+        with lock:
+            running += 1
+            peak = max(peak, running)
+        with lock:
+            running -= 1
+        return i
+
+    list(map_in_flight(call, range(500), 3))
+    assert 1 <= peak <= 3
+
+
+def test_items_are_taken_lazily() -> None:
+    taken = []
+
+    def items():
+        for i in itertools.count():
+            taken.append(i)
+            yield i
+
+    results = map_in_flight(lambda i: i, items(), 4)
+    assert [next(results) for _ in range(3)] == [0, 1, 2]
+    results.close()
+    assert len(taken) <= 3 + 4 + 1
+
+
+def test_a_failure_is_raised_at_its_turn_and_nothing_after_it_is_yielded() -> None:
+    def call(i: int) -> int:
+        if i == 3:
+            raise OSError("read manifest-3: boom")
+        return i
+
+    seen = []
+    with pytest.raises(OSError, match="manifest-3"):
+        for value in map_in_flight(call, range(10), 4):
+            seen.append(value)
+    assert seen == [0, 1, 2]
+
+
+def test_parallelism_one_runs_inline_in_the_calling_thread() -> None:
+    me = threading.get_ident()
+    assert list(map_in_flight(lambda i: threading.get_ident() == me, range(3), 1)) == [True] * 3
+
+
+def test_a_throttle_halves_the_window_and_completed_calls_grow_it_back(monkeypatch) -> None:
+    _recover()
+    monkeypatch.setattr(in_flight, "CUT_INTERVAL_S", 0.0)
+    before = throttled_requests()
+    note_throttled()
+    assert allowed_in_flight(64) == 32
+    note_throttled()
+    assert allowed_in_flight(64) == 16
+    assert throttled_requests() == before + 2
+    list(map_in_flight(lambda x: x, range(40), 64))  # two and a half rounds of 16
+    assert 16 < allowed_in_flight(64) < 64  # additive: about one more per round of completed calls
+    _recover()
+    assert allowed_in_flight(64) == 64
+
+
+def test_throttles_within_one_round_trip_count_once_for_the_window(monkeypatch) -> None:
+    _recover()
+    monkeypatch.setattr(in_flight, "CUT_INTERVAL_S", 3600.0)
+    monkeypatch.setattr(in_flight._WINDOW, "_last_cut", float("-inf"))
+    before = throttled_requests()
+    for _ in range(5):
+        note_throttled()
+    assert allowed_in_flight(64) == 32
+    assert throttled_requests() == before + 5
+    _recover()
+
+
+def test_io_parallelism_is_high_on_object_stores_low_on_disk_and_configurable() -> None:
+    assert FileIO.for_path("s3://bucket/t").io_parallelism == 64
+    assert FileIO.for_path("/tmp/t").io_parallelism == 4
+    assert FileIO.for_path("s3://bucket/t", io_parallelism=7).io_parallelism == 7
+
+    assert pickle.loads(pickle.dumps(FileIO.for_path("/x", io_parallelism=9))).io_parallelism == 9
