@@ -254,6 +254,7 @@ def _applicable(plan: TablePlan, config: MaintainConfig, log: logging.LoggerAdap
             table=plan.table,
             storage_options=config.storage_options,
             allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
+            io_parallelism=config.io_parallelism,
         )
     )
     kept = []

@@ -102,6 +102,7 @@ def write_settings(config: WriteConfig) -> WriteSettings:
         storage_options=config.storage_options,
         allow_unsafe_overwrite_commit=config.allow_unsafe_overwrite_commit,
         strict_create=config.strict_create,
+        io_parallelism=config.io_parallelism,
     )
 
 

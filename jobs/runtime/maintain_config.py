@@ -58,6 +58,7 @@ TOP_LEVEL_KEYS = (
     "storage_options",
     "spark",
     "allow_unsafe_overwrite_commit",
+    "io_parallelism",
     *LocalRunOptions.model_fields,  # local, local_max_entries, local_max_files: one choice per run
 )
 
@@ -209,6 +210,13 @@ class MaintainConfig(StrictModel, LocalRunOptions):
         description="accept exists-check-then-write commits on stores without create-if-absent, for every "
         "table (safe only with a single writer)",
     )
+    io_parallelism: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="storage requests each process keeps in flight, for every table; default 64 on "
+        "object stores, 4 on local disk",
+    )
     tables: list[str] = Field(min_length=1, description="names or globs: db.events, db.*, *.events_*")
     exclude: list[str] = Field(default_factory=list, description="names or globs left out")
     strict: bool = Field(default=False, description="a pattern that matches no table is an error (exit 2)")
@@ -299,6 +307,7 @@ def plan_tables(
         "storage_options": config.storage_options,
         "spark": config.spark,
         "allow_unsafe_overwrite_commit": config.allow_unsafe_overwrite_commit,
+        "io_parallelism": config.io_parallelism,
     }
     local_keys = {name: getattr(config, name) for name in LocalRunOptions.model_fields}
     for table in tables:

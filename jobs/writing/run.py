@@ -99,6 +99,7 @@ def _open_target(settings: WriteSettings) -> Table:
             settings.table,
             settings.storage_options,
             settings.allow_unsafe_overwrite_commit,
+            settings.io_parallelism,
         )
     except ValueError as error:
         raise BadInputError(str(error)) from None

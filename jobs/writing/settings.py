@@ -33,6 +33,7 @@ class WriteSettings:
     storage_options: dict[str, Any] | None = None
     allow_unsafe_overwrite_commit: bool = False
     strict_create: bool = False
+    io_parallelism: int | None = None  # requests in flight on the table's storage (None: its default)
 
 
 @dataclass(frozen=True)
