@@ -1,20 +1,45 @@
-"""A tiny loopback HTTP proxy in front of moto that can answer 503 SlowDown and records every request.
+"""A loopback HTTP proxy in front of moto: an object store's latency, its 503 SlowDown, and its request bill.
 
-Why: moto never throttles and never tells how many requests a job sent. Behind this proxy a test can
-make S3 throttle (the first N requests, or every k-th) or deny chosen requests (403 AccessDenied,
-which no client retries), and count what went over the wire: DeleteObjects batches, listing pages,
-conditional puts and their 412s, the access key that signed.
+Why: moto never throttles, answers in microseconds and never tells how many requests a job sent. Behind
+this proxy a test or a benchmark can make S3 slow (`latency_s` before every request is forwarded, as a
+real store's time to first byte), make it throttle (the first N requests, every k-th, or a seeded
+pseudo-random share), deny chosen requests (403 AccessDenied, which no client retries), and read the
+bill: every request classified by kind (GET, HEAD, LIST, PUT, DELETE, DeleteObjects, OTHER), its
+bytes in and out, status, time, and the peak number of requests in flight at once.
+
+In a test the proxy runs in the test's process (`ThrottlingProxy`, the `s3_proxy` fixture). A
+benchmark runs moto and the proxy in a process of their own, so the process running the jobs never
+shares its GIL with them:
+
+    python -m tests.s3.proxy --latency-ms 30 --port-file /tmp/s3.json
+
+writes {"endpoint_url": <proxy>, "moto_url": <moto itself>} to the port file (and as one line to
+stdout, once both listen) and is steered over HTTP
+on a reserved path (no bucket name has underscores, so it never collides with S3's key space):
+`POST /__proxy__/reset` (JSON: latency_ms, throttle_ratio, seed, throttle_first, throttle_every),
+`GET /__proxy__/ledger` (the summary; `?requests=1` adds every request), and, in that process only,
+`POST /__proxy__/copy` (JSON: source_bucket, target_bucket: a bucket's objects copied inside moto,
+no request billed) and `POST /__proxy__/drop` (JSON: bucket: forgotten with its objects).
 """
 
 from __future__ import annotations
 
+import argparse
 import http.client
+import json
+import logging
+import os
+import random
 import re
+import signal
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -26,6 +51,10 @@ ACCESS_DENIED = (
 )
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade"}
 _KEY_ID = re.compile(r"Credential=([^/]+)/")
+CONTROL_PREFIX = "/__proxy__/"
+KINDS = ("GET", "HEAD", "LIST", "PUT", "DELETE", "DeleteObjects", "OTHER")
+# Query keys of a bucket-level GET that make it a listing (ListObjects / ListObjectsV2 and their pages).
+_LIST_KEYS = {"list-type", "prefix", "delimiter", "marker", "continuation-token", "start-after", "max-keys"}
 
 
 @dataclass(frozen=True)
@@ -36,26 +65,70 @@ class Request:
     status: int
     key_id: str | None
     conditional: bool  # If-None-Match on a PUT: a create-if-absent
+    kind: str = "OTHER"  # one of KINDS
+    bytes_in: int = 0  # request body
+    bytes_out: int = 0  # response body
+    seconds: float = 0.0  # arrival to answer, the added latency included
+    upstream_seconds: float = 0.0  # moto's own time for it (0 when the proxy answered itself)
+    deleted_keys: int = 0  # keys named by a DeleteObjects body
+
+
+def classify(method: str, path: str, query: str) -> str:
+    """The request's kind on S3's path-style API (`/bucket` or `/bucket/key`, query unparsed).
+
+    A GET on the bucket itself is a LIST when it carries a listing parameter (or none at all);
+    `POST /bucket?delete` is a DeleteObjects batch; object GET/PUT/DELETE with a sub-resource
+    (?tagging, ?acl, multipart parts and uploads) and everything else count as OTHER.
+    """
+    keys = set(parse_qs(query, keep_blank_values=True))
+    on_bucket = "/" not in path.strip("/")
+    if method == "HEAD":
+        return "HEAD"
+    if method == "POST":
+        return "DeleteObjects" if "delete" in keys else "OTHER"
+    if on_bucket:
+        return "LIST" if method == "GET" and (not keys or keys & _LIST_KEYS) else "OTHER"
+    if keys - {"x-id", "versionId"}:
+        return "OTHER"
+    return {"GET": "GET", "PUT": "PUT", "DELETE": "DELETE"}.get(method, "OTHER")
 
 
 # Decides from (method, path, unquoted query) whether the proxy answers 403 AccessDenied.
 DenyRule = Callable[[str, str, str], bool]
+# Answers a control request under /__proxy__/<name>: (name, parsed JSON body) -> JSON-able answer.
+ControlAction = Callable[[dict[str, Any]], Any]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # a pool opening 64 connections at once must not wait for SYN retries
 
 
 class ThrottlingProxy:
-    """Forward to `upstream`; `throttle_first` / `throttle_every` decide which requests get 503,
-    `deny` which get 403."""
+    """Forward to `upstream` after `latency_s`; `throttle_first` / `throttle_every` / `throttle_ratio`
+    decide which requests get 503, `deny` which get 403; `requests` and `summary()` are the ledger."""
 
-    def __init__(self, upstream: str) -> None:
+    def __init__(
+        self, upstream: str, latency_s: float = 0.0, throttle_ratio: float = 0.0, port: int = 0
+    ) -> None:
         self.upstream = urlsplit(upstream)
         self.requests: list[Request] = []
         self.throttle_first = 0
         self.throttle_every = 0
+        self.throttle_ratio = throttle_ratio
+        self.latency_s = latency_s
         self.deny: DenyRule | None = None
+        self.controls: dict[str, ControlAction] = {
+            "reset": self._reset_from_json,
+            "ledger": lambda body: self.summary(with_requests=bool(body.get("requests"))),
+        }
         self._seen = 0
+        self._random = random.Random(0)
+        self._in_flight = 0
+        self._peak_in_flight = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._upstreams = threading.local()
+        self._server = _Server(("127.0.0.1", port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -71,11 +144,23 @@ class ThrottlingProxy:
         self._server.shutdown()
         self._server.server_close()
 
-    def reset(self, throttle_first: int = 0, throttle_every: int = 0, deny: DenyRule | None = None) -> None:
+    def reset(
+        self,
+        throttle_first: int = 0,
+        throttle_every: int = 0,
+        deny: DenyRule | None = None,
+        latency_s: float = 0.0,
+        throttle_ratio: float = 0.0,
+        seed: int = 0,
+    ) -> None:
+        """A fresh ledger and these settings (everything left out: off)."""
         with self._lock:
             self.requests.clear()
             self._seen = 0
+            self._peak_in_flight = self._in_flight
             self.throttle_first, self.throttle_every = throttle_first, throttle_every
+            self.latency_s, self.throttle_ratio = latency_s, throttle_ratio
+            self._random = random.Random(seed)
             self.deny = deny
 
     def count(self, method: str | None = None, query: str = "", status: int | None = None) -> int:
@@ -87,29 +172,124 @@ class ThrottlingProxy:
             and (status is None or r.status == status)
         )
 
+    def summary(self, with_requests: bool = False) -> dict[str, Any]:
+        """The bill since the last reset: requests by kind, bytes each way, throttled (503) and denied
+        (403) answers, conditional puts, keys named by DeleteObjects, the peak in flight at once, and
+        moto's own time (`upstream_s`: the sum over forwarded requests, to tell its cost apart)."""
+        with self._lock:
+            requests = list(self.requests)
+            peak = self._peak_in_flight
+        kinds = Counter(r.kind for r in requests)
+        summary: dict[str, Any] = {
+            "requests": len(requests),
+            "by_kind": {kind: kinds.get(kind, 0) for kind in KINDS},
+            "bytes_in": sum(r.bytes_in for r in requests),
+            "bytes_out": sum(r.bytes_out for r in requests),
+            "throttled": sum(1 for r in requests if r.status == 503),
+            "denied": sum(1 for r in requests if r.status == 403),
+            "conditional_puts": sum(1 for r in requests if r.conditional),
+            "deleted_keys": sum(r.deleted_keys for r in requests),
+            "peak_in_flight": peak,
+            "upstream_s": sum(r.upstream_seconds for r in requests),
+            "latency_s": self.latency_s,
+            "throttle_ratio": self.throttle_ratio,
+        }
+        if with_requests:
+            summary["request_list"] = [asdict(r) for r in requests]
+        return summary
+
+    def _reset_from_json(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.reset(
+            throttle_first=int(body.get("throttle_first", 0)),
+            throttle_every=int(body.get("throttle_every", 0)),
+            latency_s=float(body.get("latency_ms", 0)) / 1000,
+            throttle_ratio=float(body.get("throttle_ratio", 0)),
+            seed=int(body.get("seed", 0)),
+        )
+        return {"latency_s": self.latency_s, "throttle_ratio": self.throttle_ratio}
+
+    def _arrive(self) -> None:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+
     def _throttle(self) -> bool:
+        """Whether this request gets 503: the first N, every k-th, or a seeded draw under the ratio
+        (one draw per request in arrival order, so a run's share is reproducible)."""
         with self._lock:
             self._seen += 1
             seen = self._seen
+            drawn = self._random.random() < self.throttle_ratio if self.throttle_ratio else False
         if seen <= self.throttle_first:
             return True
-        return bool(self.throttle_every) and seen % self.throttle_every == 0
+        return drawn or (bool(self.throttle_every) and seen % self.throttle_every == 0)
 
     def _denied(self, handler: BaseHTTPRequestHandler) -> bool:
         parts = urlsplit(handler.path)
         deny = self.deny
         return deny is not None and deny(handler.command, unquote(parts.path), unquote(parts.query))
 
-    def _record(self, handler: BaseHTTPRequestHandler, status: int) -> None:
+    def _record(
+        self,
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        body: bytes,
+        sent: int,
+        started: float,
+        upstream_s: float,
+    ) -> None:
+        """Book the request and count it out of flight (before its answer is written, so a client that
+        has its answer always finds it in the ledger)."""
         parts = urlsplit(handler.path)
         match = _KEY_ID.search(handler.headers.get("Authorization", ""))
-        conditional = handler.command == "PUT" and "If-None-Match" in handler.headers
+        kind = classify(handler.command, unquote(parts.path), parts.query)
+        request = Request(
+            method=handler.command,
+            path=parts.path,
+            query=parts.query,
+            status=status,
+            key_id=match and match.group(1),
+            conditional=handler.command == "PUT" and "If-None-Match" in handler.headers,
+            kind=kind,
+            bytes_in=len(body),
+            bytes_out=sent,
+            seconds=time.perf_counter() - started,
+            upstream_seconds=upstream_s,
+            deleted_keys=body.count(b"<Key>") if kind == "DeleteObjects" else 0,
+        )
         with self._lock:
-            self.requests.append(
-                Request(
-                    handler.command, parts.path, parts.query, status, match and match.group(1), conditional
+            self.requests.append(request)
+            self._in_flight -= 1
+
+    def _send_upstream(
+        self, method: str, path: str, body: bytes, headers: dict[str, str]
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """(status, headers, body) of one request over this thread's kept-alive connection to moto (a
+        fresh TCP connection per request costs more than moto does); a connection moto closed
+        meanwhile is reopened once."""
+        for attempt in (0, 1):
+            connection = getattr(self._upstreams, "connection", None)
+            fresh = connection is None
+            if connection is None:
+                connection = http.client.HTTPConnection(
+                    self.upstream.hostname, self.upstream.port, timeout=120
                 )
-            )
+                self._upstreams.connection = connection
+            try:
+                connection.request(method, path, body=body, headers=headers)
+                response = connection.getresponse()
+                data = response.read()
+            except (ConnectionError, http.client.BadStatusLine):
+                connection.close()
+                self._upstreams.connection = None
+                if fresh or attempt:
+                    raise
+                continue
+            if (response.getheader("Connection") or "").lower() == "close":
+                connection.close()
+                self._upstreams.connection = None
+            return response.status, response.getheaders(), data
+        raise AssertionError("unreachable: the second attempt returns or raises")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -120,41 +300,9 @@ class ThrottlingProxy:
             def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - quiet
                 pass
 
-            def _error(self, status: int, body: bytes) -> None:
-                proxy._record(self, status)
+            def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/xml")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            def _forward(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
-                if proxy._throttle():
-                    self._error(503, SLOW_DOWN)
-                    return
-                if proxy._denied(self):
-                    self._error(403, ACCESS_DENIED)
-                    return
-                upstream = http.client.HTTPConnection(
-                    proxy.upstream.hostname, proxy.upstream.port, timeout=60
-                )
-                try:
-                    headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-                    upstream.request(self.command, self.path, body=body, headers=headers)
-                    response = upstream.getresponse()
-                    data = response.read()
-                finally:
-                    upstream.close()
-                proxy._record(self, response.status)
-                self.send_response(response.status)
-                for key, value in response.getheaders():
-                    if key.lower() in _HOP_HEADERS or (
-                        key.lower() == "content-length" and self.command != "HEAD"
-                    ):
-                        continue  # HEAD keeps the object's Content-Length; a body gets its own
+                for key, value in headers:
                     self.send_header(key, value)
                 if self.command != "HEAD":
                     self.send_header("Content-Length", str(len(data)))
@@ -162,6 +310,128 @@ class ThrottlingProxy:
                 if self.command != "HEAD":
                     self.wfile.write(data)
 
+            def _control(self, body: bytes) -> None:
+                name = urlsplit(self.path).path.removeprefix(CONTROL_PREFIX)
+                action = proxy.controls.get(name)
+                arguments = json.loads(body) if body else {}
+                arguments.update({k: v[-1] for k, v in parse_qs(urlsplit(self.path).query).items()})
+                try:
+                    status, answer = (200, action(arguments)) if action else (404, {"error": f"no {name}"})
+                except Exception as error:  # a control error goes back to the caller, not to stderr
+                    status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
+                self._answer(status, [("Content-Type", "application/json")], json.dumps(answer).encode())
+
+            def _forward(self) -> None:
+                started = time.perf_counter()
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                if self.path.startswith(CONTROL_PREFIX):
+                    self._control(body)
+                    return
+                proxy._arrive()
+                if proxy.latency_s:
+                    time.sleep(proxy.latency_s)  # the store's time to first byte, not synchronisation
+                error = SLOW_DOWN if proxy._throttle() else ACCESS_DENIED if proxy._denied(self) else None
+                if error is not None:
+                    status = 503 if error is SLOW_DOWN else 403
+                    sent = 0 if self.command == "HEAD" else len(error)
+                    proxy._record(self, status, body, sent, started, 0.0)
+                    self._answer(status, [("Content-Type", "application/xml")], error)
+                    return
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                upstream_start = time.perf_counter()
+                try:
+                    status, upstream_headers, data = proxy._send_upstream(
+                        self.command, self.path, body, headers
+                    )
+                except (OSError, http.client.HTTPException) as failure:  # moto gone: a 502, still booked
+                    status, upstream_headers, data = 502, [], f"proxy: {failure}".encode()
+                upstream_s = time.perf_counter() - upstream_start
+                sent = 0 if self.command == "HEAD" else len(data)
+                proxy._record(self, status, body, sent, started, upstream_s)
+                kept = [
+                    (key, value)
+                    for key, value in upstream_headers
+                    if key.lower() not in _HOP_HEADERS
+                    # HEAD keeps the object's Content-Length; a body gets its own
+                    and not (key.lower() == "content-length" and self.command != "HEAD")
+                ]
+                self._answer(status, kept, data)
+
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 
         return Handler
+
+
+# -- moto and the proxy in a process of their own ---------------------------------------------------
+
+
+def _moto_controls(proxy: ThrottlingProxy) -> None:
+    """The bucket-level shortcuts of the standalone process: copy a bucket's objects and drop a bucket
+    inside moto, so a benchmark gets a fresh copy of a table per destructive job without uploading
+    it again (and without billing those requests to the job)."""
+    from moto.core import DEFAULT_ACCOUNT_ID  # moto: only in the standalone process, never on import
+    from moto.s3.models import s3_backends
+
+    backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
+
+    def copy(body: dict[str, Any]) -> dict[str, Any]:
+        source, target = body["source_bucket"], body["target_bucket"]
+        if target not in backend.buckets:
+            backend.create_bucket(target, "us-east-1")
+        copied = 0
+        for name, key in list(backend.buckets[source].keys.items()):
+            backend.put_object(target, name, key.value)
+            copied += 1
+        return {"copied": copied}
+
+    def drop(body: dict[str, Any]) -> dict[str, Any]:
+        bucket = backend.buckets.get(body["bucket"])
+        if bucket is None:
+            return {"dropped": False}
+        bucket.keys.clear()  # moto deletes only empty buckets; its key store is a dict
+        backend.delete_bucket(body["bucket"])
+        return {"dropped": True}
+
+    proxy.controls.update(copy=copy, drop=drop)
+
+
+def serve(latency_ms: float, throttle_ratio: float, port_file: str, port: int = 0) -> None:
+    """Moto's server and the proxy in front of it, until SIGTERM or SIGINT; their URLs go to
+    `port_file` (written whole, then renamed, so a reader never sees half of it)."""
+    from moto.server import ThreadedMotoServer  # moto: only in the standalone process, never on import
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request would drown the caller's log
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, moto_port = moto.get_host_and_port()
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    with ThrottlingProxy(f"http://{host}:{moto_port}", latency_ms / 1000, throttle_ratio, port) as proxy:
+        _moto_controls(proxy)
+        urls = {
+            "endpoint_url": proxy.endpoint_url,
+            "moto_url": f"http://{host}:{moto_port}",
+            "pid": os.getpid(),
+        }
+        with open(f"{port_file}.tmp", "w") as out:
+            json.dump(urls, out)
+        os.replace(f"{port_file}.tmp", port_file)
+        print(json.dumps(urls), flush=True)  # one line: a parent reading stdout knows it is ready
+        stop.wait()
+    moto.stop()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="moto's S3 server behind the latency/throttling proxy")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added before every request")
+    parser.add_argument("--throttle", type=float, default=0.0, help="share of requests answered 503")
+    parser.add_argument("--port", type=int, default=0, help="the proxy's port (0: any free one)")
+    parser.add_argument("--port-file", required=True, help="where to write the URLs as JSON")
+    args = parser.parse_args(argv)
+    serve(args.latency_ms, args.throttle, args.port_file, args.port)
+
+
+if __name__ == "__main__":
+    main()

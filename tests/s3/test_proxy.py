@@ -1,0 +1,226 @@
+"""The proxy's own behaviour: the latency it adds, how it classifies and bills requests, its seeded
+503 share, its in-flight peak, and the standalone process a benchmark steers over HTTP.
+
+Benchmarks and S3 tests read their figures off this ledger, so a wrong kind or a missed request
+would misreport every job's bill.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import boto3
+import pytest
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from tests.s3.proxy import ThrottlingProxy, classify
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def proxy(moto_s3) -> Iterator[ThrottlingProxy]:
+    """A proxy of this test's own (the session's is shared with the S3 job tests)."""
+    endpoint_url, _, _ = moto_s3
+    with ThrottlingProxy(endpoint_url) as own:
+        yield own
+
+
+def client(endpoint_url: str, attempts: int = 1) -> Any:
+    """A boto3 S3 client through `endpoint_url` that does not retry (every attempt is one request)."""
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name="us-east-1",
+        config=Config(retries={"total_max_attempts": attempts, "mode": "standard"}),
+    )
+
+
+def head_status(s3: Any, bucket: str, key: str) -> int:
+    """The status of one HEAD through `s3` (a client that does not retry): 200, or the error's."""
+    try:
+        s3.head_object(Bucket=bucket, Key=key)
+    except ClientError as error:
+        return int(error.response["ResponseMetadata"]["HTTPStatusCode"])
+    return 200
+
+
+def test_every_request_waits_the_latency_before_it_is_answered(moto_s3, proxy: ThrottlingProxy) -> None:
+    _, bucket, _ = moto_s3
+    proxy.reset(latency_s=0.05)
+    s3 = client(proxy.endpoint_url)
+    key = f"lat-{uuid.uuid4().hex}"
+    s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    s3.head_object(Bucket=bucket, Key=key)
+    assert len(proxy.requests) == 3
+    for request in proxy.requests:
+        assert request.seconds >= 0.05, request
+        assert request.upstream_seconds < request.seconds  # moto's own share is booked apart
+    proxy.reset()
+    assert proxy.summary()["latency_s"] == 0  # a reset turns the latency off
+
+
+def test_requests_are_classified_and_billed_by_kind(moto_s3, proxy: ThrottlingProxy) -> None:
+    _, bucket, _ = moto_s3
+    s3 = client(proxy.endpoint_url)
+    prefix = f"kinds-{uuid.uuid4().hex}"
+    proxy.reset()
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/a", Body=b"12345")
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/b", Body=b"67", IfNoneMatch="*")  # a create-if-absent
+    s3.put_object(Bucket=bucket, Key=f"{prefix}/c", Body=b"")
+    s3.head_object(Bucket=bucket, Key=f"{prefix}/a")
+    assert s3.get_object(Bucket=bucket, Key=f"{prefix}/a")["Body"].read() == b"12345"
+    listed = s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/")
+    assert listed["KeyCount"] == 3
+    s3.delete_object(Bucket=bucket, Key=f"{prefix}/c")
+    s3.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": f"{prefix}/a"}, {"Key": f"{prefix}/b"}]})
+
+    summary = proxy.summary()
+    assert summary["by_kind"] == {
+        "GET": 1,
+        "HEAD": 1,
+        "LIST": 1,
+        "PUT": 3,
+        "DELETE": 1,
+        "DeleteObjects": 1,
+        "OTHER": 0,
+    }
+    assert summary["requests"] == 8
+    assert summary["conditional_puts"] == 1
+    assert summary["deleted_keys"] == 2
+    assert summary["throttled"] == summary["denied"] == 0
+    assert summary["bytes_out"] >= 5 + len(b"<ListBucketResult")  # the object's bytes and the listing
+    puts = [r for r in proxy.requests if r.kind == "PUT"]
+    assert [r.bytes_in for r in puts] == [5, 2, 0]
+    head = next(r for r in proxy.requests if r.kind == "HEAD")
+    assert head.bytes_out == 0  # a HEAD has no body, whatever its Content-Length says
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "kind"),
+    [
+        ("GET", "/b", "list-type=2&prefix=t%2F", "LIST"),
+        ("GET", "/b/", "", "LIST"),
+        ("GET", "/b", "location", "OTHER"),
+        ("GET", "/b/t/k", "", "GET"),
+        ("GET", "/b/t/k", "x-id=GetObject", "GET"),
+        ("GET", "/b/t/k", "tagging", "OTHER"),
+        ("PUT", "/b/t/k", "partNumber=1&uploadId=u", "OTHER"),
+        ("POST", "/b", "delete", "DeleteObjects"),
+        ("POST", "/b/t/k", "uploads", "OTHER"),
+        ("HEAD", "/b/t/k", "", "HEAD"),
+        ("DELETE", "/b/t/k", "", "DELETE"),
+    ],
+)
+def test_classify(method: str, path: str, query: str, kind: str) -> None:
+    assert classify(method, path, query) == kind
+
+
+def test_throttle_ratio_answers_a_seeded_share_with_slow_down(moto_s3, proxy: ThrottlingProxy) -> None:
+    _, bucket, _ = moto_s3
+    key = f"thr-{uuid.uuid4().hex}"
+    s3 = client(proxy.endpoint_url)
+    s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+
+    def statuses(seed: int) -> list[int]:
+        proxy.reset(throttle_ratio=0.2, seed=seed)
+        return [head_status(s3, bucket, key) for _ in range(200)]
+
+    first = statuses(7)
+    throttled = first.count(503)
+    assert set(first) == {200, 503}
+    assert 20 <= throttled <= 60  # 20% of 200, give or take 3.5 standard deviations
+    assert proxy.summary()["throttled"] == throttled
+    assert statuses(7) == first  # the same seed throttles the same requests
+    assert statuses(8) != first
+
+
+def test_peak_in_flight_counts_concurrent_requests(moto_s3, proxy: ThrottlingProxy) -> None:
+    """Four clients whose requests are held in the proxy until all four have arrived: the peak is
+    four exactly (the deny rule runs inside the proxy, after a request counts as in flight)."""
+    _, bucket, _ = moto_s3
+    key = f"peak-{uuid.uuid4().hex}"
+    s3 = client(proxy.endpoint_url)
+    s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    all_arrived = threading.Barrier(4, timeout=30)
+
+    def hold_until_all_arrived(method: str, path: str, query: str) -> bool:
+        all_arrived.wait()
+        return False
+
+    proxy.reset(deny=hold_until_all_arrived)
+    results: list[int] = []
+    clients = [client(proxy.endpoint_url) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda own=own: results.append(head_status(own, bucket, key)))
+        for own in clients
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [200] * 4
+    assert proxy.summary()["peak_in_flight"] == 4
+    proxy.reset()
+    head_status(s3, bucket, key)
+    assert proxy.summary()["peak_in_flight"] == 1  # a reset starts the peak afresh
+
+
+def control(endpoint_url: str, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    parts = urlsplit(endpoint_url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        method = "GET" if body is None else "POST"
+        connection.request(method, f"/__proxy__/{name}", body=json.dumps(body or {}).encode())
+        response = connection.getresponse()
+        answer = json.loads(response.read())
+        assert response.status == 200, answer
+        return answer
+    finally:
+        connection.close()
+
+
+def test_the_standalone_process_serves_moto_and_is_steered_over_http(tmp_path: Path) -> None:
+    port_file = tmp_path / "s3.json"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.s3.proxy", "--latency-ms", "20", "--port-file", str(port_file)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        urls = json.loads(process.stdout.readline())  # printed once both servers listen
+        assert json.loads(port_file.read_text()) == urls
+        boto3.client("s3", endpoint_url=urls["moto_url"], region_name="us-east-1").create_bucket(Bucket="src")
+        s3 = client(urls["endpoint_url"])
+        s3.put_object(Bucket="src", Key="t/a", Body=b"abc")
+        s3.list_objects_v2(Bucket="src", Prefix="t/")
+        ledger = control(urls["endpoint_url"], "ledger")
+        assert ledger["requests"] == 2 and ledger["by_kind"]["PUT"] == ledger["by_kind"]["LIST"] == 1
+        assert ledger["latency_s"] == 0.02 and ledger["peak_in_flight"] == 1
+
+        assert control(urls["endpoint_url"], "copy", {"source_bucket": "src", "target_bucket": "dst"}) == {
+            "copied": 1
+        }
+        control(urls["endpoint_url"], "reset", {"latency_ms": 0, "throttle_ratio": 0})
+        assert s3.get_object(Bucket="dst", Key="t/a")["Body"].read() == b"abc"
+        ledger = control(urls["endpoint_url"], "ledger?requests=1")
+        assert ledger["requests"] == 1 and ledger["latency_s"] == 0  # the copy itself billed nothing
+        assert ledger["request_list"][0]["path"] == "/dst/t/a"
+        assert control(urls["endpoint_url"], "drop", {"bucket": "dst"}) == {"dropped": True}
+        assert head_status(s3, "dst", "t/a") == 404
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
