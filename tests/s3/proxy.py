@@ -19,7 +19,8 @@ on a reserved path (no bucket name has underscores, so it never collides with S3
 `POST /__proxy__/reset` (JSON: latency_ms, throttle_ratio, seed, throttle_first, throttle_every),
 `GET /__proxy__/ledger` (the summary; `?requests=1` adds every request), and, in that process only,
 `POST /__proxy__/copy` (JSON: source_bucket, target_bucket: a bucket's objects copied inside moto,
-no request billed) and `POST /__proxy__/drop` (JSON: bucket: forgotten with its objects).
+no request billed), `POST /__proxy__/drop` (JSON: bucket: forgotten with its objects) and
+`POST /__proxy__/load` (JSON: bucket, prefix, directory: a local directory's files put inside moto).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Request:
     bytes_out: int = 0  # response body
     seconds: float = 0.0  # arrival to answer, the added latency included
     upstream_seconds: float = 0.0  # moto's own time for it (0 when the proxy answered itself)
+    upstream_start: float = 0.0  # when it went to moto (time.perf_counter of the proxy's process)
     deleted_keys: int = 0  # keys named by a DeleteObjects body
 
 
@@ -91,6 +93,19 @@ def classify(method: str, path: str, query: str) -> str:
     if keys - {"x-id", "versionId"}:
         return "OTHER"
     return {"GET": "GET", "PUT": "PUT", "DELETE": "DELETE"}.get(method, "OTHER")
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, duration) spans: how long something was busy at all."""
+    busy, end = 0.0, float("-inf")
+    for start, duration in sorted(spans):
+        if duration <= 0:
+            continue
+        finish = start + duration
+        if finish > end:
+            busy += finish - max(start, end)
+            end = finish
+    return busy
 
 
 # Decides from (method, path, unquoted query) whether the proxy answers 403 AccessDenied.
@@ -175,7 +190,9 @@ class ThrottlingProxy:
     def summary(self, with_requests: bool = False) -> dict[str, Any]:
         """The bill since the last reset: requests by kind, bytes each way, throttled (503) and denied
         (403) answers, conditional puts, keys named by DeleteObjects, the peak in flight at once, and
-        moto's own time (`upstream_s`: the sum over forwarded requests, to tell its cost apart)."""
+        moto's own time: `upstream_s` sums it over forwarded requests (queueing included when many
+        wait on moto at once), `upstream_busy_s` is how long moto had at least one request (its cost
+        when it serves them one at a time, as its single GIL mostly does)."""
         with self._lock:
             requests = list(self.requests)
             peak = self._peak_in_flight
@@ -191,6 +208,7 @@ class ThrottlingProxy:
             "deleted_keys": sum(r.deleted_keys for r in requests),
             "peak_in_flight": peak,
             "upstream_s": sum(r.upstream_seconds for r in requests),
+            "upstream_busy_s": busy_seconds([(r.upstream_start, r.upstream_seconds) for r in requests]),
             "latency_s": self.latency_s,
             "throttle_ratio": self.throttle_ratio,
         }
@@ -237,6 +255,7 @@ class ThrottlingProxy:
         sent: int,
         started: float,
         upstream_s: float,
+        upstream_start: float = 0.0,
     ) -> None:
         """Book the request and count it out of flight (before its answer is written, so a client that
         has its answer always finds it in the ledger)."""
@@ -255,6 +274,7 @@ class ThrottlingProxy:
             bytes_out=sent,
             seconds=time.perf_counter() - started,
             upstream_seconds=upstream_s,
+            upstream_start=upstream_start,
             deleted_keys=body.count(b"<Key>") if kind == "DeleteObjects" else 0,
         )
         with self._lock:
@@ -348,7 +368,7 @@ class ThrottlingProxy:
                     status, upstream_headers, data = 502, [], f"proxy: {failure}".encode()
                 upstream_s = time.perf_counter() - upstream_start
                 sent = 0 if self.command == "HEAD" else len(data)
-                proxy._record(self, status, body, sent, started, upstream_s)
+                proxy._record(self, status, body, sent, started, upstream_s, upstream_start)
                 kept = [
                     (key, value)
                     for key, value in upstream_headers
@@ -393,7 +413,22 @@ def _moto_controls(proxy: ThrottlingProxy) -> None:
         backend.delete_bucket(body["bucket"])
         return {"dropped": True}
 
-    proxy.controls.update(copy=copy, drop=drop)
+    def load(body: dict[str, Any]) -> dict[str, Any]:
+        """Every file under a local directory of this machine into bucket/prefix/..., put inside moto:
+        its HTTP PUT costs milliseconds of its one GIL, so 100,000 uploads would take minutes."""
+        bucket, prefix, root = body["bucket"], body["prefix"].strip("/"), body["directory"]
+        if bucket not in backend.buckets:
+            backend.create_bucket(bucket, "us-east-1")
+        loaded = 0
+        for directory, _, names in os.walk(root):
+            for name in names:
+                relative = os.path.relpath(os.path.join(directory, name), root).replace(os.sep, "/")
+                with open(os.path.join(directory, name), "rb") as source:
+                    backend.put_object(bucket, f"{prefix}/{relative}" if prefix else relative, source.read())
+                loaded += 1
+        return {"loaded": loaded}
+
+    proxy.controls.update(copy=copy, drop=drop, load=load)
 
 
 def serve(latency_ms: float, throttle_ratio: float, port_file: str, port: int = 0) -> None:

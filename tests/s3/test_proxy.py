@@ -23,7 +23,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from tests.s3.proxy import ThrottlingProxy, classify
+from tests.s3.proxy import ThrottlingProxy, busy_seconds, classify
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -127,6 +127,12 @@ def test_classify(method: str, path: str, query: str, kind: str) -> None:
     assert classify(method, path, query) == kind
 
 
+def test_busy_seconds_is_the_union_of_overlapping_spans() -> None:
+    """moto's cost per request is its busy time over the requests: overlapping waits count once."""
+    assert busy_seconds([]) == 0
+    assert busy_seconds([(0.0, 1.0), (0.5, 1.0), (3.0, 0.5), (3.1, 0.1), (5.0, 0.0)]) == 2.0
+
+
 def test_throttle_ratio_answers_a_seeded_share_with_slow_down(moto_s3, proxy: ThrottlingProxy) -> None:
     _, bucket, _ = moto_s3
     key = f"thr-{uuid.uuid4().hex}"
@@ -220,6 +226,15 @@ def test_the_standalone_process_serves_moto_and_is_steered_over_http(tmp_path: P
         assert ledger["requests"] == 1 and ledger["latency_s"] == 0  # the copy itself billed nothing
         assert ledger["request_list"][0]["path"] == "/dst/t/a"
         assert control(urls["endpoint_url"], "drop", {"bucket": "dst"}) == {"dropped": True}
+        (tmp_path / "local" / "d").mkdir(parents=True)
+        (tmp_path / "local" / "d" / "f").write_bytes(b"local")
+        loaded = control(
+            urls["endpoint_url"],
+            "load",
+            {"bucket": "upl", "prefix": "p", "directory": str(tmp_path / "local")},
+        )
+        assert loaded == {"loaded": 1}
+        assert s3.get_object(Bucket="upl", Key="p/d/f")["Body"].read() == b"local"
         assert head_status(s3, "dst", "t/a") == 404
     finally:
         process.terminate()

@@ -1,0 +1,139 @@
+"""Object-storage benchmark: every job on moto's S3 behind a proxy that adds a latency to every request,
+with the request bill (kinds, bytes, peak in flight, 503s) against the fewest requests the job needs.
+
+    .venv/bin/python scripts/bench_s3.py                                         # 20,000 objects, 30 ms
+    .venv/bin/python scripts/bench_s3.py --objects 100000 --manifests 1000       # the issue's size
+    .venv/bin/python scripts/bench_s3.py --throttle 0.01                         # 1% answered 503
+    .venv/bin/python scripts/bench_s3.py --jobs expire-snapshots,compact --spark # some jobs, + Spark path
+
+Builds the tables once on local disk (scripts/s3bench/tables.py: the orphan benchmark's table of 100
+daily partitions x 4 buckets, `--manifests` manifests and `--objects` objects in all, 10 snapshots, 5
+tags, 1% planted orphans; small append and primary-key tables with real Parquet data; Parquet files
+for the write job), uploads them straight to moto, which runs with the proxy in a process of its own
+(`python -m tests.s3.proxy`), and runs each job as `python -m jobs <op>` through the proxy, on a fresh
+copy of its table when the job changes it: first at latency 0 (moto's own cost), then at
+`--latency-ms`. One row per job:
+
+  ran in      the run record's details.executed_in (driver or Spark)
+  wall s      the job alone at --latency-ms (its run record's duration; Spark's start-up included
+              when it used Spark); @0 s: the same at latency 0
+  reqs ...    requests by kind (GET, HEAD, LIST, PUT, DELETE, DeleteObjects, other) at --latency-ms,
+              MiB in (request bodies) and out (response bodies), peak in flight, throttled (503)
+  fewest      the requests the job needs at the fewest (scripts/s3bench/jobs.py says how, per job)
+  floor s     fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
+  moto ms     moto's own time per request (the proxy's upstream time, at latency 0)
+  load        the 1-minute load average after the run
+
+A job that fails prints its error in its row; the script goes on and exits 1 at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from paimon_format.storage.fileio import FileIO  # noqa: E402
+from scripts.s3bench import tables  # noqa: E402
+from scripts.s3bench.jobs import Facts, Job, all_jobs, with_spark  # noqa: E402
+from scripts.s3bench.run import HEADER, SOURCE_BUCKETS, row, run_job  # noqa: E402
+from scripts.s3bench.store import Store  # noqa: E402
+
+
+def build_and_upload(store: Store, workdir: Path, objects: int, manifests: int) -> Facts:
+    """Every table built locally, then uploaded to its own bucket; their facts."""
+    start = time.perf_counter()
+    warehouse = workdir / "wh"
+    facts: Facts = {
+        "maintenance": tables.build_maintenance(str(warehouse / "db.db" / "t"), objects, manifests),
+        "append": tables.build_append(str(warehouse / "db.db" / "append"), 100_000, 40),
+        "pk": tables.build_pk(str(warehouse / "db.db" / "pk"), 100_000, 4, 4),
+        "incoming": tables.build_incoming(workdir / "incoming", 100_000, 4, 4),
+    }
+    built = time.perf_counter() - start
+    start = time.perf_counter()
+    uploaded = 0
+    for key, name in (("maintenance", "t"), ("append", "append"), ("pk", "pk")):
+        uploaded += store.upload(warehouse / "db.db" / name, SOURCE_BUCKETS[key], f"wh/db.db/{name}")
+    uploaded += store.upload(workdir / "incoming", "src-incoming", "incoming")
+    empty = workdir / "empty"
+    empty.mkdir()
+    store.upload(empty, SOURCE_BUCKETS["write"], "wh")
+    m = facts["maintenance"]
+    print(
+        f"built in {built:.1f} s, uploaded {uploaded:,} objects in {time.perf_counter() - start:.1f} s; "
+        f"maintenance table: {m.objects:,} objects, {m.data_files:,} data files, {m.orphans:,} orphans, "
+        f"{m.manifests:,} manifests ({m.manifest_bytes / 2**20:.1f} MiB), {m.snapshots} snapshots, "
+        f"{m.tags} tags; append: {facts['append'].data_files} files; pk: {facts['pk'].data_files} files",
+        flush=True,
+    )
+    return facts
+
+
+def selected_jobs(names: str, spark: bool) -> list[Job]:
+    wanted = {name.strip() for name in names.split(",") if name.strip()}
+    jobs = [job for job in all_jobs() if not wanted or job.name in wanted or job.operation in wanted]
+    if not jobs:
+        raise SystemExit(f"no job matches {names!r}; jobs: {', '.join(j.name for j in all_jobs())}")
+    chosen: list[Job] = []
+    for job in jobs:
+        chosen.append(job)
+        if spark and job.has_local:
+            chosen.append(with_spark(job))
+    return chosen
+
+
+def in_flight_limit() -> int:
+    """The jobs' in-flight limit on s3: FileIO's default for the protocol (1 before it had one)."""
+    return int(getattr(FileIO.for_path("s3://bucket/x"), "io_parallelism", 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--objects", type=int, default=20_000, help="objects of the maintenance table")
+    parser.add_argument("--manifests", type=int, default=200)
+    parser.add_argument("--latency-ms", type=float, default=30.0, help="added to every request")
+    parser.add_argument("--throttle", type=float, default=0.0, help="share of requests answered 503")
+    parser.add_argument("--jobs", default="", help="comma-separated job names or operations (default: all)")
+    parser.add_argument("--spark", action="store_true", help="also run each job that can on Spark")
+    parser.add_argument("--no-zero", action="store_true", help="skip the latency-0 runs")
+    args = parser.parse_args()
+    jobs = selected_jobs(args.jobs, args.spark)
+    workdir = Path(tempfile.mkdtemp(prefix="bench-s3-"))
+    store = Store.start(workdir)
+    failures = 0
+    try:
+        facts = build_and_upload(store, workdir, args.objects, args.manifests)
+        limit = in_flight_limit()
+        print(
+            f"latency {args.latency_ms:g} ms, throttle {args.throttle:g}, in-flight limit {limit}; "
+            f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}",
+            flush=True,
+        )
+        print(HEADER, flush=True)
+        for job in jobs:
+            zero = None
+            if args.latency_ms and not args.no_zero:
+                zero = run_job(store, job, 0.0, args.throttle, workdir)
+            run = run_job(store, job, args.latency_ms, args.throttle, workdir)
+            failures += bool(run.error) + bool(zero and zero.error)
+            print(row(job, facts, run, zero, limit), flush=True)
+            if zero is not None and zero.error and not run.error:
+                print(f"{'':<32} at latency 0: FAILED {zero.error}", flush=True)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    finally:
+        store.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    if failures:
+        print(f"bench_s3: {failures} run(s) failed", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

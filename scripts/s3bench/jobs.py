@@ -1,0 +1,229 @@
+"""The jobs the S3 benchmark runs, their settings, and the fewest requests each needs.
+
+The fewest count is what a job that knows the table's layout must still send, computed from the
+facts the builder counted (scripts/s3bench/tables.py), never from what a run sent:
+- a listing costs a page per 1,000 keys of a flat (delimiter-less) listing of the prefix;
+- every metadata file the job must read is one GET (snapshot, tag, schema, manifest list, manifest);
+  a data file it must read is one GET (the whole object; a Parquet reader's footer-then-body costs
+  two, which the ratio then shows);
+- every file it writes is one PUT; deletes go in DeleteObjects batches of 1,000 keys;
+- READ_LATEST: the latest snapshot's chain, LATEST hint + snapshot + schema + base and delta list;
+- COMMIT: a new manifest, its base and delta list, the snapshot (a conditional PUT), the LATEST hint.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from scripts.s3bench.tables import FIRST_DAY, TableFacts, day_value
+
+READ_LATEST = 5
+COMMIT = 5
+PAGE = 1000
+MANIFEST_TARGET = 8 * 2**20  # manifest.target-file-size's default
+DATA_TARGET = 128 * 2**20  # target-file-size's default for append tables
+DROPPED_DAYS = 10  # drop-partition: the 10 oldest days
+EXPIRED_DAYS = 20  # expire-partitions: the 20 oldest days
+RETAINED_TAGS = 2  # expire-tags: num_retained_max
+
+Facts = dict[str, TableFacts]  # by table: maintenance, append, pk, incoming
+
+
+def batches(keys: int) -> int:
+    return math.ceil(keys / PAGE)
+
+
+def expire_snapshots_fewest(f: Facts) -> int:
+    """List snapshot/ and tag/ (1 page each), read every snapshot, tag, the schema and every list (to
+    know what the expired ones name and the retained one keeps); the manifests need no read (their
+    metas say no file was deleted); delete 9 snapshots and their 18 lists in one batch; write EARLIEST."""
+    t = f["maintenance"]
+    expired = t.snapshots - 1
+    return 2 + t.snapshots + t.tags + 1 + t.lists + batches(3 * expired) + 1
+
+
+def orphans_dry_fewest(f: Facts) -> int:
+    """One flat listing of the table (which names every snapshot, tag and list too), then every
+    snapshot, tag, the schema, every list and every manifest read once."""
+    t = f["maintenance"]
+    return batches(t.objects) + t.snapshots + t.tags + 1 + t.lists + t.manifests
+
+
+def orphans_fewest(f: Facts) -> int:
+    """The dry run, plus the orphans deleted in batches of 1,000."""
+    return orphans_dry_fewest(f) + batches(f["maintenance"].orphans)
+
+
+def compact_manifests_fewest(f: Facts) -> int:
+    """The latest chain, every manifest read, the merged manifests written (8 MiB each), then the
+    new lists, snapshot and hint."""
+    t = f["maintenance"]
+    return READ_LATEST + t.manifests + math.ceil(t.manifest_bytes / MANIFEST_TARGET) + COMMIT - 1
+
+
+def drop_partition_fewest(f: Facts) -> int:
+    """The latest chain and the manifests whose partition stats overlap the dropped days (the others
+    are skipped unread), then one commit."""
+    t = f["maintenance"]
+    return READ_LATEST + t.manifests_touching(0, DROPPED_DAYS - 1) + COMMIT
+
+
+def expire_partitions_fewest(f: Facts) -> int:
+    """The latest chain and every manifest (which partitions exist is only known from the entries),
+    then one commit."""
+    return READ_LATEST + f["maintenance"].manifests + COMMIT
+
+
+def expire_tags_fewest(f: Facts) -> int:
+    """List tag/, read every tag, LATEST, the latest snapshot and the schema (the tags' snapshot is
+    live, so no file but the tag's own goes), delete the expired tags in one batch."""
+    t = f["maintenance"]
+    return 1 + t.tags + 3 + batches(t.tags - RETAINED_TAGS)
+
+
+def compact_append_fewest(f: Facts) -> int:
+    """The latest chain, every manifest and data file read once, the output files (128 MiB each)
+    written, one commit."""
+    t = f["append"]
+    return READ_LATEST + t.manifests + t.data_files + math.ceil(t.data_bytes / DATA_TARGET) + COMMIT
+
+
+def compact_pk_fewest(f: Facts) -> int:
+    """As the append table's, with one output file per bucket (each bucket merged into one run)."""
+    t = f["pk"]
+    return READ_LATEST + t.manifests + t.data_files + t.buckets + COMMIT
+
+
+def write_fewest(f: Facts) -> int:
+    """List the source (1 page), read each source file once, find no table (1), write its schema, one
+    data file per partition, one commit."""
+    t = f["incoming"]
+    return 1 + t.data_files + 1 + 1 + t.buckets + COMMIT
+
+
+def read_table_fewest(f: Facts) -> int:
+    """The latest chain, every manifest and every data file read once."""
+    t = f["append"]
+    return READ_LATEST + t.manifests + t.data_files
+
+
+def expiration_time() -> str:
+    """expire-partitions' expiration_time that expires exactly the EXPIRED_DAYS oldest days: between
+    now - day EXPIRED_DAYS and now - the day before it (in whole hours)."""
+    first_kept = dt.datetime.combine(FIRST_DAY + dt.timedelta(days=EXPIRED_DAYS), dt.time())
+    hours = math.ceil(
+        (dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - first_kept).total_seconds() / 3600
+    )
+    return f"{hours} h"
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str  # the row's label
+    operation: str  # `python -m jobs <operation>`, or read_table (scripts/s3bench/read_job.py)
+    table: str  # which table (Facts key); `write` writes a new table
+    fewest: Callable[[Facts], int]
+    settings: dict[str, Any] = field(default_factory=dict)
+    dry_run: bool = False
+    destructive: bool = True  # runs on a fresh copy of its table's bucket
+    has_local: bool = False  # accepts `local: never` (the --spark variant)
+
+
+def all_jobs() -> list[Job]:
+    maintenance = "maintenance"
+    future = "2100-01-01 00:00:00"
+    return [
+        Job(
+            "expire-snapshots",
+            "expire-snapshots",
+            maintenance,
+            expire_snapshots_fewest,
+            {"retain_min": 1, "retain_max": 1, "older_than": future, "max_deletes": 1000},
+            has_local=True,
+        ),
+        Job(
+            "remove-orphan-files dry",
+            "remove-orphan-files",
+            maintenance,
+            orphans_dry_fewest,
+            {"older_than": "0 ms", "force": True},
+            dry_run=True,
+            destructive=False,
+            has_local=True,
+        ),
+        Job(
+            "remove-orphan-files",
+            "remove-orphan-files",
+            maintenance,
+            orphans_fewest,
+            {"older_than": "0 ms", "force": True},
+            has_local=True,
+        ),
+        Job(
+            "compact-manifests", "compact-manifests", maintenance, compact_manifests_fewest, {"mode": "full"}
+        ),
+        Job(
+            "compact-manifests partition",
+            "compact-manifests",
+            maintenance,
+            compact_manifests_fewest,
+            {"mode": "full", "order": "partition"},
+            has_local=True,
+        ),
+        Job(
+            "drop-partition",
+            "drop-partition",
+            maintenance,
+            drop_partition_fewest,
+            {"where": f"dt < '{day_value(DROPPED_DAYS)}'"},
+            has_local=True,
+        ),
+        Job(
+            "expire-partitions",
+            "expire-partitions",
+            maintenance,
+            expire_partitions_fewest,
+            {
+                "expiration_time": expiration_time(),
+                "strategy": "values-time",
+                "timestamp_formatter": "yyyy-MM-dd",
+                "max_expires": 1000,
+            },
+            has_local=True,
+        ),
+        Job(
+            "expire-tags", "expire-tags", maintenance, expire_tags_fewest, {"num_retained_max": RETAINED_TAGS}
+        ),
+        Job("compact append", "compact", "append", compact_append_fewest, {"strategy": "full"}),
+        Job("compact pk", "compact", "pk", compact_pk_fewest, {}),
+        Job(
+            "write",
+            "write",
+            "write",
+            write_fewest,
+            {
+                "mode": "append",
+                "source": {"format": "parquet", "path": "s3://src-incoming/incoming/"},
+                "create": {"partition_keys": ["dt"], "options": {"bucket": "-1", "file.format": "parquet"}},
+            },
+        ),
+        Job("read_table", "read_table", "append", read_table_fewest, {}, destructive=False),
+    ]
+
+
+def with_spark(job: Job) -> Job:
+    """The same job forced onto Spark (`local: never`)."""
+    return Job(
+        f"{job.name} (Spark)",
+        job.operation,
+        job.table,
+        job.fewest,
+        {**job.settings, "local": "never"},
+        job.dry_run,
+        job.destructive,
+        job.has_local,
+    )

@@ -1,0 +1,138 @@
+"""One job run on the benchmark's store, and the row it prints.
+
+A run: a fresh copy of the table's bucket for a destructive job, a fresh ledger and the latency and
+503 share asked for, the job as a process of its own (`python -m jobs <op> --config F`, as a
+scheduler starts it; its run record says where it ran and how long it took), then the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from itertools import count
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scripts.s3bench.jobs import Facts, Job
+from scripts.s3bench.store import AWS_ENV, REPO, Store
+
+SOURCE_BUCKETS = {
+    "maintenance": "src-maintenance",
+    "append": "src-append",
+    "pk": "src-pk",
+    "write": "src-empty",
+}
+TABLES = {"maintenance": "db.t", "append": "db.append", "pk": "db.pk", "write": "db.w"}
+_RUNS = count(1)
+
+
+@dataclass
+class Run:
+    latency_ms: float
+    wall_s: float = (
+        0.0  # the job alone (its run record's duration), Spark's start included when it used Spark
+    )
+    process_s: float = 0.0  # the whole process, Python's start and imports included
+    executed_in: str = "?"
+    ledger: dict[str, Any] = field(default_factory=dict)
+    counts: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+
+def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir: Path) -> Run:
+    """Run `job` once at `latency_ms` (and `throttle`, the share answered 503) on a copy of its table."""
+    source = SOURCE_BUCKETS[job.table]
+    bucket = f"run-{next(_RUNS)}" if job.destructive else source
+    if job.destructive:
+        store.copy(source, bucket)
+    config = {
+        "warehouse": f"s3://{bucket}/wh",
+        "table": TABLES[job.table],
+        "storage_options": store.storage_options(),
+        **job.settings,
+    }
+    path = workdir / f"{job.operation}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    if job.operation == "read_table":
+        command = [sys.executable, "-m", "scripts.s3bench.read_job", "--config", str(path)]
+    else:
+        command = [sys.executable, "-m", "jobs", job.operation, "--config", str(path), "--quiet"]
+        command += ["--log-level", "WARNING"] + (["--dry-run"] if job.dry_run else [])
+    env = {
+        **os.environ,
+        **AWS_ENV,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    run = Run(latency_ms)
+    store.reset(latency_ms, throttle)
+    start = time.perf_counter()
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    run.process_s = time.perf_counter() - start
+    run.ledger = store.ledger()
+    if job.destructive:
+        store.drop(bucket)
+    record = parse_record(done.stdout)
+    run.wall_s = float(record.get("duration_s") or run.process_s)
+    run.executed_in = str(record.get("details", {}).get("executed_in", "?"))
+    run.counts = dict(record.get("counts", {}))
+    if done.returncode != 0:
+        message = record.get("message") or (done.stderr.strip().splitlines() or ["?"])[-1]
+        run.error = f"exit {done.returncode}: {' '.join(str(message).split())}"[:400]
+    return run
+
+
+def parse_record(stdout: str) -> dict[str, Any]:
+    """The run record a job printed (indented JSON, the whole of stdout), or {} when there is none."""
+    try:
+        record = json.loads(stdout)
+    except json.JSONDecodeError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def same_result(a: Run, b: Run) -> bool:
+    """Whether two runs of a job report the same counts (throttle counters aside)."""
+
+    def kept(counts: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in counts.items() if "throttl" not in k}
+
+    return kept(a.counts) == kept(b.counts)
+
+
+HEADER = (
+    f"{'job':<32} {'ran in':<7} {'wall s':>7} {'@0 s':>6} {'reqs':>6} {'GET':>5} {'HEAD':>5} {'LIST':>5} "
+    f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr':>4} "
+    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'moto ms':>7} {'load':>5}"
+)
+
+
+def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> str:
+    """One line: the run at the benchmark's latency, beside the same job at latency 0."""
+    if run.error:
+        return f"{job.name:<32} FAILED {run.error}"
+    ledger, kinds = run.ledger, run.ledger["by_kind"]
+    fewest = job.fewest(facts)
+    floor = fewest * run.latency_ms / 1000 / in_flight
+    requests = ledger["requests"]
+    zero_wall = f"{zero.wall_s:6.2f}" if zero and not zero.error else "     -"
+    moto = zero.ledger if zero and not zero.error else ledger
+    moto_ms = 1000 * moto["upstream_busy_s"] / max(moto["requests"], 1)
+    ratio = f"{run.wall_s / floor:10.1f}" if floor else "         -"
+    line = (
+        f"{job.name:<32} {run.executed_in[:7]:<7} {run.wall_s:7.2f} {zero_wall} {requests:6d} "
+        f"{kinds['GET']:5d} {kinds['HEAD']:5d} {kinds['LIST']:5d} {kinds['PUT']:5d} {kinds['DELETE']:4d} "
+        f"{kinds['DeleteObjects']:4d} {kinds['OTHER']:4d} {ledger['bytes_in'] / 2**20:7.2f} "
+        f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {ledger['throttled']:4d} "
+        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {moto_ms:7.2f} {os.getloadavg()[0]:5.2f}"
+    )
+    if zero is not None and not zero.error and not same_result(run, zero):
+        line += f"\n{'':<32} counts differ from the latency-0 run: {run.counts} vs {zero.counts}"
+    return line
