@@ -21,6 +21,8 @@ on a reserved path (no bucket name has underscores, so it never collides with S3
 `POST /__proxy__/copy` (JSON: source_bucket, target_bucket: a bucket's objects copied inside moto,
 no request billed), `POST /__proxy__/drop` (JSON: bucket: forgotten with its objects) and
 `POST /__proxy__/load` (JSON: bucket, prefix, directory: a local directory's files put inside moto).
+There moto lists a page by bisection instead of scanning the bucket (tests/s3/fast_listing.py;
+`GET /__proxy__/listing` counts the pages it answered).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from dataclasses import asdict, dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from tests.s3 import fast_listing
 
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -133,6 +137,7 @@ class ThrottlingProxy:
         self.throttle_ratio = throttle_ratio
         self.latency_s = latency_s
         self.deny: DenyRule | None = None
+        self.on_write: Callable[[str], None] | None = None  # told the bucket after each forwarded write
         self.controls: dict[str, ControlAction] = {
             "reset": self._reset_from_json,
             "ledger": lambda body: self.summary(with_requests=bool(body.get("requests"))),
@@ -321,14 +326,17 @@ class ThrottlingProxy:
                 pass
 
             def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
-                self.send_response(status)
-                for key, value in headers:
-                    self.send_header(key, value)
-                if self.command != "HEAD":
-                    self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    for key, value in headers:
+                        self.send_header(key, value)
+                    if self.command != "HEAD":
+                        self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up waiting (its timeout): it is booked
 
             def _control(self, body: bytes) -> None:
                 name = urlsplit(self.path).path.removeprefix(CONTROL_PREFIX)
@@ -367,6 +375,8 @@ class ThrottlingProxy:
                 except (OSError, http.client.HTTPException) as failure:  # moto gone: a 502, still booked
                     status, upstream_headers, data = 502, [], f"proxy: {failure}".encode()
                 upstream_s = time.perf_counter() - upstream_start
+                if proxy.on_write is not None and self.command not in ("GET", "HEAD"):
+                    proxy.on_write(unquote(urlsplit(self.path).path).strip("/").split("/")[0])
                 sent = 0 if self.command == "HEAD" else len(data)
                 proxy._record(self, status, body, sent, started, upstream_s, upstream_start)
                 kept = [
@@ -389,11 +399,14 @@ class ThrottlingProxy:
 def _moto_controls(proxy: ThrottlingProxy) -> None:
     """The bucket-level shortcuts of the standalone process: copy a bucket's objects and drop a bucket
     inside moto, so a benchmark gets a fresh copy of a table per destructive job without uploading
-    it again (and without billing those requests to the job)."""
+    it again (and without billing those requests to the job); and a listing that costs a page, not
+    the bucket (tests/s3/fast_listing.py)."""
     from moto.core import DEFAULT_ACCOUNT_ID  # moto: only in the standalone process, never on import
     from moto.s3.models import s3_backends
 
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
+    fast_listing.install(backend)
+    proxy.on_write = fast_listing.changed
 
     def copy(body: dict[str, Any]) -> dict[str, Any]:
         source, target = body["source_bucket"], body["target_bucket"]
@@ -403,6 +416,7 @@ def _moto_controls(proxy: ThrottlingProxy) -> None:
         for name, key in list(backend.buckets[source].keys.items()):
             backend.put_object(target, name, key.value)
             copied += 1
+        fast_listing.changed(target)
         return {"copied": copied}
 
     def drop(body: dict[str, Any]) -> dict[str, Any]:
@@ -411,6 +425,7 @@ def _moto_controls(proxy: ThrottlingProxy) -> None:
             return {"dropped": False}
         bucket.keys.clear()  # moto deletes only empty buckets; its key store is a dict
         backend.delete_bucket(body["bucket"])
+        fast_listing.changed(body["bucket"])
         return {"dropped": True}
 
     def load(body: dict[str, Any]) -> dict[str, Any]:
@@ -426,9 +441,12 @@ def _moto_controls(proxy: ThrottlingProxy) -> None:
                 with open(os.path.join(directory, name), "rb") as source:
                     backend.put_object(bucket, f"{prefix}/{relative}" if prefix else relative, source.read())
                 loaded += 1
+        fast_listing.changed(bucket)
         return {"loaded": loaded}
 
-    proxy.controls.update(copy=copy, drop=drop, load=load)
+    proxy.controls.update(
+        copy=copy, drop=drop, load=load, listing=lambda body: {"pages": fast_listing.pages_answered}
+    )
 
 
 def serve(latency_ms: float, throttle_ratio: float, port_file: str, port: int = 0) -> None:

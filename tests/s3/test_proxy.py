@@ -197,18 +197,24 @@ def control(endpoint_url: str, name: str, body: dict[str, Any] | None = None) ->
         connection.close()
 
 
-def test_the_standalone_process_serves_moto_and_is_steered_over_http(tmp_path: Path) -> None:
+def start_standalone(tmp_path: Path, *options: str) -> tuple[subprocess.Popen, dict[str, Any]]:
+    """`python -m tests.s3.proxy` started, and the URLs it printed once both servers listen."""
     port_file = tmp_path / "s3.json"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.s3.proxy", "--latency-ms", "20", "--port-file", str(port_file)],
+        [sys.executable, "-m", "tests.s3.proxy", *options, "--port-file", str(port_file)],
         cwd=REPO,
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert process.stdout is not None
+    urls = json.loads(process.stdout.readline())
+    assert json.loads(port_file.read_text()) == urls
+    return process, urls
+
+
+def test_the_standalone_process_serves_moto_and_is_steered_over_http(tmp_path: Path) -> None:
+    process, urls = start_standalone(tmp_path, "--latency-ms", "20")
     try:
-        assert process.stdout is not None
-        urls = json.loads(process.stdout.readline())  # printed once both servers listen
-        assert json.loads(port_file.read_text()) == urls
         boto3.client("s3", endpoint_url=urls["moto_url"], region_name="us-east-1").create_bucket(Bucket="src")
         s3 = client(urls["endpoint_url"])
         s3.put_object(Bucket="src", Key="t/a", Body=b"abc")
@@ -236,6 +242,61 @@ def test_the_standalone_process_serves_moto_and_is_steered_over_http(tmp_path: P
         assert loaded == {"loaded": 1}
         assert s3.get_object(Bucket="upl", Key="p/d/f")["Body"].read() == b"local"
         assert head_status(s3, "dst", "t/a") == 404
+    finally:
+        process.terminate()
+        assert process.wait(timeout=30) == 0
+
+
+def listed(s3: Any, bucket: str, **kwargs: Any) -> tuple[list[str], list[str]]:
+    """(keys, common prefixes) of a paginated ListObjectsV2, pages of 3 (several tokens per listing)."""
+    keys: list[str] = []
+    folders: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, PaginationConfig={"PageSize": 3}, **kwargs
+    ):
+        keys += [item["Key"] for item in page.get("Contents", [])]
+        folders += [item["Prefix"] for item in page.get("CommonPrefixes", [])]
+    return keys, folders
+
+
+def test_the_standalone_listing_answers_as_moto_does(tmp_path: Path, moto_s3) -> None:
+    """The standalone process lists by bisection (tests/s3/fast_listing.py); the session's moto lists
+    as shipped: both answer every listing the same, before and after keys come and go."""
+    names = ["a", "t/b/1", "t/b/2", "t/c", "t/d/1", "t/d/x/2", "t/e", "u/1", "t/b0"]
+    queries: list[dict[str, Any]] = [
+        {},
+        {"Prefix": "t/"},
+        {"Prefix": "t/", "Delimiter": "/"},
+        {"Delimiter": "/"},
+        {"Prefix": "t/", "StartAfter": "t/b/1"},
+        {"Prefix": "t/", "Delimiter": "/", "StartAfter": "t/b/"},
+        {"Prefix": "t/", "StartAfter": "t/c"},
+        {"Prefix": "v/"},
+    ]
+    process, urls = start_standalone(tmp_path)
+    try:
+        boto3.client("s3", endpoint_url=urls["moto_url"], region_name="us-east-1").create_bucket(Bucket="lst")
+        fast = client(urls["endpoint_url"])
+        for name in names:
+            fast.put_object(Bucket="lst", Key=name, Body=b"")
+        expected_all = sorted(names)
+        assert listed(fast, "lst")[0] == expected_all
+        assert control(urls["endpoint_url"], "listing") == {"pages": 3}  # 9 keys, pages of 3, by bisection
+        answers = [listed(fast, "lst", **query) for query in queries]
+        assert answers[2] == (["t/b0", "t/c", "t/e"], ["t/b/", "t/d/"])
+        assert answers[4][0] == ["t/b/2", "t/b0", "t/c", "t/d/1", "t/d/x/2", "t/e"]
+        assert answers[5] == (["t/b0", "t/c", "t/e"], ["t/d/"])
+        assert answers[7] == ([], [])
+        shipped_url, _, _ = moto_s3
+        shipped = client(shipped_url)
+        bucket = f"lst-{uuid.uuid4().hex[:12]}"
+        shipped.create_bucket(Bucket=bucket)
+        for name in names:
+            shipped.put_object(Bucket=bucket, Key=name, Body=b"")
+        assert [listed(shipped, bucket, **query) for query in queries] == answers
+        fast.delete_object(Bucket="lst", Key="t/c")
+        fast.put_object(Bucket="lst", Key="t/ca", Body=b"")
+        assert listed(fast, "lst", Prefix="t/", Delimiter="/")[0] == ["t/b0", "t/ca", "t/e"]
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0
