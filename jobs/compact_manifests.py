@@ -5,8 +5,10 @@ Then, per `order`:
 - `none` (default, what Paimon's own merge does): each group is merged by Avro blocks in the driver
   process (`paimon_format.manifest.concat`): a manifest no DELETE of the group can touch is copied
   block by block without decoding an entry, the others are read entry by entry and only cancelled
-  ADD/DELETE pairs are dropped; entries keep their order. Memory: one manifest, one new manifest
-  and the group's DELETE identifiers, at any table size; no Spark job runs.
+  ADD/DELETE pairs are dropped; entries keep their order. Memory: one manifest, one new manifest,
+  the group's DELETE identifiers and the manifests read ahead (the next ones are read while one is
+  decoded, within a byte budget: `paimon_format.manifest.read_ahead`), at any table size; no Spark
+  job runs.
 - `partition`: executors read the entries into a DataFrame; ADD/DELETE pairs cancel by grouping on
   the file identifier; the survivors are range-sorted by partition and written as new manifests of
   `manifest.target-file-size` on the executors (small tables in the driver, `local`).
@@ -39,10 +41,12 @@ from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import COMPACT, SnapshotCommit
 from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.errors import CommitConflictError, InvalidTableStateError, PaimonFormatError
+from paimon_format.manifest.codec import gc_paused
 from paimon_format.manifest.concat import merge_by_blocks, read_deletes
 from paimon_format.manifest.entries import ManifestFileMeta
 from paimon_format.manifest.files import rolling_write_raw_manifests
-from paimon_format.manifest.raw import RawEntry, read_raw_manifest
+from paimon_format.manifest.raw import RawEntry, iter_raw_entries
+from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.model.options import CoreOptions, parse_memory_size
 from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests
 from paimon_format.table import Table
@@ -401,16 +405,25 @@ def _merge_and_write(
 
 
 def _manifest_reader(table: Table) -> ArrowMapper:
-    """Per planned manifest (grp, idx, name, size): its raw entries as shuffle rows."""
+    """Per planned manifest (grp, idx, name, size): its raw entries as shuffle rows. A task reads its
+    next manifests while it decodes one (`read_ahead`): one after another it would be bound by the
+    store's latency."""
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for group, index, name, size in zip(
+        rows = [
+            row
+            for batch in batches
+            for row in zip(
                 *(batch.column(c).to_pylist() for c in ("grp", "idx", "name", "size")), strict=True
-            ):
-                yield raw_entries_batch(
-                    read_raw_manifest(table.file_io, table.manifest_path(name), size), group, index
-                )
+            )
+        ]
+        files = [(table.manifest_path(name), size) for _group, _index, name, size in rows]
+        for (group, index, _name, _size), (path, _), data in zip(
+            rows, files, sized_bytes(table.file_io, files), strict=True
+        ):
+            with gc_paused():
+                entries = list(iter_raw_entries(data, path))
+            yield raw_entries_batch(entries, group, index)
 
     return read
 

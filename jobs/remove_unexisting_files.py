@@ -2,7 +2,8 @@
 
 The latest snapshot's data manifests are read on the executors, ADD and DELETE entries merged into
 the live files (per file identifier, as readers do), and every live file's existence is checked on
-the executors (its path, or its external path). The missing ones are reported exactly: path,
+the executors (its path, or its external path), many checks in flight per task (`io_parallelism`:
+on an object store each check is a round trip). The missing ones are reported exactly: path,
 partition, bucket, rows (`details.missing`, the first 1,000; counts of files and rows per
 partition), and then removed from the table by one commit of DELETE entries grouped per partition
 and bucket (kind OVERWRITE, conflict-checked: a concurrent commit that changed one of those files
@@ -50,11 +51,13 @@ from paimon_format.index.deletion_vectors import (
     drop_deletion_vectors,
     index_file_path,
 )
-from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.codec import decode_manifest
 from paimon_format.manifest.entries import ADD, IndexManifestEntry, ManifestEntry
+from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.scan.snapshot_scan import data_manifests, index_entries
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -159,10 +162,10 @@ def _live_files(spark: SparkSession, table: Table, latest: Snapshot) -> DataFram
     """The latest snapshot's live data files (path, rows, the pickled ADD entry), checkpointed: its
     data manifests read on the executors, ADD and DELETE entries merged per file identifier."""
     F = functions_for(spark)
-    manifests = [meta.file_name for meta in data_manifests(table, latest)]
+    manifests = [(meta.file_name, meta.file_size) for meta in data_manifests(table, latest)]
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     names = spark.createDataFrame(
-        parallelize_small(spark, [(name,) for name in manifests], what="manifests"), "manifest string"
+        parallelize_small(spark, manifests, what="manifests"), "manifest string, size long"
     )
     entries = names.repartition(parallelism * 2).mapInArrow(_entry_reader(table), _ENTRY_COLUMNS)
     return (
@@ -180,30 +183,39 @@ def _live_files(spark: SparkSession, table: Table, latest: Snapshot) -> DataFram
 
 
 def _entry_reader(table: Table) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Per manifest name: every entry's identifier, kind, data file path and rows (ADDs pickled)."""
+    """Per manifest name: every entry's identifier, kind, data file path and rows (ADDs pickled).
+    A task reads its next manifests while it decodes one (`read_ahead`)."""
 
     def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name in batch.column("manifest").to_pylist():
-                out: dict[str, list] = {field: [] for field in _ENTRY_SCHEMA.names}
-                for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                    out["key"].append(repr(entry.identifier()))
-                    out["kind"].append(entry.kind)
-                    out["path"].append(table.data_file_path(entry))
-                    out["rows"].append(entry.file.row_count)
-                    out["entry"].append(pickle.dumps(entry) if entry.kind == ADD else b"")
-                yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
+        files = [
+            (table.manifest_path(name), size)
+            for batch in batches
+            for name, size in zip(
+                batch.column("manifest").to_pylist(), batch.column("size").to_pylist(), strict=True
+            )
+        ]
+        for (path, _size), data in zip(files, sized_bytes(table.file_io, files), strict=True):
+            out: dict[str, list] = {field: [] for field in _ENTRY_SCHEMA.names}
+            for entry in decode_manifest(data, path):
+                out["key"].append(repr(entry.identifier()))
+                out["kind"].append(entry.kind)
+                out["path"].append(table.data_file_path(entry))
+                out["rows"].append(entry.file.row_count)
+                out["entry"].append(pickle.dumps(entry) if entry.kind == ADD else b"")
+            yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
 
     return read_entries
 
 
 def _missing_only(table: Table) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """Per batch of live files: only the rows whose file does not exist."""
+    """Per batch of live files: only the rows whose file does not exist. The checks (one HEAD or stat
+    each) run `io_parallelism` at once: one after another, a task would wait a round trip per file."""
 
     def check_exists(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        file_io = table.file_io
         for batch in batches:
             paths = batch.column("path").to_pylist()
-            present = [table.file_io.exists(path) for path in paths]
+            present = list(map_in_flight(file_io.exists, paths, file_io.io_parallelism))
             keep = pa.array([not found for found in present])
             yield batch.filter(keep)
 

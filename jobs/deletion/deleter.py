@@ -4,7 +4,10 @@ The driver hands over a DataFrame of table-relative paths and sizes and gets bac
 task (counts, bytes, the first errors), never the paths. Each task deletes in batches through
 `FileIO.delete_many` (S3 DeleteObjects of up to 1000 keys), paces itself to its share of the
 configured rate, and retries a failed batch's remaining files with exponential backoff, because
-object stores throttle (503 SlowDown) under exactly this kind of load.
+object stores throttle (503 SlowDown) under exactly this kind of load. On S3 several batches of a task
+are in flight at once (`batches_in_flight`): each DeleteObjects waits a round trip, so one after
+another a task would be bound by latency. The rate limit paces the start of each batch, so it holds
+however many are in flight.
 
 Empty directories are removed afterwards, only bucket directories and the partition directories
 above them, one `rmdir` each: a directory that is not empty (a writer just put a file there) stays,
@@ -26,6 +29,7 @@ import pyarrow as pa
 from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import StorageError
 from paimon_format.storage.fileio import FileIO
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.storage.paths import BUCKET_DIR_RE
 
 if TYPE_CHECKING:
@@ -92,16 +96,43 @@ def delete_with_retries(
     return deleted, []
 
 
+def batches_in_flight(file_io: FileIO) -> int:
+    """How many of a task's delete batches run at once: on S3 a batch is one DeleteObjects request,
+    so several in flight (within `io_parallelism`, at most 8: S3 throttles writes per prefix);
+    elsewhere `FileIO.delete_many` already keeps a batch's single deletes in flight, so one batch."""
+    return min(file_io.io_parallelism, 8) if file_io.protocol == "s3" else 1
+
+
 def _deleter(file_io: FileIO, root: str, batch_size: int, per_task_rate: float | None, retries: int):
     def delete_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         limiter = RateLimiter(per_task_rate)
         summary = {"deleted": 0, "bytes": 0, "absent": 0, "failed": 0, "errors": []}
-        pending: list[tuple[str, int]] = []
 
-        def flush() -> None:
-            limiter.acquire(len(pending))
+        def planned() -> Iterator[list[tuple[str, int]]]:
+            """The task's files in batches of `batch_size`, each paced by the rate limit before it
+            is handed out: `map_in_flight` takes a batch only when it is about to send it."""
+            pending: list[tuple[str, int]] = []
+            for batch in batches:
+                for relative, size in zip(
+                    batch.column("path").to_pylist(), batch.column("size").to_pylist(), strict=True
+                ):
+                    pending.append((relative, size))
+                    if len(pending) >= batch_size:
+                        limiter.acquire(len(pending))
+                        yield pending
+                        pending = []
+            if pending:
+                limiter.acquire(len(pending))
+                yield pending
+
+        def delete(
+            pending: list[tuple[str, int]],
+        ) -> tuple[list[tuple[str, int]], list[str], set[str], list[str]]:
             full = [file_io.join(root, relative) for relative, _ in pending]
             deleted, errors = delete_with_retries(file_io, full, retries)
+            return pending, full, deleted, errors
+
+        for pending, full, deleted, errors in map_in_flight(delete, planned(), batches_in_flight(file_io)):
             for (_, size), path in zip(pending, full, strict=True):
                 if path in deleted:
                     summary["deleted"] += 1
@@ -111,17 +142,6 @@ def _deleter(file_io: FileIO, root: str, batch_size: int, per_task_rate: float |
             if errors:
                 summary["failed"] += len(pending) - len(deleted)
                 summary["errors"] = (summary["errors"] + errors)[:_ERRORS_KEPT]
-            pending.clear()
-
-        for batch in batches:
-            for relative, size in zip(
-                batch.column("path").to_pylist(), batch.column("size").to_pylist(), strict=True
-            ):
-                pending.append((relative, size))
-                if len(pending) >= batch_size:
-                    flush()
-        if pending:
-            flush()
         yield pa.RecordBatch.from_pylist([summary], schema=_SUMMARY_SCHEMA)
 
     return delete_partition

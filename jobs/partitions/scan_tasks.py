@@ -2,7 +2,7 @@
 
 1. `scan_manifests_task` reads each manifest once (fastavro records, no ManifestEntry) and ships a
    wanted partition's entries as one pickled `RawEntry` list per (manifest, partition), an unwanted
-   one as net counts.
+   one as net counts. Scan tasks read their next manifests while decoding one (`read_ahead`).
 2. `merge_partitions_task` cancels ADD/DELETE pairs per partition (`EntryMerger`), summarises the
    live partitions and, when asked, writes the DELETE manifests of their live files in the same task.
 3. Without DELETE entries, `scan_and_drop_task` scans and writes in one task (no shuffle), and
@@ -27,10 +27,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.errors import CorruptFileError, InvalidTableStateError, PaimonFormatError
-from paimon_format.manifest.codec import check_file_size, gc_paused
+from paimon_format.manifest.codec import gc_paused
 from paimon_format.manifest.entries import ADD
 from paimon_format.manifest.files import rolling_write_raw_manifests
 from paimon_format.manifest.raw import RawEntry, iter_raw_records, iter_wanted_deletes, raw_entry
+from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.model.options import CoreOptions
 from paimon_format.scan.snapshot_scan import EntryMerger
 from paimon_format.table import Table
@@ -89,10 +90,21 @@ def scan_manifests_task(
     (wanted) or three additions (unwanted); `wanted` runs once per distinct partition.
     """
     decided: dict[bytes, bool] = {}
+    for (index, name, size), data in _manifests_in_flight(table, batches):
+        yield _scan_manifest(table, index, name, size, data, wanted, decided, count_others)
+
+
+def _manifests_in_flight(
+    table: Table, batches: Iterable[pa.RecordBatch]
+) -> Iterator[tuple[tuple[int, str, int | None], bytes]]:
+    """((idx, name, size), the manifest's bytes) for the task's manifest rows, in order, the next
+    manifests read while one is decoded (`read_ahead`): a task's reads one after another would be
+    bound by the store's latency. The rows (names only) are taken first, to size the window."""
+    rows: list[tuple[int, str, int | None]] = []
     for batch in batches:
-        columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
-        for index, name, size in zip(*columns, strict=True):
-            yield _scan_manifest(table, index, name, size, wanted, decided, count_others)
+        rows.extend(zip(*(batch.column(c).to_pylist() for c in ("idx", "name", "size")), strict=True))
+    files = [(table.manifest_path(name), size) for _index, name, size in rows]
+    return zip(rows, sized_bytes(table.file_io, files), strict=True)
 
 
 def _scan_manifest(
@@ -100,13 +112,12 @@ def _scan_manifest(
     index: int,
     name: str,
     size: int | None,
+    data: bytes,
     wanted: Callable[[bytes], bool],
     decided: dict[bytes, bool],
     count_others: bool,
 ) -> pa.RecordBatch:
     path = table.manifest_path(name)
-    data = table.file_io.read_bytes(path)
-    check_file_size(data, path, size)
     chunks: dict[bytes, list[RawEntry]] = {}
     counts: dict[bytes, list[int]] = {}
     try:
@@ -321,28 +332,24 @@ def scan_and_drop_task(
     def selected_deletes() -> Iterator[RawEntry]:
         """The DELETE of every selected file, streamed into the manifest writer (one new manifest's
         entries are held at a time); the summaries and name hashes fill as it goes."""
-        for batch in batches:
-            columns = (batch.column(c).to_pylist() for c in ("idx", "name", "size"))
-            for _index, name, size in zip(*columns, strict=True):
-                path = table.manifest_path(name)
-                data = table.file_io.read_bytes(path)
-                check_file_size(data, path, size)
-                with gc_paused():
-                    deletes = iter_wanted_deletes(
-                        data, path, wanted, decided, count_other if summarize_others else None
-                    )
-                    for entry in deletes:
-                        hashes.extend(blake2b(entry.file_name.encode(), digest_size=8).digest())
-                        total = sums.get(entry.partition)
-                        if total is None:
-                            total = sums[entry.partition] = [0, 0, 0, None]
-                        total[0] += 1
-                        total[1] += entry.file_size
-                        total[2] += entry.row_count
-                        created = entry.created
-                        if created is not None and (total[3] is None or created > total[3]):
-                            total[3] = created
-                        yield entry
+        for (_index, name, _size), data in _manifests_in_flight(table, batches):
+            path = table.manifest_path(name)
+            with gc_paused():
+                deletes = iter_wanted_deletes(
+                    data, path, wanted, decided, count_other if summarize_others else None
+                )
+                for entry in deletes:
+                    hashes.extend(blake2b(entry.file_name.encode(), digest_size=8).digest())
+                    total = sums.get(entry.partition)
+                    if total is None:
+                        total = sums[entry.partition] = [0, 0, 0, None]
+                    total[0] += 1
+                    total[1] += entry.file_size
+                    total[2] += entry.row_count
+                    created = entry.created
+                    if created is not None and (total[3] is None or created > total[3]):
+                        total[3] = created
+                    yield entry
 
     if target is None:
         for _delete in selected_deletes():

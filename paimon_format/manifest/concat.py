@@ -21,8 +21,10 @@ written with the same Avro schema (a table written by Paimon 1.0 and then by us 
 file declares the schema of its entries). A new manifest's list record combines its inputs'
 records (copied input: the record the manifest list already holds; filtered input: computed from
 its survivors), so no entry is decoded for it either. Memory: the DELETE identifiers, one input
-manifest and one output manifest, whatever the table's size; `prefetch` inputs are read ahead on
-threads (object stores).
+manifest and one output manifest, whatever the table's size, plus the inputs read ahead: the next
+inputs (and the DELETE-holding manifests `read_deletes` reads) are read while one is decoded, as many
+in flight as the storage's `io_parallelism` allows within a byte budget (`read_ahead`), because on an
+object store every read waits a round trip.
 """
 
 from __future__ import annotations
@@ -30,9 +32,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,11 +41,12 @@ import fastavro.write
 
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.manifest._blocks import EncodedBlock, partition_order_key
-from paimon_format.manifest.codec import SYNC_INTERVAL, check_file_size, codec_and_level, gc_paused
+from paimon_format.manifest.codec import SYNC_INTERVAL, codec_and_level, gc_paused
 from paimon_format.manifest.entries import DELETE, ManifestFileMeta, SimpleStats
 from paimon_format.manifest.files import raw_manifest_file_meta
 from paimon_format.manifest.merge import Canceller, Deletes, may_contain_any
 from paimon_format.manifest.raw import RawEntry, iter_raw_entries, iter_source_entries
+from paimon_format.manifest.read_ahead import manifest_bytes, read_ahead_window, sized_bytes
 from paimon_format.model.binary_row import EMPTY_ROW, deserialize_row, serialize_row
 from paimon_format.model.types import DataType
 from paimon_format.storage.fileio import FileIO
@@ -56,19 +57,17 @@ _ENTRIES_PER_BLOCK = 1000
 def read_deletes(
     file_io: FileIO, path_of: Callable[[str], str], metas: Sequence[ManifestFileMeta]
 ) -> Deletes:
-    """The DELETEs of `metas`, reading only the manifests whose list record counts any."""
+    """The DELETEs of `metas`, reading only the manifests whose list record counts any (several in
+    flight, decoded here in order: `read_ahead`)."""
     deletes = Deletes()
-    for meta in metas:
-        if meta.num_deleted_files > 0:
-            path = path_of(meta.file_name)
-            data = file_io.read_bytes(path)
-            check_file_size(data, path, meta.file_size)
-            with gc_paused():
-                for entry in iter_raw_entries(data, path):
-                    if entry.kind == DELETE:
-                        identifier = entry.identifier()
-                        deletes.counts[identifier] = deletes.counts.get(identifier, 0) + 1
-                        deletes.partitions.add(entry.partition)
+    files = [(path_of(meta.file_name), meta.file_size) for meta in metas if meta.num_deleted_files > 0]
+    for (path, _size), data in zip(files, sized_bytes(file_io, files), strict=True):
+        with gc_paused():
+            for entry in iter_raw_entries(data, path):
+                if entry.kind == DELETE:
+                    identifier = entry.identifier()
+                    deletes.counts[identifier] = deletes.counts.get(identifier, 0) + 1
+                    deletes.partitions.add(entry.partition)
     return deletes
 
 
@@ -130,7 +129,7 @@ def merge_by_blocks(
     schema_id: int,
     strict: bool = False,
     source: str = "manifest merge",
-    prefetch: int = 8,
+    prefetch: int | None = None,
     write: bool = True,
 ) -> list[ManifestFileMeta]:
     """Merge `metas` (in order) into new manifests; returns their list records, in order.
@@ -139,6 +138,7 @@ def merge_by_blocks(
     among them is an error (a full compaction of a snapshot), otherwise it is kept (a partial merge).
     If anything fails, the manifests written so far are removed and nothing is returned.
     `write` False (a dry run): everything but the writes; the records returned name no file.
+    `prefetch`: inputs in flight at once (default: `read_ahead_window` of their sizes).
     """
     if target_size <= 0:
         raise ValueError(f"manifest target size must be positive, got {target_size}")
@@ -148,9 +148,13 @@ def merge_by_blocks(
         file_io, manifest_dir, name_factory, target_size, compression, partition_types, schema_id, write
     )
     try:
-        for meta, data in _read_ahead(file_io, path_of, metas, prefetch):
-            path = path_of(meta.file_name)
-            check_file_size(data, path, meta.file_size)
+        files = [(path_of(meta.file_name), meta.file_size) for meta in metas]
+        window = (
+            read_ahead_window(file_io, (meta.file_size for meta in metas)) if prefetch is None else prefetch
+        )
+        for meta, (path, _size), data in zip(
+            metas, files, manifest_bytes(file_io, files, window), strict=True
+        ):
             copy = (
                 meta.num_deleted_files == 0
                 and _stats_readable(meta, partition_types)
@@ -230,35 +234,6 @@ def _filtered(
         chunk = survivors[start : start + _ENTRIES_PER_BLOCK]
         blocks.append((b"".join(e.datum for e in chunk), len(chunk)))
     return schema_text, _Part(raw_manifest_file_meta("", 0, survivors, 0, partition_types), blocks)
-
-
-def _read_ahead(
-    file_io: FileIO, path_of: Callable[[str], str], metas: Sequence[ManifestFileMeta], window: int
-) -> Iterator[tuple[ManifestFileMeta, bytes]]:
-    """(meta, file bytes) in order, with up to `window` reads in flight on threads."""
-    if window <= 1 or len(metas) <= 1:
-        for meta in metas:
-            yield meta, file_io.read_bytes(path_of(meta.file_name))
-        return
-    with ThreadPoolExecutor(max_workers=window) as pool:
-        pending: deque[tuple[ManifestFileMeta, Future[bytes]]] = deque()
-        queue = iter(metas)
-        for meta in queue:
-            pending.append((meta, pool.submit(file_io.read_bytes, path_of(meta.file_name))))
-            if len(pending) >= window:
-                break
-        while pending:
-            meta, future = pending.popleft()
-            following = next(queue, None)
-            if following is not None:
-                pending.append((following, pool.submit(file_io.read_bytes, path_of(following.file_name))))
-            try:
-                data = future.result()
-            except BaseException:
-                for _meta, other in pending:
-                    other.cancel()
-                raise
-            yield meta, data
 
 
 class _Writer:

@@ -12,9 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest.codec import read_index_manifest, read_manifest, read_manifest_list
+from paimon_format.manifest.codec import decode_manifest, read_index_manifest, read_manifest_list
 from paimon_format.manifest.entries import ADD, DELETE, IndexManifestEntry, ManifestEntry, ManifestFileMeta
+from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.snapshot import Snapshot
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 
@@ -39,8 +41,11 @@ def read_list(table: Table, list_name: str | None) -> list[ManifestFileMeta]:
 
 
 def data_manifests(table: Table, snapshot: Snapshot) -> list[ManifestFileMeta]:
-    """The data manifests of a snapshot in reading order: its base list, then its delta list."""
-    return read_list(table, snapshot.base_manifest_list) + read_list(table, snapshot.delta_manifest_list)
+    """The data manifests of a snapshot in reading order: its base list, then its delta list (both
+    lists read at once: on an object store that is one round trip instead of two)."""
+    lists = [snapshot.base_manifest_list, snapshot.delta_manifest_list]
+    base, delta = map_in_flight(lambda name: read_list(table, name), lists, table.file_io.io_parallelism)
+    return base + delta
 
 
 def changelog_manifests(table: Table, snapshot: Snapshot) -> list[ManifestFileMeta]:
@@ -56,8 +61,11 @@ def index_entries(table: Table, snapshot: Snapshot) -> list[IndexManifestEntry]:
 
 
 def read_entries(table: Table, manifests: Iterable[ManifestFileMeta]) -> Iterator[ManifestEntry]:
-    for meta in manifests:
-        yield from read_manifest(table.file_io, table.manifest_path(meta.file_name))
+    """The entries of `manifests` in order; the next manifests are read while one is decoded
+    (`read_ahead`: object stores are latency-bound), a truncated manifest is refused by its size."""
+    files = [(table.manifest_path(meta.file_name), meta.file_size) for meta in manifests]
+    for (path, _size), data in zip(files, sized_bytes(table.file_io, files), strict=True):
+        yield from decode_manifest(data, path)
 
 
 # -- merging ADD and DELETE entries -----------------------------------------------------------

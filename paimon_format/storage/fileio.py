@@ -41,12 +41,13 @@ from paimon_format.errors import (
 )
 from paimon_format.storage import local_files
 from paimon_format.storage.file_status import FileStatus, mtime_ms
-from paimon_format.storage.in_flight import default_parallelism, note_throttled
+from paimon_format.storage.in_flight import default_parallelism, map_in_flight, note_throttled
 from paimon_format.storage.urls import fsspec_backend_install, join_path, protocol_of, with_backend_defaults
 
 logger = logging.getLogger(__name__)
 
 _S3_DELETE_BATCH = 1000  # DeleteObjects limit
+_S3_DELETES_IN_FLIGHT = 8  # DeleteObjects at once: 8,000 keys a round trip; S3 throttles writes per prefix
 _S3_LIST_PAGE = 1000
 # One process-wide lock: the in-memory store is a class attribute shared by every MemoryFileSystem.
 _MEMORY_CREATE_LOCK = threading.Lock()
@@ -418,32 +419,33 @@ class FileIO:
     def delete_many(self, paths: Sequence[str]) -> list[str]:
         """Delete many files; returns the paths deleted.
 
-        S3 sends DeleteObjects in batches of 1000 keys; S3 reports absent keys as deleted, so there the
-        result includes them. Elsewhere absent files are skipped. Every path is attempted; if any
-        failed, StorageError is raised afterwards with the failures in the message and the paths that
-        were deleted in its `deleted_paths` attribute.
+        S3 sends DeleteObjects in batches of 1000 keys, a few batches in flight at once; S3 reports
+        absent keys as deleted, so there the result includes them. Elsewhere single deletes run
+        `io_parallelism` at once and absent files are skipped. (In flight: on an object store each
+        request waits a round trip.) Every path is attempted; if any failed, StorageError is raised
+        afterwards with the failures in the message and the paths deleted in its `deleted_paths`.
         """
-        if self.protocol == "s3":
-            deleted, failures = self._s3_delete_many(paths)
-        else:
-            deleted, failures = self._delete_each(paths)
+        outcomes = self._s3_delete_many(paths) if self.protocol == "s3" else self._delete_each(paths)
+        deleted = [path for done, _failures, _count in outcomes for path in done]
+        failures = [failure for _done, texts, _count in outcomes for failure in texts]
         if failures:
+            failed = sum(count for _done, _texts, count in outcomes)
             sample = "; ".join(failures[:5])
-            error = StorageError(f"failed to delete {len(failures)} of {len(paths)} files: {sample}")
+            error = StorageError(f"failed to delete {failed} of {len(paths)} files: {sample}")
             error.deleted_paths = deleted  # type: ignore[attr-defined]
             raise error
         return deleted
 
-    def _delete_each(self, paths: Sequence[str]) -> tuple[list[str], list[str]]:
-        deleted: list[str] = []
-        failures: list[str] = []
-        for path in paths:
+    def _delete_each(self, paths: Sequence[str]) -> list[tuple[list[str], list[str], int]]:
+        """(deleted, failure messages, files failed) per path, `io_parallelism` deletes in flight."""
+
+        def attempt(path: str) -> tuple[list[str], list[str], int]:
             try:
-                if self.delete(path):
-                    deleted.append(path)
+                return ([path] if self.delete(path) else []), [], 0
             except StorageError as exc:
-                failures.append(str(exc))
-        return deleted, failures
+                return [], [str(exc)], 1
+
+        return list(map_in_flight(attempt, paths, self.io_parallelism))
 
     # -- S3 specifics ----------------------------------------------------------------------------
 
@@ -490,21 +492,30 @@ class FileIO:
         if not found and key:
             raise MissingFileError(path)
 
-    def _s3_delete_many(self, paths: Sequence[str]) -> tuple[list[str], list[str]]:
+    def _s3_delete_many(self, paths: Sequence[str]) -> list[tuple[list[str], list[str], int]]:
+        """(deleted, failure messages, files failed) per DeleteObjects batch, a few batches in flight;
+        a batch failing as a whole (after botocore's retries) fails all its files, the others run."""
         by_bucket: dict[str, list[tuple[str, str]]] = {}
         for path in paths:
             bucket, key = _split_bucket_key(self._fs_path(path), path)
             by_bucket.setdefault(bucket, []).append((key, path))
-        deleted: list[str] = []
-        failures: list[str] = []
-        for bucket, items in by_bucket.items():
-            for start in range(0, len(items), _S3_DELETE_BATCH):
-                batch = items[start : start + _S3_DELETE_BATCH]
-                done, failed = self._s3_delete_batch(bucket, batch)
-                deleted.extend(done)
-                failures.extend(failed)
+        batches = [
+            (bucket, items[start : start + _S3_DELETE_BATCH])
+            for bucket, items in by_bucket.items()
+            for start in range(0, len(items), _S3_DELETE_BATCH)
+        ]
+
+        def attempt(job: tuple[str, list[tuple[str, str]]]) -> tuple[list[str], list[str], int]:
+            try:
+                done, failed = self._s3_delete_batch(*job)
+            except StorageError as exc:
+                return [], [str(exc)], len(job[1])
+            return done, failed, len(failed)
+
+        in_flight = min(self.io_parallelism, _S3_DELETES_IN_FLIGHT, len(batches))
+        outcomes = list(map_in_flight(attempt, batches, in_flight))
         self.fs.invalidate_cache()
-        return deleted, failures
+        return outcomes
 
     def _s3_delete_batch(self, bucket: str, batch: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
         path_of = dict(batch)

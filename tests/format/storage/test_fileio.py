@@ -220,7 +220,7 @@ def test_s3_delete_many_batches(moto_s3, monkeypatch) -> None:
 
     monkeypatch.setattr(FileIO, "_s3_delete_batch", spy)
     assert sorted(io.delete_many(paths)) == sorted(paths)
-    assert calls == [3, 3, 1]
+    assert sorted(calls) == [1, 3, 3]  # the batches run in flight, in any order
     with pytest.raises(MissingFileError):
         io.list_dir(root)
 
