@@ -1,8 +1,9 @@
 """Planning a data compaction on the executors: live files -> bins, the driver sees only summaries.
 
-1. Executors read the manifests of the latest snapshot and keep the entries of the selected
-   partitions; ADD/DELETE pairs cancel by grouping on the file identifier (the rule of
-   `paimon_format.scan.snapshot_scan.EntryMerger`), so what survives is each live file once.
+1. Executors read the manifests of the latest snapshot (each task its next manifests while it
+   decodes one) and keep the entries of the selected partitions; ADD/DELETE pairs cancel by
+   grouping on the file identifier (the rule of `paimon_format.scan.snapshot_scan.EntryMerger`),
+   so what survives is each live file once.
 2. With `partition_idle_time`, partitions whose newest file is younger than that are left out.
 3. The live files are grouped by (partition, bucket); each group is handed to
    `paimon_format.compaction.rules.pick_bins`, and every bin becomes one row: its summary (files,
@@ -27,8 +28,9 @@ from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small
 from paimon_format.compaction.rules import BucketFile, CompactionSettings, pick_bins
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.index.deletion_vectors import DeletionFile
-from paimon_format.manifest.codec import read_manifest
+from paimon_format.manifest.codec import decode_manifest
 from paimon_format.manifest.entries import ADD, DELETE, DataFileMeta
+from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.scan.partition_predicate import PartitionTest, selects
 from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.snapshot import Snapshot
@@ -114,37 +116,40 @@ def live_files_frame(
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         chosen: dict[bytes, bool] = {}
-        for batch in batches:
+        files = [
+            (table.manifest_path(name), size)
+            for batch in batches
             for name, size in zip(
                 batch.column("name").to_pylist(), batch.column("size").to_pylist(), strict=True
-            ):
-                entries = read_manifest(table.file_io, table.manifest_path(name), size)
-                kept = []
-                for entry in entries:
-                    if tests is not None:
-                        hit = chosen.get(entry.partition)
-                        if hit is None:
-                            values = table.partition_values(entry.partition)
-                            hit = chosen[entry.partition] = any(selects(test, values) for test in tests)
-                        if not hit:
-                            continue
-                    kept.append(entry)
-                if not kept:
-                    continue
-                yield pa.RecordBatch.from_arrays(
-                    [
-                        pa.array([e.partition for e in kept], pa.binary()),
-                        pa.array([e.bucket for e in kept], pa.int32()),
-                        pa.array([e.total_buckets for e in kept], pa.int32()),
-                        pa.array([pickle.dumps(e.identifier()[1:]) for e in kept], pa.binary()),
-                        pa.array([e.kind for e in kept], pa.int32()),
-                        pa.array([creation_millis(e.file.creation_time) for e in kept], pa.int64()),
-                        pa.array(
-                            [pickle.dumps(e.file) if e.kind == ADD else None for e in kept], pa.binary()
-                        ),
-                    ],
-                    schema=_ENTRY_SCHEMA,
-                )
+            )
+        ]
+        # the next manifests are read while one is decoded: a task's reads one after another would
+        # be bound by the store's latency (`read_ahead`)
+        for (path, _size), data in zip(files, sized_bytes(table.file_io, files), strict=True):
+            kept = []
+            for entry in decode_manifest(data, path):
+                if tests is not None:
+                    hit = chosen.get(entry.partition)
+                    if hit is None:
+                        values = table.partition_values(entry.partition)
+                        hit = chosen[entry.partition] = any(selects(test, values) for test in tests)
+                    if not hit:
+                        continue
+                kept.append(entry)
+            if not kept:
+                continue
+            yield pa.RecordBatch.from_arrays(
+                [
+                    pa.array([e.partition for e in kept], pa.binary()),
+                    pa.array([e.bucket for e in kept], pa.int32()),
+                    pa.array([e.total_buckets for e in kept], pa.int32()),
+                    pa.array([pickle.dumps(e.identifier()[1:]) for e in kept], pa.binary()),
+                    pa.array([e.kind for e in kept], pa.int32()),
+                    pa.array([creation_millis(e.file.creation_time) for e in kept], pa.int64()),
+                    pa.array([pickle.dumps(e.file) if e.kind == ADD else None for e in kept], pa.binary()),
+                ],
+                schema=_ENTRY_SCHEMA,
+            )
 
     entries = manifest_frame(spark, manifests).mapInArrow(read, ENTRY_COLUMNS)
     files = entries.groupBy("partition", "bucket", "ident").agg(
