@@ -147,7 +147,7 @@ def run(context: JobContext, config: RemoveOrphanFilesConfig) -> None:
 
     # an inventory is read and the candidates written by Spark's own readers and writers
     in_driver = not (config.inventory or config.candidates_output)
-    run_where_it_fits(context, table, config, job, allowed=in_driver)
+    run_where_it_fits(context, table, config, job, allowed=in_driver, lists_files=True)
 
 
 def remove_orphan_files(

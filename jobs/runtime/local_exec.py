@@ -5,7 +5,11 @@ calls. The jobs that support it (expire-snapshots, compact-manifests `order: par
 remove-orphan-files, drop-partition, expire-partitions) wrap their
 work in `run_where_it_fits`: it sizes the table from a few metadata reads and hands the same job
 function either a `jobs.runtime.local_frame.LocalSession` (the work runs in this process, same code, same
-safety checks) or the SparkSession. The run record says which (`details.executed_in`).
+safety checks) or the SparkSession. The run record says which (`details.executed_in`) and why
+(`details.placement`). A table that fits the driver's limits below runs there when the driver is also
+estimated faster (`jobs.runtime.placement`): on an object store the requests a run needs and their
+latency, measured on the sizing reads themselves, decide; on local disk the rows it reads against
+Spark's start-up.
 
 Sizing is cheap and bounded: per branch one directory listing of snapshots, tags and changelogs and
 the latest snapshot's manifest lists (their entry counts), never a manifest. That cannot see a file
@@ -39,6 +43,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, Field
 
 from jobs.runtime.local_frame import LocalLimitExceeded, LocalSession
+from jobs.runtime.placement import (
+    LatencyProbe,
+    Work,
+    estimate,
+    listing_pages,
+    spark_parallelism,
+    spark_start_s,
+)
 from jobs.runtime.report import RunRecord
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.manifest.codec import read_manifest_list
@@ -50,8 +62,10 @@ if TYPE_CHECKING:
 
     from jobs.runtime.registry import JobContext
 
-DEFAULT_MAX_ENTRIES = 10_000
-DEFAULT_MAX_FILES = 50_000
+# remove-orphan-files on a table of 200,000 files and 200 manifests runs in the driver (4.6 s, against
+# Spark's 4.3 s start-up plus its own work); the row limit they make, 2 x 500,000 rows, caps a frame.
+DEFAULT_MAX_ENTRIES = 250_000
+DEFAULT_MAX_FILES = 250_000
 DEFAULT_MAX_SCAN_ENTRIES = 500_000
 MAX_BRANCHES_SIZED = 64  # more branches than this: not a small table, without reading them all
 ENGINE_DRIVER, ENGINE_SPARK = "driver", "spark"
@@ -62,8 +76,9 @@ class LocalRunOptions(BaseModel):
 
     local: Literal["auto", "always", "never"] = Field(
         default="auto",
-        description="auto: small tables (local_max_entries / local_max_files) run in the driver process "
-        "without Spark jobs; always: every table does; never: always Spark",
+        description="auto: tables within local_max_entries / local_max_files run in the driver process "
+        "without Spark jobs when that is estimated faster (requests x their latency, rows read, Spark's "
+        "start-up); always: every table does; never: always Spark",
     )
     local_max_entries: int = Field(
         default=DEFAULT_MAX_ENTRIES,
@@ -95,6 +110,7 @@ class TableSize:
     # wanted partition (all of them without a `may_hold` test), their entries and DELETE entries
     scan_entries: int = 0
     scan_deleted_entries: int = 0
+    scan_manifests: int = 0
 
     def fits(self, max_entries: int, max_files: int) -> bool:
         return (
@@ -116,25 +132,33 @@ class TableSize:
         )
 
 
-def measure(table: Table, may_hold: Callable[[ManifestFileMeta], bool] | None = None) -> TableSize:
+def measure(
+    table: Table,
+    may_hold: Callable[[ManifestFileMeta], bool] | None = None,
+    probe: LatencyProbe | None = None,
+) -> TableSize:
     """Size the table from its directory listings and latest manifest lists (see the module docstring).
 
     `may_hold`: a partition job's manifest test (`paimon_format.scan.partition_pruning`): its scan reads
     only the main branch's data manifests it passes, so only those count as `scan_entries`.
+    `probe`: times the storage calls sizing makes (the store's latency, without a request of its own).
     Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
     """
-    scan_entries = scan_deleted = 0
+    if probe is not None:
+        table = Table(probe.wrap(table.file_io), table.path, table.branch)
+    scan_entries = scan_deleted = scan_manifests = 0
     latest = table.snapshot_manager.latest()
     if latest is not None:
         for name in (latest.base_manifest_list, latest.delta_manifest_list):
             for meta in read_manifest_list(table.file_io, table.manifest_path(name)) if name else []:
                 if may_hold is None or may_hold(meta):
+                    scan_manifests += 1
                     scan_entries += meta.num_added_files + meta.num_deleted_files
                     scan_deleted += meta.num_deleted_files
     branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
     entries = files = roots = manifests = deleted = 0
     if len(branches) > MAX_BRANCHES_SIZED:
-        return TableSize(0, 0, 0, len(branches), 0, 0, scan_entries, scan_deleted)
+        return TableSize(0, 0, 0, len(branches), 0, 0, scan_entries, scan_deleted, scan_manifests)
     for branch in branches:
         branch_table = table.for_branch(branch)
         manager = branch_table.snapshot_manager
@@ -156,7 +180,9 @@ def measure(table: Table, may_hold: Callable[[ManifestFileMeta], bool] | None = 
                 if counts_files:
                     files += meta.num_added_files - meta.num_deleted_files
                     deleted += meta.num_deleted_files
-    return TableSize(entries, files, roots, len(branches), manifests, deleted, scan_entries, scan_deleted)
+    return TableSize(
+        entries, files, roots, len(branches), manifests, deleted, scan_entries, scan_deleted, scan_manifests
+    )
 
 
 def row_limit(max_entries: int, max_files: int) -> int:
@@ -173,15 +199,18 @@ def run_where_it_fits(
     names_bound: bool = False,
     scan_bound: bool = False,
     may_hold: Callable[[ManifestFileMeta], bool] | None = None,
+    lists_files: bool = False,
 ) -> None:
-    """Run `job(session)` in the driver process when the table is small enough, else on Spark.
+    """Run `job(session)` in the driver process when the table fits there and the driver is estimated
+    faster (`jobs.runtime.placement`), else on Spark.
     `allowed` False: this run needs Spark whatever the table's size (e.g. it reads an inventory).
     `names_bound`: the job's work is bounded by naming what each root needs (`TableSize.names_fit`)
     plus what its own plan reads, not by the table's file count (expire-snapshots: a large table
     expiring a few snapshots); a table that fits so is tried in the driver too, and a plan that
     outgrows the row limit there goes to Spark as any other. `scan_bound`: the job is a partition
     scan that streams on a snapshot without DELETE entries (`TableSize.scan_fits`), reading the
-    manifests `may_hold` passes (all without it).
+    manifests `may_hold` passes (all without it). `lists_files`: the job lists every file of the
+    table (remove-orphan-files), so its rows and listing requests count too.
 
     `job` reads and fills `context.record`; during a local attempt that is a scratch record, merged
     into the real one when the attempt ends (also when it fails, so a failure's record shows what
@@ -191,18 +220,19 @@ def run_where_it_fits(
     mode = getattr(config, "local", "never") if allowed else "never"
     limit: int | None = None
     if mode == "auto":
-        size = measure(table, may_hold)
+        size, placement = place(table, config, names_bound, scan_bound, may_hold, lists_files)
         record.details["table_size"] = asdict(size)
-        fits = (
-            size.fits(config.local_max_entries, config.local_max_files)
-            or (names_bound and size.names_fit(config.local_max_entries, config.local_max_files))
-            or (scan_bound and size.scan_fits(config.local_max_scan_entries))
-        )
-        if not fits:
+        record.details["placement"] = placement
+        context.log.info("%s: %s", placement["engine"], placement["reason"])
+        if placement["engine"] == ENGINE_SPARK:
             mode = "never"
         limit = row_limit(config.local_max_entries, config.local_max_files)
         if scan_bound:  # a streaming scan's frames: a row per partition at most, never one per file
             limit = max(limit, 2 * config.local_max_scan_entries)
+    else:
+        engine = ENGINE_DRIVER if mode == "always" else ENGINE_SPARK
+        reason = f"local: {mode}" if allowed else "this run needs Spark (it reads or writes through Spark)"
+        record.details["placement"] = {"engine": engine, "reason": reason}
     if mode != "never":
         scratch = RunRecord(operation=record.operation, table=record.table, dry_run=record.dry_run)
         context.record = scratch
@@ -221,6 +251,66 @@ def run_where_it_fits(
             context.record = record
     record.details["executed_in"] = ENGINE_SPARK
     job(context.spark)
+
+
+def place(
+    table: Table,
+    config: Any,
+    names_bound: bool = False,
+    scan_bound: bool = False,
+    may_hold: Callable[[ManifestFileMeta], bool] | None = None,
+    lists_files: bool = False,
+) -> tuple[TableSize, dict[str, Any]]:
+    """The table's size and where its run goes (`details.placement`: engine, reason, the bound it
+    fits by, latency_ms, requests, rows, driver_s, spark_s): the driver when the table fits its row
+    limit and the driver is estimated faster; a table past the limits goes to Spark whatever the
+    estimate."""
+    probe = LatencyProbe()
+    size = measure(table, may_hold, probe)
+    fits_by = _fits_by(size, config, names_bound, scan_bound)
+    work = work_of(size, fits_by or "size", lists_files, table.file_io.protocol)
+    guess = estimate(
+        work,
+        probe.latency_s,
+        table.file_io.io_parallelism,
+        spark_parallelism(getattr(config, "spark", None)),
+        spark_start_s(),
+    )
+    if fits_by is None:
+        engine = ENGINE_SPARK
+        reason = (
+            "larger than the driver's limits (local_max_entries, local_max_files, local_max_scan_entries)"
+        )
+    else:
+        engine = ENGINE_DRIVER if guess.driver_faster else ENGINE_SPARK
+        reason = guess.reason()
+    return size, {"engine": engine, "reason": reason, "fits_by": fits_by, **asdict(guess)}
+
+
+def _fits_by(size: TableSize, config: Any, names_bound: bool, scan_bound: bool) -> str | None:
+    """Which bound keeps the run within the driver's row limit: the job's own (names, scan) before the
+    table's size, since the job's own says what it reads; None when none does."""
+    if names_bound and size.names_fit(config.local_max_entries, config.local_max_files):
+        return "names"
+    if scan_bound and size.scan_fits(config.local_max_scan_entries):
+        return "scan"
+    if size.fits(config.local_max_entries, config.local_max_files):
+        return "size"
+    return None
+
+
+def work_of(size: TableSize, fits_by: str, lists_files: bool, protocol: str) -> Work:
+    """The requests and rows a run reads, by the bound it fits by: a scan reads its manifests; a
+    names-bound run every root, its lists and the manifests they name; any other every root, its
+    lists, the manifests and their entries, and with `lists_files` every file's listing."""
+    if fits_by == "scan":
+        return Work(requests=3 + size.scan_manifests, rows=size.scan_entries)
+    roots = 3 * size.roots + size.manifests  # a root file and its base and delta lists, each manifest
+    if fits_by == "names":
+        return Work(requests=roots, rows=size.roots * (size.manifests + 3))
+    pages = listing_pages(size.live_files, protocol) if lists_files else 0
+    rows = size.manifest_entries + (size.live_files if lists_files else 0)
+    return Work(requests=roots + pages, rows=rows)
 
 
 def _merge(record: RunRecord, scratch: RunRecord, engine: str) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import fsspec
 
+from paimon_format.storage.in_flight import throttled_requests
+
 SAMPLE_LIMIT = 20
 
 
@@ -32,6 +34,11 @@ class RunRecord:
     paths per name, capped so that a job deleting millions of files still emits a small record.
     A key has one type in every operation's record (scheduler dashboards index them): counts and
     bytes are integers, `snapshot_ids.base` / `.committed` a number or null, `.committed_ids` a list.
+
+    `details.storage.throttled_requests` (set by `finish`): requests the store answered with 503
+    SlowDown in this process while the record was open; each was retried, none failed the run by
+    itself. It counts the driver process only: Spark executors are processes of their own, whose
+    throttles their tasks retry and log (see docs/internals.md).
     """
 
     operation: str
@@ -49,6 +56,7 @@ class RunRecord:
     details: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
     _clock: float = field(default_factory=time.monotonic, repr=False)
+    _throttled_before: int = field(default_factory=throttled_requests, repr=False)
 
     def count(self, key: str, value: int) -> None:
         self.counts[key] = self.counts.get(key, 0) + int(value)
@@ -74,6 +82,8 @@ class RunRecord:
         self.exit_code = exit_code
         self.finished = _now()
         self.duration_s = round(time.monotonic() - self._clock, 3)
+        storage = self.details.setdefault("storage", {})
+        storage["throttled_requests"] = throttled_requests() - self._throttled_before
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
