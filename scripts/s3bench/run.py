@@ -39,7 +39,7 @@ class Run:
         0.0  # the job alone (its run record's duration), Spark's start included when it used Spark
     )
     process_s: float = 0.0  # the whole process, Python's start and imports included
-    executed_in: str = "?"
+    executed_in: str = "-"  # the run record's details.executed_in; "-" when the job does not say
     ledger: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
@@ -81,7 +81,7 @@ def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir:
         store.drop(bucket)
     record = parse_record(done.stdout)
     run.wall_s = float(record.get("duration_s") or run.process_s)
-    run.executed_in = str(record.get("details", {}).get("executed_in", "?"))
+    run.executed_in = str(record.get("details", {}).get("executed_in", "-"))
     run.counts = dict(record.get("counts", {}))
     if done.returncode != 0:
         message = record.get("message") or (done.stderr.strip().splitlines() or ["?"])[-1]

@@ -35,6 +35,7 @@ import os
 import random
 import re
 import signal
+import sys
 import threading
 import time
 from collections import Counter
@@ -121,6 +122,12 @@ ControlAction = Callable[[dict[str, Any]], Any]
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     request_queue_size = 256  # a pool opening 64 connections at once must not wait for SYN retries
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that closed or reset its kept-alive connection (a job process ending, a timeout)
+        is no error of the proxy's; anything else is printed as socketserver does."""
+        if not isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            super().handle_error(request, client_address)
 
 
 class ThrottlingProxy:
