@@ -313,7 +313,7 @@ def _expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: in
     ids = table.snapshot_manager.snapshot_ids()
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")
     consumer_next = ConsumerManager(table.file_io, table.path, table.branch).min_next_snapshot()
-    plan = plan_range(ids, _commit_times(table), settings, consumer_next)
+    plan = plan_range(ids, _commit_times(table), settings, consumer_next, table.file_io.io_parallelism)
     _record_settings(deletion, settings, retention, consumer_next, decoupled)
     if plan is None or plan.count == 0:
         log.info("nothing to expire (%s)", "no snapshot" if plan is None else f"limited by {plan.limited_by}")

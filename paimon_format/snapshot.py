@@ -18,7 +18,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from paimon_format._listing import basename, numbered_ids
 from paimon_format.branches import MAIN_BRANCH, branch_root
 from paimon_format.errors import CorruptFileError, MissingFileError, SnapshotNotFoundError, StorageError
 from paimon_format.model.json import jackson_json, load_json_object
+from paimon_format.storage.in_flight import map_in_flight
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -332,14 +333,26 @@ class SnapshotManager:
         Ids come from a listing; a snapshot expired between listing and reading is skipped (it is
         legitimately gone), any other read failure propagates.
         """
-        result = []
-        for snapshot_id in self.snapshot_ids():
-            if first <= snapshot_id <= last:
-                try:
-                    result.append(self.snapshot(snapshot_id))
-                except SnapshotNotFoundError:
-                    log.info("%s: snapshot %d expired while reading", self.snapshot_dir(), snapshot_id)
-        return result
+        ids = [i for i in self.snapshot_ids() if first <= i <= last]
+        return [snapshot for _, snapshot in self.snapshots_present(ids) if snapshot is not None]
+
+    def snapshots_present(self, ids: Iterable[int]) -> Iterator[tuple[int, Snapshot | None]]:
+        """(id, snapshot) per listed id in the given order, None for one expired since the listing.
+
+        Read with `FileIO.io_parallelism` reads in flight: each snapshot is a small file whose read
+        waits a full request latency on an object store, so reading a table's snapshots one after
+        another is bound by latency. Ids are taken lazily; any failure other than the file being
+        gone is raised at its id's turn, as a plain loop would.
+        """
+
+        def read_one(snapshot_id: int) -> tuple[int, Snapshot | None]:
+            try:
+                return snapshot_id, self.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                log.info("%s: snapshot %d expired while reading", self.snapshot_dir(), snapshot_id)
+                return snapshot_id, None
+
+        return map_in_flight(read_one, ids, self.file_io.io_parallelism)
 
     def try_commit(self, snapshot: Snapshot) -> bool:
         """Create `snapshot-<id>` atomically; False if it already exists (another writer won the id).

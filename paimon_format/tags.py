@@ -19,6 +19,7 @@ from paimon_format._listing import names_after_prefix
 from paimon_format.branches import MAIN_BRANCH, branch_root
 from paimon_format.errors import InvalidTableStateError, SnapshotNotFoundError
 from paimon_format.snapshot import Snapshot, read_snapshot_file
+from paimon_format.storage.in_flight import map_in_flight
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -94,13 +95,20 @@ class TagManager:
         return read_snapshot_file(self.file_io, self.tag_path(name), f"tag {name!r} does not exist")
 
     def tags(self) -> dict[str, Snapshot]:
-        """Every tag, ordered by snapshot id then name (Java's order); a tag deleted meanwhile is skipped."""
-        found: list[tuple[str, Snapshot]] = []
-        for name in self.tag_names():
+        """Every tag, ordered by snapshot id then name (Java's order); a tag deleted meanwhile is skipped.
+
+        Read with `FileIO.io_parallelism` reads in flight: each tag is a small file whose read waits
+        a full request latency on an object store."""
+
+        def read_one(name: str) -> tuple[str, Snapshot | None]:
             try:
-                found.append((name, self.tag(name)))
+                return name, self.tag(name)
             except SnapshotNotFoundError:
                 log.info("%s: tag %r deleted while reading", self.tag_dir(), name)
+                return name, None
+
+        read = map_in_flight(read_one, self.tag_names(), self.file_io.io_parallelism)
+        found = [(name, tag) for name, tag in read if tag is not None]
         found.sort(key=lambda item: (item[1].id, item[0]))
         return dict(found)
 

@@ -56,7 +56,14 @@ def expire_changelogs(
     to_write = [] if not deletion.dry_run else sorted(i for i in writable if i not in existing)
     changelog_ids = sorted(existing | set(to_write))
     assert_small(len(changelog_ids), SNAPSHOT_LIMIT, "changelog ids")
-    cplan = plan_changelog_range(changelog_ids, _changelog_time(table), settings, plan.latest, consumer_next)
+    cplan = plan_changelog_range(
+        changelog_ids,
+        _changelog_time(table),
+        settings,
+        plan.latest,
+        consumer_next,
+        table.file_io.io_parallelism,
+    )
     if cplan is None or cplan.count == 0:
         log.info(
             "no long-lived changelog to expire (%s)",

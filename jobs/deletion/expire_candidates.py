@@ -4,17 +4,22 @@ the executors, minus what every retained root needs (`jobs.deletion.roots.retain
 Two passes: per snapshot id its metadata files and the manifests to read (`snapshot_range_reader`,
 `changelog_range_reader`), then per manifest its entries (`_manifest_reader`); data files whose last
 entry in the deltas of (begin, end] is not an ADD are candidates.
+
+Both passes keep `FileIO.io_parallelism` reads in flight per task (`roots.rows_in_flight`): a
+snapshot's JSON and its lists, or a manifest, are small reads that each wait a full request latency
+on an object store. Rows come out in id (manifest) order, and lenient and strict reads fail or are
+counted exactly as one after another: reading decides nothing about what is deleted or when.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.deletion.context import DeletionContext
-from jobs.deletion.roots import ArrowMapper, KeepRoot, Root, retained_needs
+from jobs.deletion.roots import ArrowMapper, KeepRoot, Root, retained_needs, rows_in_flight
 from jobs.deletion.stages import ALREADY_DELETED, FILES, LISTS, MANIFESTS
 from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import MissingFileError
@@ -204,48 +209,41 @@ def _range_deltas(F: Any, roots: DataFrame, end: int) -> tuple[int, int, int]:  
 def snapshot_range_reader(table: Table, begin: int, end: int) -> ArrowMapper:
     """Per snapshot id in [begin, end]: its metadata files (expiring ones) and the manifests to read."""
 
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        manager = table.snapshot_manager
-        for batch in batches:
-            rows: list[tuple[str, str, int, int, int]] = []
-            for sid in batch.column("sid").to_pylist():
-                snapshot = manager.snapshot(sid)
-                expiring = sid < end
-                if sid > begin:  # its delta decides which data files the previous snapshot lost
-                    delta = _read_list(
-                        table, snapshot.delta_manifest_list, lenient=expiring, rows=rows, sid=sid
-                    )
-                    for index, meta in enumerate(delta or []):
-                        order = (sid << _SID_SHIFT) | (index << _MANIFEST_SHIFT)
-                        rows.append((_DELTA, meta.file_name, meta.file_size, order, sid))
-                        rows.append((_DELETES, meta.file_name, meta.num_deleted_files, order, sid))
-                if not expiring:
-                    continue
-                sizes = {
-                    snapshot.base_manifest_list: snapshot.base_manifest_list_size,
-                    snapshot.delta_manifest_list: snapshot.delta_manifest_list_size,
-                    snapshot.changelog_manifest_list: snapshot.changelog_manifest_list_size,
-                }
-                for path in snapshot_metadata_files(snapshot):
-                    name = path.rsplit("/", 1)[-1]
-                    what = _LIST if name in sizes else _META
-                    rows.append((what, path, sizes.get(name) or 0, _NO_ORDER, sid))
-                for list_name, what in (
-                    (snapshot.base_manifest_list, _META),
-                    (snapshot.delta_manifest_list, _META),
-                    (snapshot.changelog_manifest_list, _CHANGELOG),
-                ):
-                    for meta in _read_list(table, list_name, lenient=True, rows=rows, sid=sid) or []:
-                        rows.append((_META, f"manifest/{meta.file_name}", meta.file_size, _NO_ORDER, sid))
-                        if what == _CHANGELOG:
-                            rows.append((_CHANGELOG, meta.file_name, meta.file_size, _NO_ORDER, sid))
-                if snapshot.index_manifest:
-                    rows.append((_INDEX, snapshot.index_manifest, 0, _NO_ORDER, sid))
-            yield pa.RecordBatch.from_pylist(
-                [dict(zip(_ROOT_SCHEMA.names, row, strict=True)) for row in rows], schema=_ROOT_SCHEMA
-            )
+    def read_one(sid: int) -> list[tuple[str, str, int, int, int]]:
+        rows: list[tuple[str, str, int, int, int]] = []
+        snapshot = table.snapshot_manager.snapshot(sid)
+        expiring = sid < end
+        if sid > begin:  # its delta decides which data files the previous snapshot lost
+            delta = _read_list(table, snapshot.delta_manifest_list, lenient=expiring, rows=rows, sid=sid)
+            for index, meta in enumerate(delta or []):
+                order = (sid << _SID_SHIFT) | (index << _MANIFEST_SHIFT)
+                rows.append((_DELTA, meta.file_name, meta.file_size, order, sid))
+                rows.append((_DELETES, meta.file_name, meta.num_deleted_files, order, sid))
+        if not expiring:
+            return rows
+        sizes = {
+            snapshot.base_manifest_list: snapshot.base_manifest_list_size,
+            snapshot.delta_manifest_list: snapshot.delta_manifest_list_size,
+            snapshot.changelog_manifest_list: snapshot.changelog_manifest_list_size,
+        }
+        for path in snapshot_metadata_files(snapshot):
+            name = path.rsplit("/", 1)[-1]
+            what = _LIST if name in sizes else _META
+            rows.append((what, path, sizes.get(name) or 0, _NO_ORDER, sid))
+        for list_name, what in (
+            (snapshot.base_manifest_list, _META),
+            (snapshot.delta_manifest_list, _META),
+            (snapshot.changelog_manifest_list, _CHANGELOG),
+        ):
+            for meta in _read_list(table, list_name, lenient=True, rows=rows, sid=sid) or []:
+                rows.append((_META, f"manifest/{meta.file_name}", meta.file_size, _NO_ORDER, sid))
+                if what == _CHANGELOG:
+                    rows.append((_CHANGELOG, meta.file_name, meta.file_size, _NO_ORDER, sid))
+        if snapshot.index_manifest:
+            rows.append((_INDEX, snapshot.index_manifest, 0, _NO_ORDER, sid))
+        return rows
 
-    return read
+    return _per_id_rows(table, read_one)
 
 
 def changelog_range_reader(table: Table) -> ArrowMapper:
@@ -253,28 +251,41 @@ def changelog_range_reader(table: Table) -> ArrowMapper:
     changelog manifests (their ADDs) and delta manifests (every file they name). Everything on this
     side is read leniently: what an interrupted run already deleted is only counted."""
 
+    def read_one(sid: int) -> list[tuple[str, str, int, int, int]]:
+        rows: list[tuple[str, str, int, int, int]] = []
+        changelog = changelog_or_snapshot(table, sid)
+        if changelog is None:
+            return rows  # a gap, or deleted by an interrupted run
+        for list_name, size, what in (
+            (changelog.changelog_manifest_list, changelog.changelog_manifest_list_size, _CHANGELOG),
+            (changelog.delta_manifest_list, changelog.delta_manifest_list_size, _DELTA_ALL),
+            (changelog.base_manifest_list, changelog.base_manifest_list_size, _META),
+        ):
+            if not list_name:
+                continue
+            metas = _read_list(table, list_name, lenient=True, rows=rows, sid=sid)
+            if metas is None:
+                continue
+            rows.append((_LIST, f"manifest/{list_name}", size or 0, _NO_ORDER, sid))
+            for meta in metas:
+                rows.append((_META, f"manifest/{meta.file_name}", meta.file_size, _NO_ORDER, sid))
+                if what != _META:
+                    rows.append((what, meta.file_name, meta.file_size, _NO_ORDER, sid))
+        return rows
+
+    return _per_id_rows(table, read_one)
+
+
+def _per_id_rows(
+    table: Table, read_one: Callable[[int], list[tuple[str, str, int, int, int]]]
+) -> ArrowMapper:
+    """The first pass's mapper: `read_one(sid)`'s rows for every id of a batch, reads in flight."""
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            rows: list[tuple[str, str, int, int, int]] = []
-            for sid in batch.column("sid").to_pylist():
-                changelog = changelog_or_snapshot(table, sid)
-                if changelog is None:
-                    continue  # a gap, or deleted by an interrupted run
-                for list_name, size, what in (
-                    (changelog.changelog_manifest_list, changelog.changelog_manifest_list_size, _CHANGELOG),
-                    (changelog.delta_manifest_list, changelog.delta_manifest_list_size, _DELTA_ALL),
-                    (changelog.base_manifest_list, changelog.base_manifest_list_size, _META),
-                ):
-                    if not list_name:
-                        continue
-                    metas = _read_list(table, list_name, lenient=True, rows=rows, sid=sid)
-                    if metas is None:
-                        continue
-                    rows.append((_LIST, f"manifest/{list_name}", size or 0, _NO_ORDER, sid))
-                    for meta in metas:
-                        rows.append((_META, f"manifest/{meta.file_name}", meta.file_size, _NO_ORDER, sid))
-                        if what != _META:
-                            rows.append((what, meta.file_name, meta.file_size, _NO_ORDER, sid))
+            rows = [
+                row for _sid, found in rows_in_flight(table, [batch], ("sid",), read_one) for row in found
+            ]
             yield pa.RecordBatch.from_pylist(
                 [dict(zip(_ROOT_SCHEMA.names, row, strict=True)) for row in rows], schema=_ROOT_SCHEMA
             )
@@ -298,39 +309,38 @@ def _read_list(table: Table, name: str | None, lenient: bool, rows: list, sid: i
 def _manifest_reader(table: Table, end: int) -> ArrowMapper:
     """Per delta manifest: (path, size, ord, kind) of every entry; per changelog/index manifest: files."""
 
+    def read_one(what: str, name: str, order: int, sid: int) -> list[tuple[str, int, int, int]]:
+        """(path, size, ord, kind) of what one manifest to read names."""
+        try:
+            if what == _INDEX:
+                return [(path, 0, _NO_ORDER, _NO_KIND) for path in index_manifest_references(table, name)]
+            entries = read_manifest(table.file_io, table.manifest_path(name))
+        except MissingFileError:
+            if what == _DELTA and sid >= end:
+                raise  # the first retained snapshot's delta: never lenient
+            return [(f"manifest/{name}", 0, _NO_ORDER, _GONE)]  # already deleted by an earlier run
+        found: list[tuple[str, int, int, int]] = []
+        for position, entry in enumerate(entries):
+            if what == _CHANGELOG and entry.kind != ADD:
+                continue
+            for number, path in enumerate(table.entry_relpaths(entry)):
+                size = entry.file.file_size if number == 0 else 0
+                if what == _DELTA:
+                    found.append((path, size, order | position, entry.kind))
+                else:
+                    found.append((path, size, _NO_ORDER, _NO_KIND))
+        return found
+
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: dict[str, list] = {name: [] for name in _FILE_SCHEMA.names}
-
-            def emit(path: str, size: int, order: int, kind: int, out: dict[str, list] = out) -> None:
-                out["path"].append(path)
-                out["size"].append(size)
-                out["stage"].append(FILES)
-                out["ord"].append(order)
-                out["kind"].append(kind)
-
-            columns = (batch.column(c).to_pylist() for c in ("what", "name", "ord", "sid"))
-            for what, name, order, sid in zip(*columns, strict=True):
-                try:
-                    if what == _INDEX:
-                        for path in index_manifest_references(table, name):
-                            emit(path, 0, _NO_ORDER, _NO_KIND)
-                        continue
-                    entries = read_manifest(table.file_io, table.manifest_path(name))
-                except MissingFileError:
-                    if what == _DELTA and sid >= end:
-                        raise  # the first retained snapshot's delta: never lenient
-                    emit(f"manifest/{name}", 0, _NO_ORDER, _GONE)  # already deleted by an earlier run
-                    continue
-                for position, entry in enumerate(entries):
-                    if what == _CHANGELOG and entry.kind != ADD:
-                        continue
-                    for number, path in enumerate(table.entry_relpaths(entry)):
-                        size = entry.file.file_size if number == 0 else 0
-                        if what == _DELTA:
-                            emit(path, size, order | position, entry.kind)
-                        else:
-                            emit(path, size, _NO_ORDER, _NO_KIND)
+            for _row, found in rows_in_flight(table, [batch], ("what", "name", "ord", "sid"), read_one):
+                for path, size, order, kind in found:
+                    out["path"].append(path)
+                    out["size"].append(size)
+                    out["stage"].append(FILES)
+                    out["ord"].append(order)
+                    out["kind"].append(kind)
             yield pa.RecordBatch.from_pydict(out, schema=_FILE_SCHEMA)
 
     return read

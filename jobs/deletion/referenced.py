@@ -8,9 +8,14 @@ worth of entries:
    long-lived changelog ids (a small plan). Those files are referenced themselves.
 2. Executors read each root (snapshot, tag, changelog JSON) and its manifest lists: manifest lists,
    index manifest, statistics and the manifest names. Up to DRIVER_ROOTS roots are read on the
-   driver instead (a few threads), since one Spark job costs more than reading a few snapshots.
+   driver instead, since one Spark job costs more than reading a few snapshots.
 3. Manifest names and index manifest names are de-duplicated (tags and snapshots share most of them)
    and read once each, on executors: data files with extra files, changelog files, index files.
+
+Each task (and the driver) keeps `FileIO.io_parallelism` reads in flight (`roots.rows_in_flight`):
+on an object store a read waits tens of milliseconds before its first byte, so reading roots and
+manifests one after another would be bound by latency; decoding one manifest overlaps fetching the
+next. Rows come out in the same order as from a plain loop.
 
 Any read error fails the job: a missing or corrupt manifest would make its files look unreferenced.
 Only a root deleted between listing and reading (expired concurrently) is skipped, as it then
@@ -21,12 +26,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from jobs.deletion.roots import rows_in_flight
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import driver_list_frame, parallelize_small
 from paimon_format.branches import MAIN_BRANCH
@@ -37,6 +42,7 @@ from paimon_format.maintenance.references import (
     metadata_file_relpaths,
     root_references,
 )
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -52,7 +58,6 @@ _BATCH_ROWS = 20_000
 ROOT_LIMIT = 1_000_000
 # Up to this many roots are read on the driver (a Spark job costs more than reading a few snapshots).
 DRIVER_ROOTS = 64
-DRIVER_ROOT_THREADS = 8
 
 
 @dataclass
@@ -80,10 +85,13 @@ def _root_rows(table: Table, branch: str, kind: str, name: str) -> list[tuple[st
 
 
 def _root_reader(table: Table):
+    def read_one(branch: str, kind: str, name: str) -> list[tuple[str, str]]:
+        return _root_rows(table, branch, kind, name)
+
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            columns = (batch.column(c).to_pylist() for c in ("branch", "kind", "name"))
-            rows = [row for root in zip(*columns, strict=True) for row in _root_rows(table, *root)]
+            read = rows_in_flight(table, [batch], ("branch", "kind", "name"), read_one)
+            rows = [row for _root, found in read for row in found]
             yield pa.RecordBatch.from_pydict(
                 {"what": [what for what, _ in rows], "value": [value for _, value in rows]},
                 schema=_ROOT_OUT_SCHEMA,
@@ -93,25 +101,27 @@ def _root_reader(table: Table):
 
 
 def _read_roots_in_driver(table: Table, roots: list[tuple[str, str, str]]) -> dict[str, dict[str, None]]:
-    """What a few roots name, read on the driver with a few threads (each root is a handful of
-    small reads that wait on storage): distinct values by kind of row, in first-seen order."""
+    """What a few roots name, read on the driver with `io_parallelism` reads in flight (each root is
+    a handful of small reads that wait on storage): distinct values by kind of row, in first-seen
+    order."""
     found: dict[str, dict[str, None]] = {_FILE: {}, _MANIFEST: {}, _INDEX_MANIFEST: {}, _VANISHED: {}}
-    with ThreadPoolExecutor(max_workers=DRIVER_ROOT_THREADS) as pool:
-        for rows in pool.map(lambda root: _root_rows(table, *root), roots):
-            for what, value in rows:
-                found[what][value] = None
+    parallelism = table.file_io.io_parallelism
+    for rows in map_in_flight(lambda root: _root_rows(table, *root), roots, parallelism):
+        for what, value in rows:
+            found[what][value] = None
     return found
 
 
 def _manifest_reader(table: Table, index: bool):
+    def read_one(name: str) -> list[str]:
+        return index_manifest_references(table, name) if index else manifest_references(table, name)
+
     def read_manifests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name in batch.column("value").to_pylist():
-                paths = index_manifest_references(table, name) if index else manifest_references(table, name)
-                for start in range(0, len(paths), _BATCH_ROWS):
-                    yield pa.RecordBatch.from_pydict(
-                        {"path": paths[start : start + _BATCH_ROWS]}, schema=_PATH_SCHEMA
-                    )
+        for _name, paths in rows_in_flight(table, batches, ("value",), read_one):
+            for start in range(0, len(paths), _BATCH_ROWS):
+                yield pa.RecordBatch.from_pydict(
+                    {"path": paths[start : start + _BATCH_ROWS]}, schema=_PATH_SCHEMA
+                )
 
     return read_manifests
 

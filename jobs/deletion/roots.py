@@ -11,12 +11,19 @@ snapshots a rollback discards) deletes their files in one shape:
 - deleted in stages (`jobs.deletion.stages.delete_stages`): data, changelog and index files, then
   manifests, index manifests and statistics, then manifest lists, so that a crash between stages
   leaves every retained root readable and a rerun finds the rest.
+
+Every reader here keeps `FileIO.io_parallelism` reads in flight per task (`rows_in_flight`): on an
+object store each read waits tens of milliseconds for its first byte, so one read after another is
+bound by latency; decoding one manifest overlaps fetching the next. Results come back in row order
+and a failed read fails the task at its row's turn, exactly as the plain loop did. Reading is all
+these readers do: what is deleted, and in which order, is decided afterwards, so reading in flight
+changes neither the candidates nor the stage order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -40,6 +47,7 @@ from paimon_format.maintenance.references import (
 )
 from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -55,12 +63,31 @@ _LIVE_SCHEMA = pa.schema(
 )
 _PATH_SCHEMA = pa.schema([("path", pa.string())])
 _ROOT_DDL = "branch string, kind string, name string"
+_ROOT_COLUMNS = ("branch", "kind", "name")
 ROOT_LIMIT = 1_000_000
 
 # (branch, kind, name) of a snapshot, tag or changelog; `keep_root` says whether one stays
 Root = tuple[str, str, str]
 KeepRoot = Callable[[str, str, str], bool]
 ArrowMapper = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+R = TypeVar("R")
+
+
+def rows_in_flight(
+    table: Table, batches: Iterable[pa.RecordBatch], columns: tuple[str, ...], read: Callable[..., R]
+) -> Iterator[tuple[tuple[Any, ...], R]]:
+    """(row, `read(*row)`) for every row (the values of `columns`) of the Arrow batches, in row order,
+    with up to `table.file_io.io_parallelism` reads in flight (`map_in_flight`).
+
+    Why: a task reading its manifests one after another waits a full request latency per manifest.
+    Rows are taken lazily (a window of them, never a whole partition), and the first failing read
+    is raised at its row's turn, so a caller's loop keeps its error semantics: a read the caller
+    wants lenient must catch its own error inside `read`.
+    """
+    rows = (
+        row for batch in batches for row in zip(*(batch.column(c).to_pylist() for c in columns), strict=True)
+    )
+    return map_in_flight(lambda row: (row, read(*row)), rows, table.file_io.io_parallelism)
 
 
 def retained_needs(
@@ -142,16 +169,15 @@ def _retained_root_reader(table: Table, chain_end: int | None) -> ArrowMapper:
     manifest it needs, each manifest with how it counts (`_manifest_mode`)."""
     chain_branch = table.branch
 
+    def read_root(branch: str, kind: str, name: str) -> RootReferences | None:
+        if chain_end is not None and branch == chain_branch and kind in (SNAPSHOT_ROOT, TAG_ROOT):
+            return chained_root_references(table.for_branch(branch), kind, name, chain_end)
+        return root_references(table.for_branch(branch), kind, name)
+
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: dict[str, list] = {"root": [], "what": [], "value": []}
-            for branch, kind, name in zip(
-                *(batch.column(c).to_pylist() for c in ("branch", "kind", "name")), strict=True
-            ):
-                if chain_end is not None and branch == chain_branch and kind in (SNAPSHOT_ROOT, TAG_ROOT):
-                    found = chained_root_references(table.for_branch(branch), kind, name, chain_end)
-                else:
-                    found = root_references(table.for_branch(branch), kind, name)
+            for (branch, kind, name), found in rows_in_flight(table, [batch], _ROOT_COLUMNS, read_root):
                 if found is None:
                     continue  # expired concurrently: needs nothing
                 key = f"{branch}/{kind}/{name}"
@@ -169,11 +195,10 @@ def _index_file_reader(table: Table) -> ArrowMapper:
 
     def read_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            paths = [
-                p
-                for name in batch.column("value").to_pylist()
-                for p in index_manifest_references(table, name)
-            ]
+            read = rows_in_flight(
+                table, [batch], ("value",), lambda name: index_manifest_references(table, name)
+            )
+            paths = [p for _name, found in read for p in found]
             yield pa.RecordBatch.from_pydict({"path": paths}, schema=_PATH_SCHEMA)
 
     return read_index
@@ -221,18 +246,20 @@ def _live_in_retained_roots(
 def _retained_entry_reader(table: Table) -> ArrowMapper:
     """Per manifest: (manifest, path, delta, appended) of every entry, strictly."""
 
+    def read_one(name: str) -> pa.RecordBatch:
+        out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "appended": []}
+        for entry in read_manifest(table.file_io, table.manifest_path(name)):
+            appended = 1 if changelog_needs_entry(entry, appended_only=True) else 0
+            for path in table.entry_relpaths(entry):
+                out["manifest"].append(name)
+                out["path"].append(path)
+                out["delta"].append(1 if entry.kind == ADD else -1)
+                out["appended"].append(appended)
+        return pa.RecordBatch.from_pydict(out, schema=_LIVE_SCHEMA)
+
     def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name in batch.column("manifest").to_pylist():
-                out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "appended": []}
-                for entry in read_manifest(table.file_io, table.manifest_path(name)):
-                    appended = 1 if changelog_needs_entry(entry, appended_only=True) else 0
-                    for path in table.entry_relpaths(entry):
-                        out["manifest"].append(name)
-                        out["path"].append(path)
-                        out["delta"].append(1 if entry.kind == ADD else -1)
-                        out["appended"].append(appended)
-                yield pa.RecordBatch.from_pydict(out, schema=_LIVE_SCHEMA)
+        for _name, entries in rows_in_flight(table, batches, ("manifest",), read_one):
+            yield entries
 
     return read_entries
 
@@ -322,17 +349,21 @@ def _dropped_root_reader(table: Table) -> ArrowMapper:
     """Per dropped root: (root, what, value, size) rows of its metadata files, manifests and index
     manifest; a root whose list an interrupted run deleted also gives a `missing` row."""
 
+    def read_root(branch: str, kind: str, name: str) -> tuple[RootReferences | None, bool]:
+        """(what the root names, whether an interrupted run deleted one of its manifest lists)."""
+        branch_table = table.for_branch(branch)
+        try:
+            return root_references(branch_table, kind, name), False
+        except MissingFileError:
+            return _half_deleted_root(branch_table, kind, name), True
+
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: dict[str, list] = {"root": [], "what": [], "value": [], "size": []}
-            for branch, kind, name in zip(
-                *(batch.column(c).to_pylist() for c in ("branch", "kind", "name")), strict=True
+            for (branch, kind, name), (found, half_deleted) in rows_in_flight(
+                table, [batch], _ROOT_COLUMNS, read_root
             ):
-                branch_table = table.for_branch(branch)
-                try:
-                    found = root_references(branch_table, kind, name)
-                except MissingFileError:
-                    found = _half_deleted_root(branch_table, kind, name)
+                if half_deleted:
                     out["root"].append(f"{branch}/{kind}/{name}")
                     out["what"].append("missing")
                     out["value"].append(f"{branch}/{kind}/{name}")
@@ -365,14 +396,19 @@ def _dropped_index_files(F: Any, table: Table, named: DataFrame) -> DataFrame:  
     """The index files the dropped roots' index manifests name (stage FILES); an index manifest an
     interrupted run deleted (after its index files) names nothing."""
 
+    def read_one(name: str) -> list[str]:
+        try:
+            return index_manifest_references(table, name)
+        except MissingFileError:  # deleted by an interrupted run, after its index files
+            return []
+
     def read_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            paths: list[str] = []
-            for name in batch.column("value").to_pylist():
-                try:
-                    paths.extend(index_manifest_references(table, name))
-                except MissingFileError:  # deleted by an interrupted run, after its index files
-                    continue
+            paths = [
+                path
+                for _name, found in rows_in_flight(table, [batch], ("value",), read_one)
+                for path in found
+            ]
             yield pa.RecordBatch.from_pydict(
                 {"path": paths, "size": [0] * len(paths), "stage": [FILES] * len(paths)},
                 schema=_CANDIDATE_SCHEMA,
@@ -390,25 +426,27 @@ def _dropped_manifest_entries(spark: SparkSession, table: Table, root_manifests:
     """Every entry of the dropped roots' manifests (manifest, path, delta, size), each manifest read
     once, checkpointed; a manifest already deleted gives one row of delta `_MISSING_DELTA`."""
 
+    def read_one(name: str) -> pa.RecordBatch:
+        out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "size": []}
+        try:
+            entries = read_manifest(table.file_io, table.manifest_path(name))
+        except MissingFileError:  # deleted by an interrupted run, after its files
+            entries = []
+            out["manifest"].append(name)
+            out["path"].append(f"manifest/{name}")
+            out["delta"].append(_MISSING_DELTA)
+            out["size"].append(0)
+        for entry in entries:
+            for number, path in enumerate(table.entry_relpaths(entry)):
+                out["manifest"].append(name)
+                out["path"].append(path)
+                out["delta"].append(1 if entry.kind == ADD else -1)
+                out["size"].append(entry.file.file_size if number == 0 else 0)
+        return pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
+
     def read_entries(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for name in batch.column("manifest").to_pylist():
-                out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "size": []}
-                try:
-                    entries = read_manifest(table.file_io, table.manifest_path(name))
-                except MissingFileError:  # deleted by an interrupted run, after its files
-                    entries = []
-                    out["manifest"].append(name)
-                    out["path"].append(f"manifest/{name}")
-                    out["delta"].append(_MISSING_DELTA)
-                    out["size"].append(0)
-                for entry in entries:
-                    for number, path in enumerate(table.entry_relpaths(entry)):
-                        out["manifest"].append(name)
-                        out["path"].append(path)
-                        out["delta"].append(1 if entry.kind == ADD else -1)
-                        out["size"].append(entry.file.file_size if number == 0 else 0)
-                yield pa.RecordBatch.from_pydict(out, schema=_ENTRY_SCHEMA)
+        for _name, entries in rows_in_flight(table, batches, ("manifest",), read_one):
+            yield entries
 
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     entries = (

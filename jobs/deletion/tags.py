@@ -37,6 +37,7 @@ from paimon_format.model.options import (
 )
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: Tag
         log.info("no tag to delete")
         record.count("tags_deleted", 0)
         return
-    with_files = [name for name in names if not _snapshot_still_there(table, tags[name])]
+    with_files = _tags_on_expired_snapshots(table, tags, names)
     tags_at_plan = set(manager.tag_names())
     branches_at_plan = set(table.branch_manager.branch_names())
     candidates = _plan_tag_files(deletion, names, with_files, unfinished)
@@ -169,6 +170,15 @@ def _refuse_new_roots(table: Table, tags_at_plan: set[str], branches_at_plan: se
             "while this job ran; the tag files are deleted and their files left for now: run the job "
             "again to finish (it plans again with the new ones)"
         )
+
+
+def _tags_on_expired_snapshots(table: Table, tags: dict[str, Snapshot], names: list[str]) -> list[str]:
+    """Of `names`, the tags whose snapshot is gone (or differs): their files may go with them. The
+    snapshots are read with `io_parallelism` reads in flight, one small read per tag."""
+    there = map_in_flight(
+        lambda name: _snapshot_still_there(table, tags[name]), names, table.file_io.io_parallelism
+    )
+    return [name for name, still_there in zip(names, there, strict=True) if not still_there]
 
 
 def _snapshot_still_there(table: Table, tagged: Snapshot) -> bool:

@@ -13,13 +13,19 @@ below `end` means everything before it was already expired (by an interrupted ru
 range starts after the newest gap. The snapshot `end` itself must exist, because its delta says
 which files the last expired snapshot still had.
 
-Pure: no I/O. The job reads ids and times and hands them in.
+Pure: no I/O. The job reads ids and hands in `time_of`, which the planners call for up to
+`parallelism` ids at once (`map_in_flight`), in order: each time is a snapshot file read, and reading
+hundreds of them one after another on an object store is bound by latency. A planner stops at the
+first young enough snapshot; the few times fetched ahead of it are discarded unused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import closing
 from dataclasses import dataclass
+
+from paimon_format.storage.in_flight import map_in_flight
 
 
 @dataclass(frozen=True)
@@ -61,11 +67,13 @@ def plan_range(
     time_of: Callable[[int], int],
     settings: ExpireSettings,
     consumer_next: int | None = None,
+    parallelism: int = 1,
 ) -> ExpireRange | None:
     """The range to expire, or None for a table without snapshots.
 
     `snapshot_ids` are the ids present (any order); `time_of(id)` is a snapshot's commit time and is
-    only called for ids between the retain_max bound and the retain_min bound.
+    only called for ids between the retain_max bound and the retain_min bound, from up to
+    `parallelism` threads at once.
     """
     settings.validate()
     if not snapshot_ids:
@@ -80,14 +88,16 @@ def plan_range(
         end, limited_by = earliest + settings.max_deletes, "max_deletes"
     unconditional = max(latest - settings.retain_max + 1, earliest)
     ordered = sorted(present)
-    for snapshot_id, successor in zip(ordered, ordered[1:], strict=False):
-        if snapshot_id < unconditional:
-            continue
-        if snapshot_id >= end:
-            break
-        if time_of(successor) >= settings.cutoff_ms:
-            end, limited_by = snapshot_id, "age"
-            break
+    pairs = [
+        (snapshot_id, successor)
+        for snapshot_id, successor in zip(ordered, ordered[1:], strict=False)
+        if unconditional <= snapshot_id < end
+    ]
+    with closing(map_in_flight(time_of, [successor for _, successor in pairs], parallelism)) as times:
+        for (snapshot_id, _), successor_time in zip(pairs, times, strict=False):
+            if successor_time >= settings.cutoff_ms:
+                end, limited_by = snapshot_id, "age"
+                break
     while end > earliest and end not in present:
         end -= 1  # a gap above the range: keep the newest existing snapshot as the first retained
     if end <= earliest:
@@ -160,6 +170,7 @@ def plan_changelog_range(
     settings: ChangelogSettings,
     latest_snapshot_id: int,
     consumer_next: int | None = None,
+    parallelism: int = 1,
 ) -> ChangelogRange | None:
     """Which long-lived changelogs go (Paimon's ExpireChangelogImpl), or None when there are none.
 
@@ -167,7 +178,8 @@ def plan_changelog_range(
     the newest `retain_min` ids stay; ids older than the newest `retain_max` go regardless of age;
     in between a changelog goes only while it is older than the cutoff (its own commit time). The
     consumer's next snapshot, `max_deletes` past the earliest and the latest changelog itself (the
-    newest one always stays) bound the end, which must be an existing changelog.
+    newest one always stays) bound the end, which must be an existing changelog. `time_of` is
+    called from up to `parallelism` threads at once.
     """
     if not changelog_ids:
         return None
@@ -182,10 +194,14 @@ def plan_changelog_range(
         end, limited_by = latest, "latest_changelog"
     if end <= earliest:
         return ChangelogRange(earliest, latest, earliest, earliest, limited_by)
-    for changelog_id in range(max(latest_snapshot_id - settings.retain_max + 1, earliest), end + 1):
-        if changelog_id in present and time_of(changelog_id) >= settings.cutoff_ms:
-            end, limited_by = changelog_id, "age"
-            break
+    ids = [
+        i for i in range(max(latest_snapshot_id - settings.retain_max + 1, earliest), end + 1) if i in present
+    ]
+    with closing(map_in_flight(time_of, ids, parallelism)) as times:
+        for changelog_id, changelog_time in zip(ids, times, strict=False):
+            if changelog_time >= settings.cutoff_ms:
+                end, limited_by = changelog_id, "age"
+                break
     if end not in present:
         return ChangelogRange(earliest, latest, earliest, earliest, "missing_end")
     return ChangelogRange(earliest, latest, earliest, end, limited_by)

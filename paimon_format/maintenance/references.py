@@ -10,6 +10,10 @@ expire-tags, rollback, remove-orphan-files) asks the questions answered here, fr
 Reading fails loudly: a root that is listed but unreadable aborts the caller, because a missing
 root would make its files look unreferenced. A root that vanished between listing and reading was
 expired concurrently and needs nothing anymore.
+
+`referenced_files` keeps `FileIO.io_parallelism` reads in flight (`map_in_flight`): roots and
+manifests are many small files, and on an object store each read waits a full request latency, so
+reading them one after another is bound by latency, not by decoding.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError
-from paimon_format.manifest.codec import gc_paused, iter_manifest_records, read_index_manifest, read_manifest
+from paimon_format.manifest.codec import gc_paused, iter_manifest_records, read_index_manifest
 from paimon_format.manifest.entries import ADD, IndexManifestEntry, ManifestEntry, ManifestFileMeta
 from paimon_format.scan.snapshot_scan import (
     changelog_manifests,
@@ -28,6 +32,7 @@ from paimon_format.scan.snapshot_scan import (
     read_list,
 )
 from paimon_format.snapshot import Snapshot
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 # -- what a long-lived changelog needs ----------------------------------------------------------
@@ -137,19 +142,16 @@ def snapshot_sources(table: Table) -> list[SnapshotSource]:
     branches = [table] + [table.for_branch(name) for name in table.branch_manager.branch_names()]
     for branch_table in branches:
         manager = branch_table.snapshot_manager
-        for snapshot_id in manager.snapshot_ids():
-            try:
-                snapshot = manager.snapshot(snapshot_id)
-            except SnapshotNotFoundError:
-                # Expired between listing and reading by a concurrent expiry: it needs nothing anymore.
-                continue
-            sources.append(SnapshotSource(branch_table, "snapshot", str(snapshot_id), snapshot))
+        # A snapshot expired between listing and reading by a concurrent expiry needs nothing anymore.
+        for snapshot_id, snapshot in manager.snapshots_present(manager.snapshot_ids()):
+            if snapshot is not None:
+                sources.append(SnapshotSource(branch_table, "snapshot", str(snapshot_id), snapshot))
         for tag_name, tag_snapshot in branch_table.tag_manager.tags().items():
             sources.append(SnapshotSource(branch_table, "tag", tag_name, tag_snapshot))
-        for changelog_id in manager.changelog_ids():
-            sources.append(
-                SnapshotSource(branch_table, "changelog", str(changelog_id), manager.changelog(changelog_id))
-            )
+        changelog_ids = manager.changelog_ids()
+        changelogs = map_in_flight(manager.changelog, changelog_ids, table.file_io.io_parallelism)
+        for changelog_id, changelog in zip(changelog_ids, changelogs, strict=True):
+            sources.append(SnapshotSource(branch_table, "changelog", str(changelog_id), changelog))
     return sources
 
 
@@ -187,40 +189,52 @@ def referenced_files(table: Table) -> set[str]:
     manifest lists, manifests, index manifests, index files, statistics, data files with their
     extra files, and changelog files. A long-lived changelog needs only what its streaming readers
     open (`changelog_reads`); a tag needs no changelog (`keeps_changelog`); manifests count whole.
-    Single-process; the orphan-file job computes the same set on executors.
+    Single-process; the orphan-file job computes the same set on executors. Roots, then each
+    distinct manifest, then each distinct index manifest are read with `io_parallelism` in flight.
     """
     referenced: set[str] = set()
     for branch in [table.branch, *table.branch_manager.branch_names()]:
         referenced.update(metadata_file_relpaths(table, branch)[0])
-    seen_manifests: set[str] = set()
-    seen_index_manifests: set[str] = set()
-    for source in snapshot_sources(table):
-        snapshot = source.snapshot
-        if source.kind == "changelog":
-            reads = changelog_reads(source.table, snapshot)
-            referenced.update(f"manifest/{name}" for name in reads.lists)
-            referenced.update(f"manifest/{meta.file_name}" for meta in reads.named)
-            manifests = reads.read
-        else:
-            with_changelog = source.needs_changelog
-            referenced.update(snapshot_metadata_files(snapshot, with_changelog))
-            manifests = data_manifests(source.table, snapshot)
-            if with_changelog:
-                manifests += changelog_manifests(source.table, snapshot)
-        for meta in manifests:
-            if meta.file_name in seen_manifests:
-                continue
-            seen_manifests.add(meta.file_name)
-            referenced.add(f"manifest/{meta.file_name}")
-            for entry in read_manifest(table.file_io, table.manifest_path(meta.file_name)):
-                referenced.update(table.entry_relpaths(entry))
-        if source.kind == "changelog":
-            continue  # snapshot expiry deleted the index files of the changelog's snapshot
-        if snapshot.index_manifest and snapshot.index_manifest not in seen_index_manifests:
-            seen_index_manifests.add(snapshot.index_manifest)
-            for index_entry in index_entries(source.table, snapshot):
-                referenced.update(index_file_relpaths(index_entry))
+    parallelism = table.file_io.io_parallelism
+    sources = snapshot_sources(table)
+    manifests: dict[str, None] = {}  # distinct, in first-seen order
+    index_roots: dict[str, SnapshotSource] = {}  # per index manifest, one root naming it
+    for source, (files, metas) in zip(
+        sources, map_in_flight(_source_needs, sources, parallelism), strict=True
+    ):
+        referenced.update(files)
+        manifests.update(dict.fromkeys(meta.file_name for meta in metas))
+        # a changelog needs no index files: snapshot expiry deleted those of the changelog's snapshot
+        if source.kind != "changelog" and source.snapshot.index_manifest:
+            index_roots.setdefault(source.snapshot.index_manifest, source)
+    referenced.update(f"manifest/{name}" for name in manifests)
+    for paths in map_in_flight(lambda name: manifest_references(table, name), manifests, parallelism):
+        referenced.update(paths)
+    for paths in map_in_flight(_index_needs, index_roots.values(), parallelism):
+        referenced.update(paths)
     return referenced
+
+
+def _index_needs(source: SnapshotSource) -> list[str]:
+    """The index files a root's index manifest names (`referenced_files`)."""
+    return [
+        path for entry in index_entries(source.table, source.snapshot) for path in index_file_relpaths(entry)
+    ]
+
+
+def _source_needs(source: SnapshotSource) -> tuple[list[str], list[ManifestFileMeta]]:
+    """(metadata files, manifests to read for their entries) of one root (`referenced_files`)."""
+    snapshot = source.snapshot
+    if source.kind == "changelog":
+        reads = changelog_reads(source.table, snapshot)
+        files = [f"manifest/{name}" for name in reads.lists]
+        files += [f"manifest/{meta.file_name}" for meta in reads.named]
+        return files, reads.read
+    with_changelog = source.needs_changelog
+    manifests = data_manifests(source.table, snapshot)
+    if with_changelog:
+        manifests += changelog_manifests(source.table, snapshot)
+    return snapshot_metadata_files(snapshot, with_changelog), manifests
 
 
 # -- what one metadata root references (run on executors, one root or manifest per call) ---------
