@@ -3,7 +3,8 @@
 The order is what makes it safe against a writer committing meanwhile:
 
 1. List every file under the table directory (or read an `inventory`) on the executors, wave by
-   wave, and checkpoint the listing: it is taken once, first.
+   wave (on S3 by disjoint key ranges, each key in one range), and checkpoint the listing: it is
+   taken once, first.
 2. Then read the referenced set on the executors: everything every snapshot, tag, branch and
    long-lived changelog needs. A commit that lands after step 1 wrote its files after the listing,
    so they are not candidates; one that lands before step 2 is in the referenced set.
@@ -361,6 +362,9 @@ def _list(
     record.count("directories_listed", listing.directories)
     record.count("directories_vanished", listing.vanished_directories)
     record.count("listing_waves", listing.waves)
+    if listing.ranges:  # listed by key ranges (object stores): LIST requests are pages, not directories
+        record.count("listing_key_ranges", listing.ranges)
+        record.count("listing_pages", listing.pages)
     return listing.files
 
 

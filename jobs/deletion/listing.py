@@ -1,5 +1,9 @@
 """Every file under a table directory as a DataFrame, listed by the executors in waves.
 
+On an object store that lists flat key ranges (S3) the table is listed by key ranges instead
+(`prefix_listing`): objects / 1000 LIST requests plus one per range, not one per directory. Waves
+serve local disk (os.scandir per directory is cheap there) and every other store.
+
 Walking a table with millions of files on the driver is what runs other cleaners out of memory. Here
 the driver only keeps a count per wave: wave 1 lists the table root on an executor, the directories
 it finds are the next wave's input (a DataFrame, never collected), and so on: partition levels are
@@ -22,27 +26,17 @@ import logging
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from jobs.deletion.listed import BATCH_ROWS, LISTED_COLUMNS, LISTED_SCHEMA, Listing
+from jobs.deletion.prefix_listing import list_by_key_ranges, lists_by_key_ranges
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import MissingFileError, StorageError
 from paimon_format.maintenance.orphan_rules import FileNaming, directory_judge, judge_file
 from paimon_format.storage.fileio import FileIO
-
-LISTED_COLUMNS = "path string, size long, modification_time_ms long, rule string, kind string"
-LISTED_SCHEMA = pa.schema(
-    [
-        ("path", pa.string()),
-        ("size", pa.int64()),
-        ("modification_time_ms", pa.int64()),
-        ("rule", pa.string()),
-        ("kind", pa.string()),
-    ]
-)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -58,18 +52,7 @@ _WAVE_SCHEMA = pa.schema(
     ]
 )
 TASKS_PER_CORE = 4
-_BATCH_ROWS = 20_000
 MAX_WAVES = 64  # deeper than any Paimon layout: a symlink loop or a runaway tree, not a table
-
-
-@dataclass
-class Listing:
-    """The listed files (a checkpointed DataFrame of LISTED_COLUMNS) and what the driver counted."""
-
-    files: DataFrame
-    directories: int
-    vanished_directories: int
-    waves: int
 
 
 # One directory entry as listed: (name, is_dir, size, modification time in ms).
@@ -169,7 +152,7 @@ def _wave_lister(file_io: FileIO, root: str, naming: FileNaming, recursive: bool
                         rules.append(judgement.rule)
                         kinds.append(judgement.kind)
                 counters.files.add(files)
-                if len(paths) >= _BATCH_ROWS:
+                if len(paths) >= BATCH_ROWS:
                     yield pa.RecordBatch.from_pydict(rows, schema=_WAVE_SCHEMA)
                     rows = {name: [] for name in _WAVE_SCHEMA.names}
         if rows["path"]:
@@ -188,6 +171,21 @@ def _append(rows: dict[str, list], path: str, is_dir: bool, size: int, mtime: in
 
 
 def list_table_files(
+    spark: SparkSession,
+    file_io: FileIO,
+    root: str,
+    naming: FileNaming,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
+) -> Listing:
+    """List every file below `root` on the executors: by key ranges where the store lists them
+    (`prefix_listing.lists_by_key_ranges`), else wave by wave. Either way each file is listed once
+    and the result is checkpointed before anything reads it."""
+    if lists_by_key_ranges(file_io):
+        return list_by_key_ranges(spark, file_io, root, naming, log)
+    return list_in_waves(spark, file_io, root, naming, log)
+
+
+def list_in_waves(
     spark: SparkSession,
     file_io: FileIO,
     root: str,

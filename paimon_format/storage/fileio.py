@@ -467,30 +467,49 @@ class FileIO:
         return sync(fs.loop, call)
 
     def _s3_list_recursive(self, path: str) -> Iterator[FileStatus]:
+        found = False
+        for page in self.list_key_range(path):
+            for relative, size, modified_ms in page:
+                found = True
+                yield FileStatus(join_path(path, relative), size, modified_ms, False)
+        if not found and "/" in self._fs_path(path):
+            raise MissingFileError(path)
+
+    @property
+    def lists_key_ranges(self) -> bool:
+        """Whether `list_key_range` works: S3 only. GCS and ABFS list flat in key order too, but gcsfs and
+        adlfs expose no start-after page call to bound; there callers list directory by directory."""
+        return self.protocol == "s3"
+
+    def list_key_range(
+        self, path: str, start_after: str | None = None, stop_before: str | None = None
+    ) -> Iterator[list[tuple[str, int, int]]]:
+        """Objects below `path` whose key relative to `path` sorts after `start_after` (exclusive, as
+        StartAfter) and before `stop_before` (None: unbounded), one list of (relative key, size, mtime
+        ms) per LIST page. Why: one flat ListObjectsV2 (no delimiter, 1000 keys a page) lists a subtree
+        in objects / 1000 requests, not one per directory, and ranges split it between listers.
+        Keys sort by UTF-8 bytes (str order), so the bounds' shared start narrows the Prefix; markers
+        are skipped. An empty range is an empty result; a failed page raises StorageError naming it.
+        """
+        if not self.lists_key_ranges:
+            raise UnsupportedOperationError(f"list {path}: key ranges are listed on S3 only")
         fs_path = self._fs_path(path)
         bucket, key = _split_bucket_key(fs_path, path, key_required=False)
         prefix = f"{key}/" if key else ""
-        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": _S3_LIST_PAGE}
-        found = False
+        shared = os.path.commonprefix([start_after, stop_before]) if start_after and stop_before else ""
+        request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix + shared, "MaxKeys": _S3_LIST_PAGE}
+        if start_after is not None:
+            request["StartAfter"] = prefix + start_after
+        where = f"{path} (keys after {start_after!r}, before {stop_before!r})"
         while True:
-            with _storage_errors("list", path):
+            with _storage_errors("list", where):
                 page = self._s3_call("list_objects_v2", **request)
-            for obj in page.get("Contents", []):
-                if obj["Key"].endswith("/"):
-                    continue  # a directory marker, not a file
-                found = True
-                info = {"LastModified": obj["LastModified"]}
-                yield FileStatus(
-                    path=join_path(path, obj["Key"][len(prefix) :]),
-                    size=int(obj["Size"]),
-                    modification_time_ms=mtime_ms(info, obj["Key"], False),
-                    is_dir=False,
-                )
-            if not page.get("IsTruncated"):
-                break
+            listed = [(obj["Key"][len(prefix) :], obj) for obj in page.get("Contents", [])]
+            inside = [(k, obj) for k, obj in listed if stop_before is None or k < stop_before]
+            yield [(k, int(o["Size"]), mtime_ms(o, k, False)) for k, o in inside if o["Key"][-1] != "/"]
+            if len(inside) < len(listed) or not page.get("IsTruncated"):
+                return
             request["ContinuationToken"] = page["NextContinuationToken"]
-        if not found and key:
-            raise MissingFileError(path)
 
     def _s3_delete_many(self, paths: Sequence[str]) -> list[tuple[list[str], list[str], int]]:
         """(deleted, failure messages, files failed) per DeleteObjects batch, a few batches in flight;

@@ -227,7 +227,9 @@ def test_remove_orphan_files_on_s3_fails_with_nothing_deleted_when_a_listing_is_
     denied_prefix = f"{table.path.removeprefix('s3://').split('/', 1)[1]}/dt=2024-01-03/"
 
     def deny_listing(method: str, path: str, query: str) -> bool:
-        return method == "GET" and "list-type=2" in query and f"prefix={denied_prefix}" in query
+        # the partition's own listing (waves) or the key range that starts at it (prefix listing)
+        listing = method == "GET" and "list-type=2" in query
+        return listing and (f"prefix={denied_prefix}" in query or f"start-after={denied_prefix}" in query)
 
     proxy.reset(deny=deny_listing)  # one partition directory cannot be listed (403 AccessDenied)
     code, record = run_job(tmp_path, "remove-orphan-files", job_config(warehouse, options), capsys)

@@ -1,0 +1,196 @@
+"""Every file under a table on an object store, listed by flat key ranges instead of directory by directory.
+
+Why: on S3 listing a directory is one LIST request (or more), so a table of 10,000 partitions x 4
+buckets costs over 40,000 requests in waves, each waiting a round trip. One ListObjectsV2 of the
+table's prefix without a delimiter returns 1,000 keys a page whatever the directories: the whole
+table costs objects / 1,000 requests. To list in parallel the key space is cut into ranges:
+
+1. The driver lists the table root once with a delimiter (`FileIO.list_dir`): its files and its
+   directories (snapshot/, manifest/, partition and bucket directories, ...). A missing root is
+   MissingFileError, never an empty listing. The root's own files are taken from this listing.
+2. The directories, in the order of their keys ("dt=1-x/" sorts before "dt=1/"), are grouped into
+   runs of neighbours: small metadata directories join the run before them, and many directories
+   are grouped evenly into at most max(MIN_RANGES, TASKS_PER_CORE x cores) runs. A run from
+   directory a to z is the key range after "a/" (StartAfter is exclusive; "a/" is at most a's
+   marker, no file) and before "z0" ("0" follows "/": every "z/..." key sorts before it), listed
+   under the Prefix both bounds share. Each range ends where its last directory ends, so its last
+   page reads no keys of the next range beyond what shares that Prefix.
+3. The ranges go to the executors as a DataFrame (`mapInArrow`, so the driver path runs it alike);
+   each task lists its ranges `io_parallelism` at a time (`map_in_flight`), page after page within a
+   range, and judges every file by its table-relative path as the wave lister does
+   (`orphan_rules.directory_judge`, which gives `judge_file`'s rule and kind).
+
+What is listed: every key below a directory the root listing found, and the root's files, as the
+wave lister lists them; an entry created at the root after step 1 may be missed, as there, and
+is younger than the job, so never an orphan to delete. Listed exactly once: the ranges are disjoint
+and skip root-level keys (those come from step 1 only), and the result is local-checkpointed before
+anything reads it; a later stage never lists again.
+Requests: at most objects / 1,000 + one per range (its last page) + the root's listing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from jobs.deletion.listed import BATCH_ROWS, LISTED_COLUMNS, LISTED_SCHEMA, Listing
+from paimon_format.maintenance.orphan_rules import FileNaming, Judgement, directory_judge, judge_file
+from paimon_format.storage.fileio import FileIO
+from paimon_format.storage.in_flight import map_in_flight
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+MIN_RANGES = 64  # enough ranges to keep one task's `io_parallelism` (64 on object stores) busy
+TASKS_PER_CORE = 4
+# Root directories that hold a few small files (metadata, one per snapshot/schema/tag...): a range
+# of their own would cost a LIST request for next to nothing, so they join the range before them.
+SMALL_DIRECTORIES = frozenset({"branch", "changelog", "consumer", "schema", "snapshot", "statistics", "tag"})
+_RANGE_COLUMNS = "start_after string, stop_before string"
+
+# A key range: (list keys after this, stop before this), relative to the table root.
+KeyRange = tuple[str, str]
+
+
+def lists_by_key_ranges(file_io: FileIO) -> bool:
+    """Whether a table on `file_io` is listed by key ranges: the store lists them
+    (`FileIO.lists_key_ranges`) and no subclass changes how it lists (fault injection overrides
+    `list_dir`: the wave lister goes through it, a key range would not)."""
+    return file_io.lists_key_ranges and type(file_io).list_dir is FileIO.list_dir
+
+
+def key_ranges(directories: list[str], max_ranges: int) -> list[KeyRange]:
+    """Disjoint key ranges, each covering one run of neighbouring `directories` (module docstring, 2)."""
+    runs: list[list[str]] = []
+    run_is_small = False
+    for name in sorted(directories, key=lambda directory: f"{directory}/"):
+        small = name in SMALL_DIRECTORIES
+        if runs and (small or run_is_small):
+            runs[-1].append(name)
+            run_is_small = run_is_small and small
+        else:
+            runs.append([name])
+            run_is_small = small
+    wanted = max(1, max_ranges)
+    if len(runs) > wanted:  # group neighbours evenly: every range gets about as many directories
+        bounds = [index * len(runs) // wanted for index in range(wanted + 1)]
+        runs = [[name for run in runs[bounds[i] : bounds[i + 1]] for name in run] for i in range(wanted)]
+    return [(f"{run[0]}/", f"{run[-1]}0") for run in runs]
+
+
+class RangeCounters:
+    """Spark accumulators the listing tasks add to (from the task's own thread, never a pool's)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        context = spark.sparkContext
+        self.files = context.accumulator(0)
+        self.pages = context.accumulator(0)  # LIST requests of the ranges
+        self.ranges = context.accumulator(0)
+
+
+def list_range(file_io: FileIO, root: str, naming: FileNaming, key_range: KeyRange) -> tuple[list, int, int]:
+    """(Arrow batches of LISTED_SCHEMA, LIST pages, files) of one key range below `root`.
+
+    Files of one directory come one after another (keys are sorted), so each directory's judge is
+    made once, as in the wave lister. Keys at the root itself are skipped: the root listing has them.
+    """
+    batches: list[pa.RecordBatch] = []
+    rows: dict[str, list] = {name: [] for name in LISTED_SCHEMA.names}
+    pages = files = 0
+    judged: str | None = None
+    judge: Callable[[str], Judgement] = directory_judge("", naming)
+    for page in file_io.list_key_range(root, *key_range):
+        pages += 1
+        paths, sizes, mtimes, rules, kinds = (rows[name] for name in LISTED_SCHEMA.names)
+        for relative, size, modified_ms in page:
+            directory, _, name = relative.rpartition("/")
+            if not directory:
+                continue
+            if directory != judged:
+                judged, judge = directory, directory_judge(directory, naming)
+            judgement = judge(name)
+            paths.append(relative)
+            sizes.append(size)
+            mtimes.append(modified_ms)
+            rules.append(judgement.rule)
+            kinds.append(judgement.kind)
+            files += 1
+        if len(paths) >= BATCH_ROWS:
+            batches.append(pa.RecordBatch.from_pydict(rows, schema=LISTED_SCHEMA))
+            rows = {name: [] for name in LISTED_SCHEMA.names}
+    if rows["path"]:
+        batches.append(pa.RecordBatch.from_pydict(rows, schema=LISTED_SCHEMA))
+    return batches, pages, files
+
+
+def _range_lister(
+    file_io: FileIO, root: str, naming: FileNaming, counters: RangeCounters
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function: key ranges in, their files out, `io_parallelism` ranges in flight."""
+
+    def list_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        ranges: list[KeyRange] = []
+        for batch in batches:
+            starts = batch.column("start_after").to_pylist()
+            ranges.extend(zip(starts, batch.column("stop_before").to_pylist(), strict=True))
+
+        def one(key_range: KeyRange) -> tuple[list, int, int]:
+            return list_range(file_io, root, naming, key_range)
+
+        for listed, pages, files in map_in_flight(one, ranges, min(file_io.io_parallelism, len(ranges))):
+            counters.ranges.add(1)
+            counters.pages.add(pages)
+            counters.files.add(files)
+            yield from listed
+
+    return list_ranges
+
+
+def list_by_key_ranges(
+    spark: SparkSession,
+    file_io: FileIO,
+    root: str,
+    naming: FileNaming,
+    log: logging.Logger | logging.LoggerAdapter | None = None,
+) -> Listing:
+    """List every file below `root` by key ranges on the executors (see the module docstring).
+
+    Raises MissingFileError when the root does not exist; any failed LIST page fails the listing.
+    """
+    log = log or logging.getLogger(__name__)
+    entries = [(status.path.rstrip("/").rsplit("/", 1)[-1], status) for status in file_io.list_dir(root)]
+    directories = [name for name, status in entries if status.is_dir and name]
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    ranges = key_ranges(directories, max(MIN_RANGES, TASKS_PER_CORE * cores))
+    log.info(
+        "listing by key ranges: %d ranges over %s root directories, up to %d in flight per task",
+        len(ranges),
+        f"{len(directories):,}",
+        file_io.io_parallelism,
+    )
+    counters = RangeCounters(spark)
+    frame = spark.createDataFrame(ranges, _RANGE_COLUMNS)
+    tasks = min(len(ranges), cores)
+    if tasks > 1:
+        frame = frame.repartition(tasks)
+    files = frame.mapInArrow(_range_lister(file_io, root, naming, counters), LISTED_COLUMNS)
+    root_files = []
+    for name, status in entries:
+        if not status.is_dir:
+            judgement = judge_file(name, naming)
+            root_files.append(
+                (name, status.size, status.modification_time_ms, judgement.rule, judgement.kind)
+            )
+    if root_files:
+        files = files.unionByName(spark.createDataFrame(root_files, LISTED_COLUMNS))
+    files = files.localCheckpoint(eager=True)
+    log.info(
+        "listed %s files in %s LIST pages over %d key ranges",
+        f"{counters.files.value:,}",
+        f"{counters.pages.value:,}",
+        counters.ranges.value,
+    )
+    return Listing(files, 1, 0, 1, ranges=counters.ranges.value, pages=counters.pages.value)
