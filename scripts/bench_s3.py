@@ -18,7 +18,8 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
   wall s      the job alone at --latency-ms (its run record's duration; Spark's start-up included
               when it used Spark); @0 s: the same at latency 0
   reqs ...    requests by kind (GET, HEAD, LIST, PUT, DELETE, DeleteObjects, other) at --latency-ms,
-              MiB in (request bodies) and out (response bodies), peak in flight, throttled (503)
+              MiB in (request bodies) and out (response bodies), peak in flight, throttled (503:
+              the proxy's count / the run record's details.storage.throttled_requests)
   fewest      the requests the job needs at the fewest (scripts/s3bench/jobs.py says how, per job)
   floor s     fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
   moto ms     moto's own time per request (the proxy's upstream time, at latency 0)

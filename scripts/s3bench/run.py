@@ -42,6 +42,7 @@ class Run:
     executed_in: str = "-"  # the run record's details.executed_in; "-" when the job does not say
     ledger: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
+    reported_throttled: int | None = None  # the run record's details.storage.throttled_requests
     error: str | None = None
 
 
@@ -83,6 +84,9 @@ def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir:
     run.wall_s = float(record.get("duration_s") or run.process_s)
     run.executed_in = str(record.get("details", {}).get("executed_in", "-"))
     run.counts = dict(record.get("counts", {}))
+    storage = record.get("details", {}).get("storage")
+    if isinstance(storage, dict) and "throttled_requests" in storage:
+        run.reported_throttled = int(storage["throttled_requests"])
     if done.returncode != 0:
         message = record.get("message") or (done.stderr.strip().splitlines() or ["?"])[-1]
         run.error = f"exit {done.returncode}: {' '.join(str(message).split())}"[:400]
@@ -109,7 +113,7 @@ def same_result(a: Run, b: Run) -> bool:
 
 HEADER = (
     f"{'job':<32} {'ran in':<7} {'wall s':>7} {'@0 s':>6} {'reqs':>6} {'GET':>5} {'HEAD':>5} {'LIST':>5} "
-    f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr':>4} "
+    f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr p/r':>9} "
     f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'moto ms':>7} {'load':>5}"
 )
 
@@ -126,11 +130,13 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
     moto = zero.ledger if zero and not zero.error else ledger
     moto_ms = 1000 * moto["upstream_busy_s"] / max(moto["requests"], 1)
     ratio = f"{run.wall_s / floor:10.1f}" if floor else "         -"
+    reported = "-" if run.reported_throttled is None else str(run.reported_throttled)
+    throttled = f"{ledger['throttled']}/{reported}"  # the proxy's 503s / what the run record counted
     line = (
         f"{job.name:<32} {run.executed_in[:7]:<7} {run.wall_s:7.2f} {zero_wall} {requests:6d} "
         f"{kinds['GET']:5d} {kinds['HEAD']:5d} {kinds['LIST']:5d} {kinds['PUT']:5d} {kinds['DELETE']:4d} "
         f"{kinds['DeleteObjects']:4d} {kinds['OTHER']:4d} {ledger['bytes_in'] / 2**20:7.2f} "
-        f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {ledger['throttled']:4d} "
+        f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {throttled:>9} "
         f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {moto_ms:7.2f} {os.getloadavg()[0]:5.2f}"
     )
     if zero is not None and not zero.error and not same_result(run, zero):
