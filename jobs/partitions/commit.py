@@ -36,10 +36,9 @@ from jobs.runtime.table_open import open_existing_table
 from paimon_format.commit import OVERWRITE, PrewrittenDelta, SnapshotCommit
 from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.errors import PaimonFormatError, SnapshotNotFoundError
-from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD, ManifestEntry
 from paimon_format.scan.partition_pruning import partitions_pruner
-from paimon_format.scan.snapshot_scan import read_list
+from paimon_format.scan.snapshot_scan import read_entries, read_list
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
@@ -94,20 +93,20 @@ def concurrent_deletes(
             snapshot = latest if snapshot_id == latest.id else table.snapshot_manager.snapshot(snapshot_id)
         except SnapshotNotFoundError:
             raise StalePlan(f"{table.path}: snapshot {snapshot_id} expired while this job ran") from None
-        for meta in read_list(table, snapshot.delta_manifest_list):
-            for entry in read_manifest(table.file_io, table.manifest_path(meta.file_name), meta.file_size):
-                if entry.partition not in partitions:
-                    continue
-                identifier = entry.identifier()
-                if entry.kind == ADD:
-                    added[identifier] = entry
-                elif identifier in added:
-                    del added[identifier]
-                else:
-                    raise StalePlan(
-                        f"{table.path}: snapshot {snapshot_id} ({snapshot.commit_kind}) removed "
-                        f"{entry.file.file_name} from a partition being dropped"
-                    )
+        # read_entries: the delta's manifests in flight (object stores are latency-bound)
+        for entry in read_entries(table, read_list(table, snapshot.delta_manifest_list)):
+            if entry.partition not in partitions:
+                continue
+            identifier = entry.identifier()
+            if entry.kind == ADD:
+                added[identifier] = entry
+            elif identifier in added:
+                del added[identifier]
+            else:
+                raise StalePlan(
+                    f"{table.path}: snapshot {snapshot_id} ({snapshot.commit_kind}) removed "
+                    f"{entry.file.file_name} from a partition being dropped"
+                )
     return [entry.as_delete() for entry in added.values()]
 
 

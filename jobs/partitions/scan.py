@@ -5,7 +5,9 @@ the DELETE entries of the chosen partitions' live files. Reading every manifest 
 sending one row per file through Spark aggregations, cost twice compact-manifests' CPU per entry.
 
 1. Scan (one task per slice of manifest names): each manifest is read once and decoded with
-   fastavro into plain records; no ManifestEntry is built here. A partition's bytes decide, once per
+   fastavro into plain records; no ManifestEntry is built here. A task reads its next manifests
+   while it decodes one (`paimon_format.manifest.read_ahead`): on an object store each read waits a
+   round trip, so one after another a task would be bound by latency. A partition's bytes decide, once per
    partition and task, whether it is *wanted* (it may be dropped: it matches drop-partition's
    selection, or is expired by its values). A wanted partition's entries are shipped as one pickled
    list of `RawEntry` (identity, counts and the entry's Avro bytes) per (manifest, partition); an
