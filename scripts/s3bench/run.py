@@ -102,11 +102,27 @@ def parse_record(stdout: str) -> dict[str, Any]:
     return record if isinstance(record, dict) else {}
 
 
+# Counters of how a run went about it (its plan's shape, which may follow the latency it measured),
+# not of what it did: left out when two runs' results are compared.
+_HOW_WORDS = (
+    "listing",
+    "_read",
+    "pages",
+    "ranges",
+    "waves",
+    "vanished",
+    "throttl",
+    "request",
+    "batch",
+    "task",
+)
+
+
 def same_result(a: Run, b: Run) -> bool:
-    """Whether two runs of a job report the same counts (throttle counters aside)."""
+    """Whether two runs of a job report the same results (files deleted, orphans found, ...)."""
 
     def kept(counts: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in counts.items() if "throttl" not in k}
+        return {k: v for k, v in counts.items() if not any(word in k for word in _HOW_WORDS)}
 
     return kept(a.counts) == kept(b.counts)
 
@@ -140,5 +156,5 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
         f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {moto_ms:7.2f} {os.getloadavg()[0]:5.2f}"
     )
     if zero is not None and not zero.error and not same_result(run, zero):
-        line += f"\n{'':<32} counts differ from the latency-0 run: {run.counts} vs {zero.counts}"
+        line += f"\n{'':<32} results differ from the latency-0 run: {run.counts} vs {zero.counts}"
     return line
