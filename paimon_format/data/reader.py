@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from paimon_format.errors import (
     CorruptFileError,
     MissingDependencyError,
+    MissingFileError,
     PaimonFormatError,
     UnsupportedOperationError,
     missing_codec_library,
@@ -332,7 +333,10 @@ def _avro_field_names(writer_schema: Any) -> list[str]:
 
 
 def _decode_error(error: Exception, path: str, what: str) -> PaimonFormatError:
-    """A decoder's failure: a missing codec library is the environment's problem, not corruption."""
+    """A decoder's failure: a missing codec library is the environment's problem, not corruption, and
+    a file gone from an object store shows only at the first read (opened with its size, no HEAD)."""
+    if isinstance(error, FileNotFoundError):
+        return MissingFileError(path)
     if isinstance(error, ImportError):
         return MissingDependencyError(f"reading {path}", error.name or str(error), str(error))
     missing = missing_codec_library(error, f"reading {path}")
@@ -382,7 +386,7 @@ def _read(
     file_format = file_format_of(meta.file_name)
     layout = output_arrow_schema(read_schema, system_columns)
     deleted = _DeletedRows(deleted_rows)
-    handle = table.file_io.open_input(path)
+    handle = table.file_io.open_input(path, size=meta.file_size)  # size known: no HEAD, small files in 1 GET
     try:
         try:
             file_columns = _file_column_names(file_format, handle)
