@@ -18,14 +18,7 @@ import pytest
 from jobs.deletion import deleter
 from paimon_format.errors import MissingFileError
 from paimon_format.storage.fileio import FileIO
-from paimon_format.storage.in_flight import allowed_in_flight, map_in_flight
-from tests.support.peak_io import PeakFileIO, probing
-
-
-def _recover() -> None:
-    """Grow the process's in-flight window back after throttles (other tests count on it)."""
-    while allowed_in_flight(64) < 64:
-        list(map_in_flight(lambda x: x, range(256), 64))
+from tests.support.peak_io import PeakFileIO, full_window, probing
 
 
 def _files(prefix: str, count: int) -> list[str]:
@@ -74,7 +67,7 @@ def test_throttled_deletes_still_delete_every_file(s3):
         deleted = file_io.delete_many(paths)
         throttled = proxy.count(status=503)
     finally:
-        _recover()
+        full_window()
     assert sorted(deleted) == paths
     assert throttled >= 1  # SlowDown answers were retried, none failed the delete
     assert proxy.count("POST", "delete", status=200) == 3

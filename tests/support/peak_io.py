@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 from paimon_format.storage.fileio import FileIO, install_wrapper
+from paimon_format.storage.in_flight import OBJECT_STORE_PARALLELISM, allowed_in_flight, map_in_flight
 
 GUARD_S = 20.0
 R = TypeVar("R")
@@ -101,9 +102,18 @@ def _wrap(file_io: FileIO) -> FileIO:
 install_wrapper(_wrap)
 
 
+def full_window() -> None:
+    """Grow the process's in-flight window back to its whole limit: throttles seen by earlier tests
+    (503 SlowDown narrows every pool, `in_flight`) would otherwise let fewer calls run at once."""
+    while allowed_in_flight(OBJECT_STORE_PARALLELISM) < OBJECT_STORE_PARALLELISM:
+        list(map_in_flight(lambda x: x, range(4 * OBJECT_STORE_PARALLELISM), OBJECT_STORE_PARALLELISM))
+
+
 @contextmanager
 def probing(hold: Sequence[str] = ()) -> Iterator[Probe]:
-    """FileIOs made by `FileIO.for_path` inside the block report to the probe it yields."""
+    """FileIOs made by `FileIO.for_path` inside the block report to the probe it yields (the
+    in-flight window grown back first, so only the code under test limits the calls at once)."""
+    full_window()
     probe = Probe(hold)
     _ACTIVE.append(probe)
     try:
