@@ -32,6 +32,7 @@ from pydantic import Field, field_validator, model_validator
 
 from jobs.deletion.deleter import delete_files, remove_empty_directories
 from jobs.deletion.listing import Listing, list_table_files, read_inventory
+from jobs.deletion.prefix_listing import estimated_objects, lists_by_key_ranges
 from jobs.deletion.referenced import Referenced, referenced_paths
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, JobError, SafetyRefusal
@@ -358,7 +359,8 @@ def _list(
     if settings.inventory:
         log.info("reading the inventory %s instead of listing", settings.inventory)
         return read_inventory(spark, settings.inventory, table.path, naming, settings.inventory_format)
-    listing: Listing = list_table_files(spark, table.file_io, table.path, naming, log)
+    expected = estimated_objects(table) if lists_by_key_ranges(table.file_io) else None
+    listing: Listing = list_table_files(spark, table.file_io, table.path, naming, log, expected)
     record.count("directories_listed", listing.directories)
     record.count("directories_vanished", listing.vanished_directories)
     record.count("listing_waves", listing.waves)

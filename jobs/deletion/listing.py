@@ -176,12 +176,13 @@ def list_table_files(
     root: str,
     naming: FileNaming,
     log: logging.Logger | logging.LoggerAdapter | None = None,
+    expected_objects: int | None = None,
 ) -> Listing:
     """List every file below `root` on the executors: by key ranges where the store lists them
-    (`prefix_listing.lists_by_key_ranges`), else wave by wave. Either way each file is listed once
-    and the result is checkpointed before anything reads it."""
+    (`prefix_listing.lists_by_key_ranges`; `expected_objects` sizes the ranges), else wave by wave.
+    Either way each file is listed once and the result is checkpointed before anything reads it."""
     if lists_by_key_ranges(file_io):
-        return list_by_key_ranges(spark, file_io, root, naming, log)
+        return list_by_key_ranges(spark, file_io, root, naming, log, expected_objects)
     return list_in_waves(spark, file_io, root, naming, log)
 
 

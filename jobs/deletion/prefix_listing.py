@@ -25,7 +25,11 @@ wave lister lists them; an entry created at the root after step 1 may be missed,
 is younger than the job, so never an orphan to delete. Listed exactly once: the ranges are disjoint
 and skip root-level keys (those come from step 1 only), and the result is local-checkpointed before
 anything reads it; a later stage never lists again.
-Requests: at most objects / 1,000 + one per range (its last page) + the root's listing.
+Requests: at most objects / 1,000 + one per range (its last page) + the root's listing. The
+job passes the objects it expects (`estimated_objects`: the latest snapshot's live files and
+manifests), and ranges are cut so that each holds about PAGES_PER_RANGE pages: the extra requests
+stay within a tenth of the pages, and a range's pages, one after another, still take only
+PAGES_PER_RANGE round trips.
 """
 
 from __future__ import annotations
@@ -38,13 +42,17 @@ import pyarrow as pa
 
 from jobs.deletion.listed import BATCH_ROWS, LISTED_COLUMNS, LISTED_SCHEMA, Listing
 from paimon_format.maintenance.orphan_rules import FileNaming, Judgement, directory_judge, judge_file
+from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.in_flight import map_in_flight
+from paimon_format.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 MIN_RANGES = 64  # enough ranges to keep one task's `io_parallelism` (64 on object stores) busy
+PAGES_PER_RANGE = 10  # a range's last page is its only extra request: at most 1 in 10 extra
+KEYS_PER_PAGE = 1000
 TASKS_PER_CORE = 4
 # Root directories that hold a few small files (metadata, one per snapshot/schema/tag...): a range
 # of their own would cost a LIST request for next to nothing, so they join the range before them.
@@ -60,6 +68,29 @@ def lists_by_key_ranges(file_io: FileIO) -> bool:
     (`FileIO.lists_key_ranges`) and no subclass changes how it lists (fault injection overrides
     `list_dir`: the wave lister goes through it, a key range would not)."""
     return file_io.lists_key_ranges and type(file_io).list_dir is FileIO.list_dir
+
+
+def range_budget(expected_objects: int | None, cores: int) -> int:
+    """How many key ranges to cut: enough to keep every core's pool busy, but no more than one per
+    PAGES_PER_RANGE pages of the objects expected, so ranges add at most a tenth to the pages."""
+    budget = max(MIN_RANGES, TASKS_PER_CORE * cores)
+    if expected_objects is not None:
+        budget = min(budget, max(1, -(-expected_objects // (PAGES_PER_RANGE * KEYS_PER_PAGE))))
+    return budget
+
+
+def estimated_objects(table: Table) -> int:
+    """About how many objects the table's prefix holds: the latest snapshot's live data files and
+    the manifests its lists name (two reads). Old snapshots' files and orphans are not counted, so
+    this errs low: fewer ranges, never more requests."""
+    latest = table.snapshot_manager.latest()
+    if latest is None:
+        return 0
+    objects = 0
+    for name in (latest.base_manifest_list, latest.delta_manifest_list):
+        for meta in read_manifest_list(table.file_io, table.manifest_path(name)) if name else []:
+            objects += 1 + max(0, meta.num_added_files - meta.num_deleted_files)
+    return objects
 
 
 def key_ranges(directories: list[str], max_ranges: int) -> list[KeyRange]:
@@ -155,16 +186,18 @@ def list_by_key_ranges(
     root: str,
     naming: FileNaming,
     log: logging.Logger | logging.LoggerAdapter | None = None,
+    expected_objects: int | None = None,
 ) -> Listing:
     """List every file below `root` by key ranges on the executors (see the module docstring).
 
+    `expected_objects` (None: unknown) caps the ranges at one per PAGES_PER_RANGE pages.
     Raises MissingFileError when the root does not exist; any failed LIST page fails the listing.
     """
     log = log or logging.getLogger(__name__)
     entries = [(status.path.rstrip("/").rsplit("/", 1)[-1], status) for status in file_io.list_dir(root)]
     directories = [name for name, status in entries if status.is_dir and name]
     cores = max(1, spark.sparkContext.defaultParallelism)
-    ranges = key_ranges(directories, max(MIN_RANGES, TASKS_PER_CORE * cores))
+    ranges = key_ranges(directories, range_budget(expected_objects, cores))
     log.info(
         "listing by key ranges: %d ranges over %s root directories, up to %d in flight per task",
         len(ranges),

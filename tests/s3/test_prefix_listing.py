@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from jobs.deletion.listing import list_in_waves, list_table_files
-from jobs.deletion.prefix_listing import key_ranges, list_by_key_ranges, lists_by_key_ranges
+from jobs.deletion.prefix_listing import key_ranges, list_by_key_ranges, lists_by_key_ranges, range_budget
 from jobs.runtime.local_frame import LocalSession
 from paimon_format.errors import MissingFileError, StorageError
 from paimon_format.maintenance.orphan_rules import FileNaming, judge_file
@@ -204,15 +204,24 @@ def test_remove_orphan_files_on_s3_lists_by_key_ranges_and_fails_when_a_range_is
     assert code == 0, record["error"]
     counts = record["counts"]
     assert counts["orphan_files"] == 1 and counts["directories_listed"] == 1
-    # dt=2024-01-01..03/ and manifest/ with schema/, snapshot/ and tag/: a page each
-    assert counts["listing_key_ranges"] == counts["listing_pages"] == 4
+    # a table this small (far below PAGES_PER_RANGE pages) is one range of one page
+    assert counts["listing_key_ranges"] == counts["listing_pages"] == 1
 
-    denied = f"{table.path.removeprefix('s3://').split('/', 1)[1]}/dt=2024-01-02/"
+    denied = f"{table.path.removeprefix('s3://').split('/', 1)[1]}/dt=2024-01-01/"
     proxy.reset(deny=lambda method, path, query: method == "GET" and f"start-after={denied}" in query)
     code, record = run_job(tmp_path, "remove-orphan-files", config, capsys)
     deletes = proxy.count("POST", "delete") + proxy.count("DELETE")
     proxy.reset()
-    assert code == 1 and "dt=2024-01-02" in record["error"], record["error"]
+    assert code == 1 and "dt=2024-01-01" in record["error"], record["error"]
     assert deletes == 0
     table.file_io.fs.invalidate_cache()
     assert listed_files(table) == listed
+
+
+def test_ranges_hold_about_ten_pages_each_when_the_table_says_how_many_objects_it_has() -> None:
+    assert range_budget(None, 2) == 64  # unknown: enough to keep the pools busy
+    assert range_budget(None, 100) == 400
+    assert range_budget(100_000, 2) == 10  # at most 10 extra requests for 100 pages
+    assert range_budget(1_000_000, 100) == 100
+    assert range_budget(1_000, 2) == 1
+    assert range_budget(0, 2) == 1
