@@ -567,6 +567,9 @@ class FileIO:
 _THROTTLING_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
 
 
+_THROTTLE_HOOK_ID = "paimon-jobs-count-throttles"
+
+
 def count_throttles(client: Any) -> None:
     """Tell `in_flight` about every throttled answer this botocore client gets, before it retries.
 
@@ -582,7 +585,9 @@ def count_throttles(client: Any) -> None:
         if getattr(http_response, "status_code", None) == 503 or code in _THROTTLING_CODES:
             note_throttled()
 
-    client.meta.events.register("needs-retry.s3", on_retry_decision)
+    # fsspec hands every FileIO with the same options the same cached filesystem and client: register
+    # once per client, or each throttle would be counted once per FileIO ever made
+    client.meta.events.register("needs-retry.s3", on_retry_decision, unique_id=_THROTTLE_HOOK_ID)
 
 
 def _split_bucket_key(fs_path: str, path: str, key_required: bool = True) -> tuple[str, str]:

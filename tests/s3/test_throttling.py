@@ -43,3 +43,16 @@ def test_an_unthrottled_run_counts_nothing(s3):
     assert file_io.read_bytes(f"{prefix}/a") == b"a"
     assert throttled_requests() == before
     assert proxy.count(status=503) == 0
+
+
+def test_each_throttle_counts_once_however_many_file_ios_share_the_client(s3):
+    prefix, options, proxy = s3
+    file_ios = [FileIO.for_path(prefix, options) for _ in range(5)]
+    for file_io in file_ios:
+        assert file_io.fs is file_ios[0].fs  # fsspec's cached filesystem: one botocore client
+    file_ios[0].write_bytes(f"{prefix}/a", b"a")
+    before = throttled_requests()
+    proxy.reset(throttle_first=2)
+    assert file_ios[-1].read_bytes(f"{prefix}/a") == b"a"
+    assert throttled_requests() - before == 2
+    _recover()
