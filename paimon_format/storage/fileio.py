@@ -31,7 +31,6 @@ from contextlib import contextmanager
 from typing import Any
 
 import fsspec
-from fsspec.asyn import sync
 
 from paimon_format.errors import (
     MissingDependencyError,
@@ -40,9 +39,10 @@ from paimon_format.errors import (
     StorageError,
     UnsupportedOperationError,
 )
-from paimon_format.storage import local_files
+from paimon_format.storage import local_files, s3_client
 from paimon_format.storage.file_status import FileStatus, mtime_ms
-from paimon_format.storage.in_flight import default_parallelism, map_in_flight, note_throttled
+from paimon_format.storage.in_flight import default_parallelism, map_in_flight
+from paimon_format.storage.s3_client import split_bucket_key
 from paimon_format.storage.urls import fsspec_backend_install, join_path, protocol_of, with_backend_defaults
 
 logger = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ class FileIO:
                 options = with_backend_defaults(self.protocol, self.storage_options, self.io_parallelism)
                 self._fs = fsspec.filesystem(self.protocol, **options)
                 if self.protocol == "s3":
-                    count_throttles(self._fs.s3)  # the property connects: builds the botocore client
+                    s3_client.count_throttles(self._fs.s3)  # the property builds the botocore client
             except ImportError as exc:
                 raise MissingDependencyError(
                     f"storage {self.protocol}://", fsspec_backend_install(self.protocol), str(exc)
@@ -378,7 +378,7 @@ class FileIO:
         """
         from botocore.exceptions import ClientError  # optional (s3 extra): only S3 commits need it
 
-        bucket, key = _split_bucket_key(fs_path, path)
+        bucket, key = split_bucket_key(fs_path, path)
         try:
             self._s3_call("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
         except ClientError as exc:
@@ -464,21 +464,8 @@ class FileIO:
     # -- S3 specifics ----------------------------------------------------------------------------
 
     def _s3_call(self, method: str, **kwargs: Any) -> Any:
-        """Call the s3fs session's botocore client directly, so ClientError keeps its HTTP status.
-
-        The client carries the storage options' credentials, endpoint and `s3_additional_kwargs`
-        (e.g. server-side encryption); our own kwargs always win over those.
-        """
-        fs = self.fs
-
-        async def call() -> Any:
-            await fs.set_session()
-            client = await fs.get_s3(kwargs.get("Bucket"))
-            bound = getattr(client, method)
-            merged = {**fs._get_s3_method_kwargs(bound, **kwargs), **kwargs}
-            return await bound(**merged)
-
-        return sync(fs.loop, call)
+        """`s3_client.call` on this FileIO's filesystem (ClientError keeps its HTTP status)."""
+        return s3_client.call(self.fs, method, **kwargs)
 
     def _s3_list_recursive(self, path: str) -> Iterator[FileStatus]:
         found = False
@@ -508,7 +495,7 @@ class FileIO:
         if not self.lists_key_ranges:
             raise UnsupportedOperationError(f"list {path}: key ranges are listed on S3 only")
         fs_path = self._fs_path(path)
-        bucket, key = _split_bucket_key(fs_path, path, key_required=False)
+        bucket, key = split_bucket_key(fs_path, path, key_required=False)
         prefix = f"{key}/" if key else ""
         shared = os.path.commonprefix([start_after, stop_before]) if start_after and stop_before else ""
         request: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix + shared, "MaxKeys": _S3_LIST_PAGE}
@@ -530,7 +517,7 @@ class FileIO:
         a batch failing as a whole (after botocore's retries) fails all its files, the others run."""
         by_bucket: dict[str, list[tuple[str, str]]] = {}
         for path in paths:
-            bucket, key = _split_bucket_key(self._fs_path(path), path)
+            bucket, key = split_bucket_key(self._fs_path(path), path)
             by_bucket.setdefault(bucket, []).append((key, path))
         batches = [
             (bucket, items[start : start + _S3_DELETE_BATCH])
@@ -551,47 +538,8 @@ class FileIO:
         return outcomes
 
     def _s3_delete_batch(self, bucket: str, batch: list[tuple[str, str]]) -> tuple[list[str], list[str]]:
-        path_of = dict(batch)
         request = {"Objects": [{"Key": key} for key, _ in batch], "Quiet": False}
         first = batch[0][1]
         with _storage_errors("delete", f"{first} (+{len(batch) - 1} more)", missing_is_error=False):
             response = self._s3_call("delete_objects", Bucket=bucket, Delete=request)
-        deleted = [path_of[item["Key"]] for item in response.get("Deleted", []) if item["Key"] in path_of]
-        failures = [
-            f"{path_of.get(err.get('Key'), err.get('Key'))}: {err.get('Code')} {err.get('Message')}"
-            for err in response.get("Errors", [])
-        ]
-        return deleted, failures
-
-
-_THROTTLING_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
-
-
-_THROTTLE_HOOK_ID = "paimon-jobs-count-throttles"
-
-
-def count_throttles(client: Any) -> None:
-    """Tell `in_flight` about every throttled answer this botocore client gets, before it retries.
-
-    botocore retries a 503 SlowDown itself, so the caller never sees it; this hook on the client's
-    retry decision narrows the process's pools and counts it. It only observes (returns None).
-    """
-
-    def on_retry_decision(response: Any = None, **_: Any) -> None:
-        if not response:
-            return
-        http_response, parsed = response
-        code = (parsed or {}).get("Error", {}).get("Code")
-        if getattr(http_response, "status_code", None) == 503 or code in _THROTTLING_CODES:
-            note_throttled()
-
-    # fsspec hands every FileIO with the same options the same cached filesystem and client: register
-    # once per client, or each throttle would be counted once per FileIO ever made
-    client.meta.events.register("needs-retry.s3", on_retry_decision, unique_id=_THROTTLE_HOOK_ID)
-
-
-def _split_bucket_key(fs_path: str, path: str, key_required: bool = True) -> tuple[str, str]:
-    bucket, _, key = fs_path.partition("/")
-    if not bucket or (key_required and not key):
-        raise ValueError(f"{path}: an S3 path needs a bucket and a key")
-    return bucket, key.strip("/")
+        return s3_client.delete_outcome(response, dict(batch))

@@ -1,7 +1,7 @@
 """503 SlowDown from the store: requests are retried, the process's pools narrow, throttles are counted.
 
 The proxy answers SlowDown the way S3 does when a prefix is over its request rate; nothing in our code
-is mocked, so this proves botocore's retries and our retry hook (`fileio.count_throttles`) together.
+is mocked, so this proves botocore's retries and our retry hook (`s3_client.count_throttles`) together.
 """
 
 from __future__ import annotations
