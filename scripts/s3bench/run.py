@@ -130,7 +130,7 @@ def same_result(a: Run, b: Run) -> bool:
 HEADER = (
     f"{'job':<32} {'ran in':<7} {'wall s':>7} {'@0 s':>6} {'reqs':>6} {'GET':>5} {'HEAD':>5} {'LIST':>5} "
     f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr p/r':>9} "
-    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'moto ms':>7} {'load':>5}"
+    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'moto ms':>7} {'moto s':>6} {'load':>5}"
 )
 
 
@@ -146,6 +146,7 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
     moto = zero.ledger if zero and not zero.error else ledger
     moto_ms = 1000 * moto["upstream_busy_s"] / max(moto["requests"], 1)
     ratio = f"{run.wall_s / floor:10.1f}" if floor else "         -"
+    busy = ledger["upstream_busy_s"]  # moto's busy time in this run
     reported = "-" if run.reported_throttled is None else str(run.reported_throttled)
     throttled = f"{ledger['throttled']}/{reported}"  # the proxy's 503s / what the run record counted
     line = (
@@ -153,7 +154,8 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
         f"{kinds['GET']:5d} {kinds['HEAD']:5d} {kinds['LIST']:5d} {kinds['PUT']:5d} {kinds['DELETE']:4d} "
         f"{kinds['DeleteObjects']:4d} {kinds['OTHER']:4d} {ledger['bytes_in'] / 2**20:7.2f} "
         f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {throttled:>9} "
-        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {moto_ms:7.2f} {os.getloadavg()[0]:5.2f}"
+        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {moto_ms:7.2f} {busy:6.2f} "
+        f"{os.getloadavg()[0]:5.2f}"
     )
     if zero is not None and not zero.error and not same_result(run, zero):
         line += f"\n{'':<32} results differ from the latency-0 run: {run.counts} vs {zero.counts}"
