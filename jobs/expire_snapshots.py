@@ -481,12 +481,12 @@ def _writable_changelogs(
     produces = table.options.changelog_producer != "none"
     writable: set[int] = set()
     for snapshot_id in expired_ids:
-        if table.file_io.exists(manager.changelog_path(snapshot_id)):
+        if table.file_io.file_exists(manager.changelog_path(snapshot_id)):
             writable.add(snapshot_id)
             continue
         snapshot = manager.snapshot(snapshot_id)
         lists = [snapshot.changelog_manifest_list] + ([] if produces else [snapshot.delta_manifest_list])
-        if all(table.file_io.exists(table.manifest_path(name)) for name in lists if name):
+        if all(table.file_io.file_exists(table.manifest_path(name)) for name in lists if name):
             writable.add(snapshot_id)
         else:
             record.count("changelogs_not_writable", 1)
@@ -505,7 +505,7 @@ def _write_changelog(table: Table, snapshot_id: int, record: RunRecord) -> None:
     try:
         data = table.file_io.read_bytes(manager.snapshot_path(snapshot_id))
     except MissingFileError:
-        if table.file_io.exists(manager.changelog_path(snapshot_id)):
+        if table.file_io.file_exists(manager.changelog_path(snapshot_id)):
             return  # written and its snapshot deleted by an interrupted run
         raise
     if table.file_io.create_if_absent(manager.changelog_path(snapshot_id), data):

@@ -215,7 +215,7 @@ def _missing_only(table: Table) -> Callable[[Iterator[pa.RecordBatch]], Iterator
         file_io = table.file_io
         for batch in batches:
             paths = batch.column("path").to_pylist()
-            present = list(map_in_flight(file_io.exists, paths, file_io.io_parallelism))
+            present = list(map_in_flight(file_io.file_exists, paths, file_io.io_parallelism))
             keep = pa.array([not found for found in present])
             yield batch.filter(keep)
 

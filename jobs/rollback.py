@@ -157,7 +157,7 @@ def _without_missing_changelog(table: Table, target: Snapshot) -> Snapshot:
     still name it). A restored snapshot naming a missing file would fail every job that reads the
     table's references; without it, it is a snapshot whose changelog has expired, as Paimon reads it."""
     name = target.changelog_manifest_list
-    if not name or table.file_io.exists(table.manifest_path(name)):
+    if not name or table.file_io.file_exists(table.manifest_path(name)):
         return target
     return dataclasses.replace(
         target, changelog_manifest_list=None, changelog_manifest_list_size=None, changelog_record_count=None

@@ -255,7 +255,7 @@ class SnapshotManager:
         return numbered_ids(self.file_io, self.snapshot_dir(), _SNAPSHOT_FILE_RE)
 
     def snapshot_exists(self, snapshot_id: int) -> bool:
-        return self.file_io.exists(self.snapshot_path(snapshot_id))
+        return self.file_io.file_exists(self.snapshot_path(snapshot_id))
 
     def latest_id(self) -> int | None:
         """Id of the newest snapshot, None for a table without snapshots.

@@ -88,7 +88,7 @@ class TagManager:
         return names_after_prefix(self.file_io, self.tag_dir(), TAG_PREFIX)
 
     def tag_exists(self, name: str) -> bool:
-        return self.file_io.exists(self.tag_path(name))
+        return self.file_io.file_exists(self.tag_path(name))
 
     def tag(self, name: str) -> Snapshot:
         """The tagged snapshot; `SnapshotNotFoundError` naming the path if there is no such tag."""

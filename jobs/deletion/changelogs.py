@@ -114,7 +114,8 @@ def _existing_changelogs(deletion: DeletionContext) -> set[int]:
     table = deletion.table
     manager = table.snapshot_manager
     existing = set(manager.changelog_ids())
-    if existing and not deletion.dry_run and not table.file_io.exists(manager.changelog_earliest_hint_path()):
+    hint = manager.changelog_earliest_hint_path()
+    if existing and not deletion.dry_run and not table.file_io.file_exists(hint):
         # Java writes EARLIEST only after a changelog expiry and lists without it; pypaimon
         # finds the earliest changelog by this hint alone, so it is there as soon as changelogs are.
         manager.write_changelog_earliest_hint(min(existing))

@@ -101,6 +101,9 @@ class _TimedFileIO(FileIO):
     def exists(self, path: str) -> bool:
         return self._probe.time(lambda: self._inner.exists(path))
 
+    def file_exists(self, path: str) -> bool:
+        return self._probe.time(lambda: self._inner.file_exists(path))
+
     def size(self, path: str) -> int:
         return self._probe.time(lambda: self._inner.size(path))
 

@@ -395,6 +395,10 @@ class FaultyFileIO(FileIO):
         self._check_alive("stat", path)
         return super().exists(path)
 
+    def file_exists(self, path: str) -> bool:
+        self._check_alive("stat", path)
+        return super().file_exists(path)
+
     def size(self, path: str) -> int:
         self._check_alive("stat", path)
         return super().size(path)

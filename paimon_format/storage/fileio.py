@@ -249,6 +249,27 @@ class FileIO:
                 return False
         return True
 
+    def file_exists(self, path: str) -> bool:
+        """True when `path` is an existing file; errors other than not-found are raised.
+
+        On S3 one HEAD request: `exists` also asks whether a missing key is a "directory" (a second,
+        LIST request), which a file check (a snapshot, a tag, a data file) never needs.
+        """
+        if self.protocol != "s3":
+            return self.exists(path)
+        from botocore.exceptions import ClientError  # optional (s3 extra): only S3 paths get here
+
+        fs_path = self._fs_path(path)
+        bucket, key = split_bucket_key(fs_path, path)
+        with _storage_errors("stat", path):
+            try:
+                self._s3_call("head_object", Bucket=bucket, Key=key)
+            except ClientError as exc:
+                if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+                    return False
+                raise
+        return True
+
     def size(self, path: str) -> int:
         """Size in bytes of a file; MissingFileError when absent, StorageError for a directory."""
         fs_path = self._fs_path(path)
