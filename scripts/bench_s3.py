@@ -22,8 +22,10 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
               the proxy's count / the run record's details.storage.throttled_requests)
   fewest      the requests the job needs at the fewest (scripts/s3bench/jobs.py says how, per job)
   floor s     fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
+  added s     wall s - @0 s: what the latency added to the job (the floor is what it must add at least)
   moto ms     moto's own time per request (how long moto had a request at all, at latency 0, over
               the requests); moto s: how long moto was busy during the run at --latency-ms
+  RSS MiB     the job process's peak resident memory (details.driver_peak_rss_mib)
   load        the 1-minute load average after the run
 
 A job that fails prints its error in its row; the script goes on and exits 1 at the end.

@@ -10,6 +10,7 @@ import datetime as dt
 import json
 import logging
 import os
+import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -84,6 +85,9 @@ class RunRecord:
         self.duration_s = round(time.monotonic() - self._clock, 3)
         storage = self.details.setdefault("storage", {})
         storage["throttled_requests"] = throttled_requests() - self._throttled_before
+        # the driver process's peak resident memory so far (Linux reports KiB): what a user sizes the
+        # driver by, and what shows that it does not grow with the table's files
+        self.details["driver_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_")}

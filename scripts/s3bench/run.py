@@ -43,6 +43,7 @@ class Run:
     ledger: dict[str, Any] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
     reported_throttled: int | None = None  # the run record's details.storage.throttled_requests
+    peak_rss_mib: int | None = None  # the run record's details.driver_peak_rss_mib
     error: str | None = None
 
 
@@ -84,6 +85,8 @@ def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir:
     run.wall_s = float(record.get("duration_s") or run.process_s)
     run.executed_in = str(record.get("details", {}).get("executed_in", "-"))
     run.counts = dict(record.get("counts", {}))
+    rss = record.get("details", {}).get("driver_peak_rss_mib")
+    run.peak_rss_mib = int(rss) if rss is not None else None
     storage = record.get("details", {}).get("storage")
     if isinstance(storage, dict) and "throttled_requests" in storage:
         run.reported_throttled = int(storage["throttled_requests"])
@@ -130,7 +133,8 @@ def same_result(a: Run, b: Run) -> bool:
 HEADER = (
     f"{'job':<32} {'ran in':<7} {'wall s':>7} {'@0 s':>6} {'reqs':>6} {'GET':>5} {'HEAD':>5} {'LIST':>5} "
     f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr p/r':>9} "
-    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'moto ms':>7} {'moto s':>6} {'load':>5}"
+    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'added s':>7} {'moto ms':>7} "
+    f"{'moto s':>6} {'RSS MiB':>7} {'load':>5}"
 )
 
 
@@ -146,6 +150,9 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
     moto = zero.ledger if zero and not zero.error else ledger
     moto_ms = 1000 * moto["upstream_busy_s"] / max(moto["requests"], 1)
     ratio = f"{run.wall_s / floor:10.1f}" if floor else "         -"
+    # what the latency added: this run's wall minus the same job's at latency 0 (moto and CPU alike)
+    added = f"{run.wall_s - zero.wall_s:7.2f}" if zero and not zero.error else "      -"
+    rss = f"{run.peak_rss_mib:7d}" if run.peak_rss_mib is not None else "      -"
     busy = ledger["upstream_busy_s"]  # moto's busy time in this run
     reported = "-" if run.reported_throttled is None else str(run.reported_throttled)
     throttled = f"{ledger['throttled']}/{reported}"  # the proxy's 503s / what the run record counted
@@ -154,8 +161,8 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
         f"{kinds['GET']:5d} {kinds['HEAD']:5d} {kinds['LIST']:5d} {kinds['PUT']:5d} {kinds['DELETE']:4d} "
         f"{kinds['DeleteObjects']:4d} {kinds['OTHER']:4d} {ledger['bytes_in'] / 2**20:7.2f} "
         f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {throttled:>9} "
-        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {moto_ms:7.2f} {busy:6.2f} "
-        f"{os.getloadavg()[0]:5.2f}"
+        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {added} {moto_ms:7.2f} {busy:6.2f} "
+        f"{rss} {os.getloadavg()[0]:5.2f}"
     )
     if zero is not None and not zero.error and not same_result(run, zero):
         line += f"\n{'':<32} results differ from the latency-0 run: {run.counts} vs {zero.counts}"

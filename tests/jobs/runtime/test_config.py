@@ -300,6 +300,7 @@ def test_cli_runs_a_spark_free_operation_and_logs_with_operation_and_table(
     assert main([name, "--config", config_file(VALID), "--set", "retain_min=4", "--dry-run"]) == 0
     captured = capsys.readouterr()
     record = json.loads(captured.out)
+    assert record["details"].pop("driver_peak_rss_mib") > 0
     assert record["counts"] == {"retain_min": 4} and record["details"] == {
         "dry_run_seen": True,
         "storage": {"throttled_requests": 0},  # every record counts its run's 503 SlowDown answers
