@@ -25,6 +25,7 @@ READ_LATEST = 5
 COMMIT = 5
 PAGE = 1000
 MANIFEST_TARGET = 8 * 2**20  # manifest.target-file-size's default
+MERGE_MIN_COUNT = 30  # manifest.merge-min-count's default
 DATA_TARGET = 128 * 2**20  # target-file-size's default for append tables
 DROPPED_DAYS = 10  # drop-partition: the 10 oldest days
 EXPIRED_DAYS = 20  # expire-partitions: the 20 oldest days
@@ -65,17 +66,25 @@ def compact_manifests_fewest(f: Facts) -> int:
     return READ_LATEST + t.manifests + math.ceil(t.manifest_bytes / MANIFEST_TARGET) + COMMIT - 1
 
 
+def commit_merge_reads(t: TableFacts) -> int:
+    """The manifests a commit reads to merge them: Paimon's commit (Java's too) merges the base
+    manifests smaller than manifest.target-file-size once there are manifest.merge-min-count (30) of
+    them, reading each; the benchmark table's manifests are all that small."""
+    return t.manifests if t.manifests >= MERGE_MIN_COUNT else 0
+
+
 def drop_partition_fewest(f: Facts) -> int:
     """The latest chain and the manifests whose partition stats overlap the dropped days (the others
-    are skipped unread), then one commit."""
+    are skipped unread), then one commit, which merges the small manifests."""
     t = f["maintenance"]
-    return READ_LATEST + t.manifests_touching(0, DROPPED_DAYS - 1) + COMMIT
+    return READ_LATEST + t.manifests_touching(0, DROPPED_DAYS - 1) + commit_merge_reads(t) + COMMIT
 
 
 def expire_partitions_fewest(f: Facts) -> int:
     """The latest chain and every manifest (which partitions exist is only known from the entries),
-    then one commit."""
-    return READ_LATEST + f["maintenance"].manifests + COMMIT
+    then one commit, which merges the small manifests."""
+    t = f["maintenance"]
+    return READ_LATEST + t.manifests + commit_merge_reads(t) + COMMIT
 
 
 def expire_tags_fewest(f: Facts) -> int:
