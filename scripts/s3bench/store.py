@@ -55,8 +55,13 @@ class Store:
         return Store(process, urls["endpoint_url"], urls["moto_url"])
 
     def stop(self) -> None:
+        """Stop the store's process; one holding a million keys may not exit in time: then kill it."""
         self.process.terminate()
-        self.process.wait(timeout=60)
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=60)
 
     def storage_options(self) -> dict[str, Any]:
         """What a job's YAML carries to reach the store through the proxy (credentials: AWS_ENV)."""
