@@ -527,9 +527,16 @@ class FileIO:
             with _storage_errors("list", where):
                 page = self._s3_call("list_objects_v2", **request)
             listed = [(obj["Key"][len(prefix) :], obj) for obj in page.get("Contents", [])]
-            inside = [(k, obj) for k, obj in listed if stop_before is None or k < stop_before]
+            # both bounds checked here too: a store that ignored StartAfter must not list a key twice
+            inside = [
+                (k, obj)
+                for k, obj in listed
+                if (stop_before is None or k < stop_before) and (start_after is None or k > start_after)
+            ]
             yield [(k, int(o["Size"]), mtime_ms(o, k, False)) for k, o in inside if o["Key"][-1] != "/"]
-            if len(inside) < len(listed) or not page.get("IsTruncated"):
+            if any(stop_before is not None and k >= stop_before for k, _ in listed):
+                return
+            if not page.get("IsTruncated"):
                 return
             request["ContinuationToken"] = page["NextContinuationToken"]
 

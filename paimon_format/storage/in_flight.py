@@ -49,6 +49,8 @@ class _Window:
         self.share = 1.0
         self.throttled = 0
         self._last_cut = float("-inf")
+        self._widest = 1  # the widest pool seen: growth is paced by it, so a small pool's completions
+        # do not regrow the share the widest pools use after one round of their own
 
     def cut(self) -> None:
         with self._lock:
@@ -60,9 +62,10 @@ class _Window:
 
     def grow(self, parallelism: int) -> None:
         with self._lock:
+            self._widest = max(self._widest, parallelism)
             if self.share < 1.0:
-                allowed = max(1.0, self.share * parallelism)
-                self.share = min(1.0, self.share + 1.0 / (parallelism * allowed))
+                allowed = max(1.0, self.share * self._widest)
+                self.share = min(1.0, self.share + 1.0 / (self._widest * allowed))
 
     def allowed(self, parallelism: int) -> int:
         return max(1, int(self.share * parallelism))

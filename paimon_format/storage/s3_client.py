@@ -27,6 +27,7 @@ def call(fs: Any, method: str, **kwargs: Any) -> Any:
     async def run() -> Any:
         await fs.set_session()
         client = await fs.get_s3(kwargs.get("Bucket"))
+        count_throttles(client)  # a per-bucket or refreshed client is a new one: hook it too (once)
         bound = getattr(client, method)
         merged = {**fs._get_s3_method_kwargs(bound, **kwargs), **kwargs}
         return await bound(**merged)

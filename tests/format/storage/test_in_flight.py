@@ -128,3 +128,14 @@ def test_io_parallelism_is_high_on_object_stores_low_on_disk_and_configurable() 
     assert FileIO.for_path("s3://bucket/t", io_parallelism=7).io_parallelism == 7
 
     assert pickle.loads(pickle.dumps(FileIO.for_path("/x", io_parallelism=9))).io_parallelism == 9
+
+
+def test_a_small_pool_does_not_regrow_the_window_of_the_wide_ones(monkeypatch) -> None:
+    _recover()  # the 64-wide pools of _recover make 64 the widest pool seen
+    monkeypatch.setattr(in_flight, "CUT_INTERVAL_S", 0.0)
+    for _ in range(6):
+        note_throttled()
+    assert allowed_in_flight(64) == 1
+    list(map_in_flight(lambda x: x, range(2), 2))  # two completions of a 2-wide pool
+    assert allowed_in_flight(64) <= 4  # about one more per round of the widest pool, not half of it
+    _recover()
