@@ -33,13 +33,9 @@ import pyarrow as pa  # noqa: E402
 from jobs.compact import compact  # noqa: E402
 from jobs.compaction.run import CompactRequest  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
-from paimon_format.commit import CommitMessage, SnapshotCommit  # noqa: E402
-from paimon_format.data.writer import write_table_files  # noqa: E402
-from paimon_format.model.arrow_types import from_arrow  # noqa: E402
-from paimon_format.model.schema import new_table_schema  # noqa: E402
 from paimon_format.scan.snapshot_scan import live_entries  # noqa: E402
-from paimon_format.storage.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
+from scripts.bench_tables import commit_files, create_table  # noqa: E402
 from scripts.generate_events import events  # noqa: E402
 
 
@@ -49,25 +45,6 @@ def timed(label: str, action) -> float:
     seconds = time.perf_counter() - start
     print(f"  {label:<44} {seconds:8.2f} s", flush=True)
     return seconds
-
-
-def create_table(root: str, data: pa.Table, primary_keys: list[str], options: dict[str, str]) -> Table:
-    table = Table(FileIO.for_path(root), root)
-    fields = [(field.name, from_arrow(field.type)) for field in data.schema]
-    table.schema_manager.create_table(new_table_schema(fields, primary_keys=primary_keys, options=options))
-    table.refresh()
-    return table
-
-
-def commit_files(table: Table, data_parts: list[pa.Table], first_sequence: int) -> None:
-    """One APPEND snapshot of every part, each part written as its own files (small files)."""
-    messages = []
-    for index, part in enumerate(data_parts):
-        for partition, bucket, files in write_table_files(
-            table.file_io, table.path, table.schema, part, first_sequence + index * part.num_rows
-        ):
-            messages.append(CommitMessage(partition, bucket, table.options.bucket, files))
-    SnapshotCommit(table).append(messages)
 
 
 def live_paths(table: Table) -> tuple[list[str], int]:

@@ -42,14 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files  # noqa: E402
 from jobs.runtime.spark import get_or_create_spark  # noqa: E402
-from paimon_format.commit import BATCH_COMMIT_IDENTIFIER  # noqa: E402
 from paimon_format.maintenance.orphan_rules import DELETABLE, FileNaming, judge_file  # noqa: E402
 from paimon_format.maintenance.references import referenced_files  # noqa: E402
-from paimon_format.manifest.codec import write_manifest, write_manifest_list  # noqa: E402
+from paimon_format.manifest.codec import write_manifest  # noqa: E402
 from paimon_format.manifest.entries import ADD, ManifestEntry  # noqa: E402
 from paimon_format.manifest.files import manifest_file_meta  # noqa: E402
-from paimon_format.snapshot import Snapshot  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
+from scripts.bench_tables import commit_manifest_snapshots  # noqa: E402
 from tests.support.factories import data_file, make_table, partition_of  # noqa: E402
 
 PARTITIONS = 100
@@ -88,28 +87,7 @@ def build(root: str, files: int, manifests: int) -> tuple[Table, int]:
         manifest = f"manifest-{uuid.uuid4()}-0"
         size = write_manifest(table.file_io, table.manifest_path(manifest), entries)
         metas.append(manifest_file_meta(manifest, size, entries, 0, table.partition_types))
-    per_snapshot = -(-len(metas) // SNAPSHOTS)
-    for s in range(SNAPSHOTS):
-        base, delta = metas[: s * per_snapshot], metas[s * per_snapshot : (s + 1) * per_snapshot]
-        base_name, delta_name = f"manifest-list-{uuid.uuid4()}-0", f"manifest-list-{uuid.uuid4()}-1"
-        snapshot = Snapshot(
-            id=s + 1,
-            schema_id=0,
-            base_manifest_list=base_name,
-            delta_manifest_list=delta_name,
-            base_manifest_list_size=write_manifest_list(table.file_io, table.manifest_path(base_name), base),
-            delta_manifest_list_size=write_manifest_list(
-                table.file_io, table.manifest_path(delta_name), delta
-            ),
-            commit_user="bench",
-            commit_identifier=BATCH_COMMIT_IDENTIFIER,
-            commit_kind="APPEND",
-            time_millis=int(time.time() * 1000),
-            total_record_count=sum(m.num_added_files for m in base + delta),
-            delta_record_count=sum(m.num_added_files for m in delta),
-        )
-        assert table.snapshot_manager.try_commit(snapshot)
-    table.snapshot_manager.write_latest_hint(SNAPSHOTS)
+    commit_manifest_snapshots(table, metas, SNAPSHOTS)
     orphans = files // 100
     for i in range(orphans):
         touch(os.path.join(root, dirs[i % len(dirs)], f"data-{uuid.uuid4()}-{i}.parquet"))

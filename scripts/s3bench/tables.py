@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,17 +22,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from paimon_format.commit import BATCH_COMMIT_IDENTIFIER, CommitMessage, SnapshotCommit
-from paimon_format.data.writer import write_table_files
-from paimon_format.manifest.codec import write_manifest, write_manifest_list
+from paimon_format.manifest.codec import write_manifest
 from paimon_format.manifest.entries import ADD, ManifestEntry, ManifestFileMeta
 from paimon_format.manifest.files import manifest_file_meta
-from paimon_format.model.arrow_types import from_arrow
-from paimon_format.model.schema import new_table_schema
 from paimon_format.scan.snapshot_scan import live_entries
-from paimon_format.snapshot import Snapshot
-from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
+from scripts.bench_tables import commit_files, commit_manifest_snapshots, create_table
 from scripts.generate_events import events
 from tests.support.factories import data_file, make_table, partition_of
 
@@ -108,33 +102,6 @@ def _write_manifests(table: Table, root: str, files: int, manifests: int, facts:
     return metas
 
 
-def _commit_snapshots(table: Table, metas: list[ManifestFileMeta]) -> None:
-    """SNAPSHOTS appends: snapshot s's delta names the s-th tenth of the manifests, its base those before."""
-    per_snapshot = -(-len(metas) // SNAPSHOTS)
-    for s in range(SNAPSHOTS):
-        base, delta = metas[: s * per_snapshot], metas[s * per_snapshot : (s + 1) * per_snapshot]
-        base_name, delta_name = f"manifest-list-{uuid.uuid4()}-0", f"manifest-list-{uuid.uuid4()}-1"
-        snapshot = Snapshot(
-            id=s + 1,
-            schema_id=0,
-            base_manifest_list=base_name,
-            delta_manifest_list=delta_name,
-            base_manifest_list_size=write_manifest_list(table.file_io, table.manifest_path(base_name), base),
-            delta_manifest_list_size=write_manifest_list(
-                table.file_io, table.manifest_path(delta_name), delta
-            ),
-            commit_user="bench",
-            commit_identifier=BATCH_COMMIT_IDENTIFIER,
-            commit_kind="APPEND",
-            time_millis=int(time.time() * 1000) - (SNAPSHOTS - s) * 1000,
-            total_record_count=sum(m.num_added_files for m in base + delta),
-            delta_record_count=sum(m.num_added_files for m in delta),
-        )
-        assert table.snapshot_manager.try_commit(snapshot)
-    table.snapshot_manager.write_latest_hint(SNAPSHOTS)
-    table.snapshot_manager.write_earliest_hint(1)
-
-
 def build_maintenance(root: str, objects: int, manifests: int) -> TableFacts:
     """About `objects` objects in all: data files, 1% more planted orphans, and the metadata."""
     facts = TableFacts(snapshots=SNAPSHOTS, lists=2 * SNAPSHOTS, tags=TAGS, buckets=BUCKETS)
@@ -142,7 +109,7 @@ def build_maintenance(root: str, objects: int, manifests: int) -> TableFacts:
     files = max(manifests, int((objects - metadata) / 1.01))
     table = make_table(root)
     metas = _write_manifests(table, root, files, manifests, facts)
-    _commit_snapshots(table, metas)
+    commit_manifest_snapshots(table, metas, SNAPSHOTS)
     latest = table.snapshot_manager.snapshot(SNAPSHOTS)
     for t in range(TAGS):
         table.tag_manager.create_tag((dt.date(2023, 1, 1) + dt.timedelta(days=t)).isoformat(), latest)
@@ -153,25 +120,6 @@ def build_maintenance(root: str, objects: int, manifests: int) -> TableFacts:
     facts.manifests, facts.data_files = len(metas), files
     facts.objects = count_objects(root)
     return facts
-
-
-def _create(root: str, data: pa.Table, primary_keys: list[str], options: dict[str, str]) -> Table:
-    table = Table(FileIO.for_path(root), root)
-    fields = [(f.name, from_arrow(f.type)) for f in data.schema]
-    table.schema_manager.create_table(new_table_schema(fields, primary_keys=primary_keys, options=options))
-    table.refresh()
-    return table
-
-
-def _commit_parts(table: Table, parts: list[pa.Table], first_sequence: int) -> None:
-    """One APPEND snapshot of every part, each part written as files of its own (small files)."""
-    messages = []
-    for index, part in enumerate(parts):
-        for partition, bucket, files in write_table_files(
-            table.file_io, table.path, table.schema, part, first_sequence + index * part.num_rows
-        ):
-            messages.append(CommitMessage(partition, bucket, table.options.bucket, files))
-    SnapshotCommit(table).append(messages)
 
 
 def _data_facts(table: Table) -> TableFacts:
@@ -193,9 +141,9 @@ def _data_facts(table: Table) -> TableFacts:
 def build_append(root: str, rows: int, files: int) -> TableFacts:
     """An unpartitioned append table (`bucket: -1`) of `rows` rows in `files` small Parquet files."""
     data = events(rows, 1, 0).drop_columns(["dt"])
-    table = _create(root, data, [], {"bucket": "-1"})
+    table = create_table(root, data, [], {"bucket": "-1"})
     per_file = max(rows // files, 1)
-    _commit_parts(table, [data.slice(start, per_file) for start in range(0, rows, per_file)], 0)
+    commit_files(table, [data.slice(start, per_file) for start in range(0, rows, per_file)], 0)
     return _data_facts(table)
 
 
@@ -204,12 +152,12 @@ def build_pk(root: str, keys: int, runs: int, buckets: int) -> TableFacts:
     each, so every bucket holds `runs` sorted runs to merge."""
     per_run = keys // runs
     base = events(per_run, 1, 1).drop_columns(["dt"])
-    table = _create(root, base, ["id"], {"bucket": str(buckets)})
+    table = create_table(root, base, ["id"], {"bucket": str(buckets)})
     rng = np.random.default_rng(7)
     for run in range(runs):
         ids = rng.choice(keys, size=per_run, replace=False).astype(np.int64)
         part = events(per_run, 1, run + 2).drop_columns(["dt"]).set_column(0, "id", pa.array(ids))
-        _commit_parts(table, [part], run * per_run)
+        commit_files(table, [part], run * per_run)
     return _data_facts(table)
 
 
