@@ -16,8 +16,9 @@ table costs objects / 1,000 requests. To list in parallel the key space is cut i
    under the Prefix both bounds share. Each range ends where its last directory ends, so its last
    page reads no keys of the next range beyond what shares that Prefix.
 3. The ranges go to the executors as a DataFrame (`mapInArrow`, so the driver path runs it alike);
-   each task lists its ranges `io_parallelism` at a time (`map_in_flight`), page after page within a
-   range, and judges every file by its table-relative path as the wave lister does
+   each task lists its ranges `io_parallelism` at a time (`stream_in_flight`), page after page
+   within a range, handing each page on as it comes (memory per task is a few pages, however big a
+   range turns out), and judges every file by its table-relative path as the wave lister does
    (`orphan_rules.directory_judge`, which gives `judge_file`'s rule and kind).
 
 What is listed: every key below a directory the root listing found, and the root's files, as the
@@ -40,11 +41,11 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from jobs.deletion.listed import BATCH_ROWS, LISTED_COLUMNS, LISTED_SCHEMA, Listing
+from jobs.deletion.listed import LISTED_COLUMNS, LISTED_SCHEMA, Listing
 from paimon_format.maintenance.orphan_rules import FileNaming, Judgement, directory_judge, judge_file
 from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.storage.fileio import FileIO
-from paimon_format.storage.in_flight import map_in_flight
+from paimon_format.storage.in_flight import stream_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -122,19 +123,20 @@ class RangeCounters:
         self.ranges = context.accumulator(0)
 
 
-def list_range(file_io: FileIO, root: str, naming: FileNaming, key_range: KeyRange) -> tuple[list, int, int]:
-    """(Arrow batches of LISTED_SCHEMA, LIST pages, files) of one key range below `root`.
+def list_range(
+    file_io: FileIO, root: str, naming: FileNaming, key_range: KeyRange
+) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+    """(an Arrow batch of LISTED_SCHEMA or None when the page held no file, its files) per LIST page
+    of one key range below `root`: a page at a time, so a range far bigger than the estimate that
+    cut it costs no more memory than a small one.
 
     Files of one directory come one after another (keys are sorted), so each directory's judge is
     made once, as in the wave lister. Keys at the root itself are skipped: the root listing has them.
     """
-    batches: list[pa.RecordBatch] = []
-    rows: dict[str, list] = {name: [] for name in LISTED_SCHEMA.names}
-    pages = files = 0
     judged: str | None = None
     judge: Callable[[str], Judgement] = directory_judge("", naming)
     for page in file_io.list_key_range(root, *key_range):
-        pages += 1
+        rows: dict[str, list] = {name: [] for name in LISTED_SCHEMA.names}
         paths, sizes, mtimes, rules, kinds = (rows[name] for name in LISTED_SCHEMA.names)
         for relative, size, modified_ms in page:
             directory, _, name = relative.rpartition("/")
@@ -148,19 +150,14 @@ def list_range(file_io: FileIO, root: str, naming: FileNaming, key_range: KeyRan
             mtimes.append(modified_ms)
             rules.append(judgement.rule)
             kinds.append(judgement.kind)
-            files += 1
-        if len(paths) >= BATCH_ROWS:
-            batches.append(pa.RecordBatch.from_pydict(rows, schema=LISTED_SCHEMA))
-            rows = {name: [] for name in LISTED_SCHEMA.names}
-    if rows["path"]:
-        batches.append(pa.RecordBatch.from_pydict(rows, schema=LISTED_SCHEMA))
-    return batches, pages, files
+        yield (pa.RecordBatch.from_pydict(rows, schema=LISTED_SCHEMA) if paths else None), len(paths)
 
 
 def _range_lister(
     file_io: FileIO, root: str, naming: FileNaming, counters: RangeCounters
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The mapInArrow function: key ranges in, their files out, `io_parallelism` ranges in flight."""
+    """The mapInArrow function: key ranges in, their files out, `io_parallelism` ranges in flight,
+    pages handed on as they come (`stream_in_flight`: a bounded buffer, whatever a range holds)."""
 
     def list_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ranges: list[KeyRange] = []
@@ -168,14 +165,19 @@ def _range_lister(
             starts = batch.column("start_after").to_pylist()
             ranges.extend(zip(starts, batch.column("stop_before").to_pylist(), strict=True))
 
-        def one(key_range: KeyRange) -> tuple[list, int, int]:
-            return list_range(file_io, root, naming, key_range)
+        def pages(key_range: KeyRange) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+            yield from list_range(file_io, root, naming, key_range)
+            yield None, -1  # the range's end, counted in the task's own thread
 
-        for listed, pages, files in map_in_flight(one, ranges, min(file_io.io_parallelism, len(ranges))):
-            counters.ranges.add(1)
-            counters.pages.add(pages)
+        in_flight = min(file_io.io_parallelism, len(ranges))
+        for listed, files in stream_in_flight(pages, ranges, in_flight):
+            if files < 0:
+                counters.ranges.add(1)
+                continue
+            counters.pages.add(1)
             counters.files.add(files)
-            yield from listed
+            if listed is not None:
+                yield listed
 
     return list_ranges
 

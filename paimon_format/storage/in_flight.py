@@ -17,6 +17,7 @@ the run record.
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 from collections import deque
@@ -84,6 +85,12 @@ def throttled_requests() -> int:
     return _WINDOW.throttled
 
 
+def note_completed(parallelism: int) -> None:
+    """One call of a pool of `parallelism` finished: the window grows back (AIMD), as in `map_in_flight`;
+    for pools of their own, such as a task's data-file read-ahead (`paimon_format.data.prefetch`)."""
+    _WINDOW.grow(parallelism)
+
+
 def allowed_in_flight(parallelism: int) -> int:
     """How many of `parallelism` calls may run now, after the throttles seen so far."""
     return _WINDOW.allowed(parallelism)
@@ -122,3 +129,82 @@ def map_in_flight(fn: Callable[[T], R], items: Iterable[T], parallelism: int) ->
         finally:
             for future in pending:
                 future.cancel()
+
+
+_PUT_POLL_S = 0.05  # how often a producer blocked on a full buffer checks that the consumer left
+
+
+def stream_in_flight(
+    fn: Callable[[T], Iterator[R]], items: Iterable[T], parallelism: int, buffered: int | None = None
+) -> Iterator[R]:
+    """Every result of every `fn(item)`, up to `parallelism` items in progress at once, results
+    yielded as they arrive (NOT in input order) through a buffer of at most `buffered` results.
+
+    Why: an item whose work yields many results one request after another (a key range listed page
+    by page) would be held whole by `map_in_flight`, which keeps results in order; when one item is
+    far bigger than expected that is unbounded memory. Here a producer blocks on the full buffer, so
+    memory is `buffered` + one result per running item, whatever an item holds. Items start while
+    fewer than the allowed share of `parallelism` run (the throttle window applies per item).
+    The first failure is raised once it reaches the consumer; when the consumer stops early (or a
+    call failed) no new item starts, running producers stop at their next result, and this waits for
+    them before it returns. `parallelism` <= 1 runs everything inline in this thread.
+    """
+    if parallelism <= 1:
+        for item in items:
+            yield from fn(item)
+        return
+    buffer: queue.Queue[tuple[str, object]] = queue.Queue(maxsize=buffered or 2 * parallelism)
+    leaving = threading.Event()
+
+    def offer(entry: tuple[str, object]) -> bool:
+        while not leaving.is_set():
+            try:
+                buffer.put(entry, timeout=_PUT_POLL_S)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce(item: T) -> None:
+        results: Iterator[R] | None = None
+        try:
+            results = fn(item)
+            for result in results:
+                if not offer(("result", result)):
+                    return
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
+            offer(("error", error))
+            return
+        finally:
+            close = getattr(results, "close", None)  # a generator left early runs its cleanup now
+            if close is not None:
+                close()
+        offer(("done", None))
+
+    iterator = iter(items)
+    running = 0
+    exhausted = False
+    # every submitted item starts at once (fewer than `parallelism` run), so none waits to be cancelled
+    with ThreadPoolExecutor(max_workers=parallelism, thread_name_prefix="paimon-io") as pool:
+        try:
+            while True:
+                while not exhausted and running < _WINDOW.allowed(parallelism):
+                    try:
+                        item = next(iterator)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    pool.submit(produce, item)
+                    running += 1
+                if running == 0:
+                    return
+                kind, value = buffer.get()
+                if kind == "result":
+                    yield value  # type: ignore[misc]
+                elif kind == "done":
+                    running -= 1
+                    _WINDOW.grow(parallelism)
+                else:
+                    raise value  # type: ignore[misc]
+        finally:
+            leaving.set()

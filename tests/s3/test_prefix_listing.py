@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 
 from jobs.deletion.listing import list_in_waves, list_table_files
-from jobs.deletion.prefix_listing import key_ranges, list_by_key_ranges, lists_by_key_ranges, range_budget
+from jobs.deletion.prefix_listing import (
+    key_ranges,
+    list_by_key_ranges,
+    list_range,
+    lists_by_key_ranges,
+    range_budget,
+)
 from jobs.runtime.local_frame import LocalSession
 from paimon_format.errors import MissingFileError, StorageError
 from paimon_format.maintenance.orphan_rules import FileNaming, judge_file
@@ -154,6 +160,22 @@ def test_key_ranges_list_what_waves_list_with_fewer_requests(planted, s3_proxy) 
     # and tag/ with region=eu/
     assert by_ranges.ranges == 47
     assert wave_lists >= in_waves.directories > 200 and range_lists * 3 < wave_lists
+
+
+def test_a_range_bigger_than_its_estimate_comes_a_page_at_a_time(planted, s3_proxy) -> None:
+    """A table that holds far more than its snapshot says gets one huge range (expected_objects=1);
+    it is handed on page by page, so a task never holds a whole range, and lists the same files."""
+    root, options, files = planted
+    file_io = FileIO.for_path(root, options)
+    s3_proxy.reset()
+    (whole,) = key_ranges(["a", "zzz"], 1)
+    pages = list(list_range(file_io, root, NAMING, ("", whole[1])))
+    assert len(pages) == list_requests(s3_proxy) >= 2
+    assert all(batch is None or batch.num_rows <= 1000 for batch, _ in pages)
+    assert sum(files_in_page for _, files_in_page in pages) == len(files) - 1  # README.txt is at the root
+    s3_proxy.reset()
+    one_range = list_by_key_ranges(LocalSession(), file_io, root, NAMING, expected_objects=1)
+    assert one_range.ranges == 1 and rows_of(one_range.files) == expected_rows(files)
 
 
 def test_key_ranges_on_spark_list_the_same_files(planted, s3_proxy, spark_session) -> None:

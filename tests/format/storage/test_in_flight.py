@@ -13,6 +13,7 @@ from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.in_flight import (
     allowed_in_flight,
     map_in_flight,
+    stream_in_flight,
     note_throttled,
     throttled_requests,
 )
@@ -139,3 +140,77 @@ def test_a_small_pool_does_not_regrow_the_window_of_the_wide_ones(monkeypatch) -
     list(map_in_flight(lambda x: x, range(2), 2))  # two completions of a 2-wide pool
     assert allowed_in_flight(64) <= 4  # about one more per round of the widest pool, not half of it
     _recover()
+
+
+def test_stream_yields_every_result_of_every_item_with_items_overlapping() -> None:
+    barrier = threading.Barrier(4, timeout=10)  # breaks (and fails the test) unless 4 items run at once
+
+    def pages(item: int):
+        barrier.wait()
+        for page in range(3):
+            yield (item, page)
+
+    results = list(stream_in_flight(pages, range(4), 4))
+    assert sorted(results) == [(item, page) for item in range(4) for page in range(3)]
+
+
+def test_stream_holds_a_bounded_buffer_however_many_results_one_item_has() -> None:
+    produced = itertools.count(1)
+    ahead: list[int] = []
+    consumed = 0
+
+    def huge(item: int):
+        for page in range(2000):
+            ahead.append(next(produced) - consumed)  # results made but not yet taken
+            yield page
+
+    for _ in stream_in_flight(huge, range(3), 3, buffered=4):
+        consumed += 1
+    assert consumed == 6000
+    assert max(ahead) <= 4 + 3 + 1  # the buffer, one result per running item, the one being made
+
+
+def test_stream_raises_a_failure_and_stops_the_other_items() -> None:
+    closed: list[int] = []
+
+    def pages(item: int):
+        try:
+            if item == 1:
+                raise OSError("page 0 of range 1 failed")
+            while True:
+                yield item
+        finally:
+            closed.append(item)
+
+    with pytest.raises(OSError, match="range 1"):
+        for _ in stream_in_flight(pages, range(3), 3, buffered=2):
+            pass
+    assert sorted(closed) == [0, 1, 2]  # the endless producers stopped and ran their cleanup
+
+
+def test_stream_left_early_stops_its_producers() -> None:
+    closed = threading.Event()
+
+    def endless(item: int):
+        try:
+            while True:
+                yield item
+        finally:
+            closed.set()
+
+    stream = stream_in_flight(endless, range(1), 2, buffered=1)
+    assert next(stream) == 0
+    stream.close()
+    assert closed.is_set()  # close() returned only after the producer ran its cleanup
+
+
+def test_stream_with_parallelism_one_runs_inline() -> None:
+    caller = threading.get_ident()
+    threads = set()
+
+    def pages(item: int):
+        threads.add(threading.get_ident())
+        yield item
+
+    assert list(stream_in_flight(pages, range(3), 1)) == [0, 1, 2]
+    assert threads == {caller}
