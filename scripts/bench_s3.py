@@ -23,6 +23,8 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
   fewest      the requests the job needs at the fewest (scripts/s3bench/jobs.py says how, per job)
   floor s     fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
   added s     wall s - @0 s: what the latency added to the job (the floor is what it must add at least)
+  add/floor   added s / floor s: how close the latency's cost comes to the floor, moto's own time
+              (the @0 run: it serves requests one at a time, a few ms each) left out
   moto ms     moto's own time per request (how long moto had a request at all, at latency 0, over
               the requests); moto s: how long moto was busy during the run at --latency-ms
   RSS MiB     the job process's peak resident memory (details.driver_peak_rss_mib)

@@ -133,7 +133,8 @@ def same_result(a: Run, b: Run) -> bool:
 HEADER = (
     f"{'job':<32} {'ran in':<7} {'wall s':>7} {'@0 s':>6} {'reqs':>6} {'GET':>5} {'HEAD':>5} {'LIST':>5} "
     f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr p/r':>9} "
-    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'added s':>7} {'moto ms':>7} "
+    f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'added s':>7} {'add/floor':>9} "
+    f"{'moto ms':>7} "
     f"{'moto s':>6} {'RSS MiB':>7} {'load':>5}"
 )
 
@@ -152,6 +153,11 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
     ratio = f"{run.wall_s / floor:10.1f}" if floor else "         -"
     # what the latency added: this run's wall minus the same job's at latency 0 (moto and CPU alike)
     added = f"{run.wall_s - zero.wall_s:7.2f}" if zero and not zero.error else "      -"
+    # the latency's share against the floor: moto serves requests one at a time at a few ms each,
+    # so its own time (the @0 run) is left out of what latency in flight should cost
+    added_ratio = (
+        f"{(run.wall_s - zero.wall_s) / floor:9.1f}" if zero and not zero.error and floor else "        -"
+    )
     rss = f"{run.peak_rss_mib:7d}" if run.peak_rss_mib is not None else "      -"
     busy = ledger["upstream_busy_s"]  # moto's busy time in this run
     reported = "-" if run.reported_throttled is None else str(run.reported_throttled)
@@ -161,8 +167,8 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
         f"{kinds['GET']:5d} {kinds['HEAD']:5d} {kinds['LIST']:5d} {kinds['PUT']:5d} {kinds['DELETE']:4d} "
         f"{kinds['DeleteObjects']:4d} {kinds['OTHER']:4d} {ledger['bytes_in'] / 2**20:7.2f} "
         f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {throttled:>9} "
-        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {added} {moto_ms:7.2f} {busy:6.2f} "
-        f"{rss} {os.getloadavg()[0]:5.2f}"
+        f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {added} {added_ratio} "
+        f"{moto_ms:7.2f} {busy:6.2f} {rss} {os.getloadavg()[0]:5.2f}"
     )
     if zero is not None and not zero.error and not same_result(run, zero):
         line += f"\n{'':<32} results differ from the latency-0 run: {run.counts} vs {zero.counts}"
