@@ -1,0 +1,264 @@
+"""The soak's tables and the ledger of every row Java's writer committed to them.
+
+Each table gets batches: rows of the writer's current day (sometimes the day before, as late data),
+and for primary-key tables updates and deletes of live keys. Every batch also writes a *marker* row
+in partition `MARKER_DAY` (never dropped) carrying the batch number: an append table keeps one marker
+per batch, a primary-key table one marker key overwritten by each batch. A read of any snapshot or tag
+therefore says which batch it ends with, and the ledger folds batches 1..that one into the rows the
+read must equal. This is exact whatever the snapshot ids of Java's commits were (our jobs commit in
+between, Java's commit may retry at a later id) and catches a lost, doubled or reverted batch.
+
+Partitions our drop-partition removed leave the expected rows by the drop's snapshot window: from the
+id our job saw before it ran (exclusive) to the latest after it returned (inclusive) a snapshot may or
+may not have the day (the drop's own snapshot is somewhere in between); from the latter on it must
+not, before it it must have every row. The writer never writes to a day once it is old enough to drop.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+MARKER_DAY = "9999-12-31"
+FIRST_DAY = dt.date(2024, 1, 1)
+BATCHES_PER_DAY = 6
+# Days this far behind the writer's current day are dropped by our drop-partition; the writer writes
+# only to its current day and the one before.
+DROP_AGE_DAYS = 3
+
+Row = dict[str, Any]
+
+# Java's own expiry on every commit (TableCommitImpl), its compaction in the writer, Java tags.
+JAVA_EXPIRY = {
+    "snapshot.num-retained.min": "6",
+    "snapshot.num-retained.max": "20",
+    "snapshot.time-retained": "1 min",
+}
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One soak table: Paimon schema, options, and how its rows merge (`engine`)."""
+
+    name: str
+    fields: tuple[tuple[str, str], ...]
+    primary_keys: tuple[str, ...]
+    options: dict[str, str]
+    engine: str  # append | deduplicate | partial-update
+    deletes: bool
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.fields)
+
+
+_PK_FIELDS = (
+    ("dt", "STRING NOT NULL"),
+    ("k", "BIGINT NOT NULL"),
+    ("v", "STRING"),
+    ("n", "BIGINT"),
+    ("batch", "INT"),
+)
+
+SPECS: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TableSpec(
+            "events",
+            (("id", "BIGINT NOT NULL"), ("dt", "STRING NOT NULL"), ("v", "STRING"), ("batch", "INT")),
+            (),
+            {**JAVA_EXPIRY, "bucket": "-1"},
+            "append",
+            False,
+        ),
+        TableSpec(
+            "dedup",
+            _PK_FIELDS,
+            ("dt", "k"),
+            {**JAVA_EXPIRY, "bucket": "2", "num-sorted-run.compaction-trigger": "3"},
+            "deduplicate",
+            True,
+        ),
+        TableSpec(
+            "partial",
+            _PK_FIELDS,
+            ("dt", "k"),
+            {**JAVA_EXPIRY, "bucket": "1", "merge-engine": "partial-update"},
+            "partial-update",
+            False,
+        ),
+        TableSpec("dynamic", _PK_FIELDS, ("dt", "k"), {**JAVA_EXPIRY, "bucket": "-1"}, "deduplicate", True),
+        TableSpec(
+            "dv_lookup",
+            _PK_FIELDS,
+            ("dt", "k"),
+            {
+                **JAVA_EXPIRY,
+                "bucket": "2",
+                "deletion-vectors.enabled": "true",
+                "changelog-producer": "lookup",
+            },
+            "deduplicate",
+            True,
+        ),
+    )
+}
+
+
+def day_name(day: int) -> str:
+    return (FIRST_DAY + dt.timedelta(days=day)).isoformat()
+
+
+@dataclass
+class Batch:
+    """One commit request of Java's writer; `committed` is None until known."""
+
+    number: int
+    day: int
+    rows: list[Row]
+    committed: bool | None = None
+    latest_after: int | None = None  # the latest snapshot id Java answered after committing it
+
+
+@dataclass
+class Drop:
+    """A partition our drop-partition removed: the snapshot window its commit lies in."""
+
+    day: str
+    after: int  # the latest snapshot id before the job ran (the drop's snapshot is later)
+    by: int | None = None  # the latest snapshot id after the job returned (None: outcome unknown)
+
+
+@dataclass
+class Ledger:
+    """Every batch Java's writer sent to one table, whether it was committed, and the drops."""
+
+    spec: TableSpec
+    rng: random.Random
+    batches: dict[int, Batch] = field(default_factory=dict)
+    drops: dict[str, Drop] = field(default_factory=dict)
+    _live: dict[tuple[Any, ...], Row] = field(default_factory=dict)  # state after the last commit
+    _next_id: int = 0
+
+    @property
+    def last_committed(self) -> int:
+        return max((b.number for b in self.batches.values() if b.committed), default=0)
+
+    def key(self, row: Row) -> tuple[Any, ...]:
+        return tuple(row[k] for k in self.spec.primary_keys)
+
+    def canonical(self, row: Row) -> tuple[Any, ...]:
+        return tuple(row.get(name) for name in self.spec.names)
+
+    def new_batch(self) -> Batch:
+        """The next batch: new rows, and on primary-key tables updates and deletes of live keys of the
+        writer's current day or the day before (never of a day old enough to be dropped)."""
+        number = len(self.batches) + 1
+        day = number // BATCHES_PER_DAY
+        rng, rows = self.rng, []
+        for _ in range(rng.randint(3, 8)):
+            row_day = day - 1 if day > 0 and rng.random() < 0.2 else day
+            rows.append(self._new_row(row_day, number))
+        recent = []  # an append table only grows
+        if self.spec.engine != "append":
+            recent = [k for k in self._live if k[0] >= day_name(day - 1) and k[0] != MARKER_DAY]
+        touched = rng.sample(recent, min(len(recent), rng.randint(0, 6)))
+        for index, key in enumerate(touched):
+            old = self._live[key]
+            if self.spec.deletes and index % 3 == 2:
+                rows.append({**old, "_kind": "-D"})
+            elif self.spec.engine == "partial-update":  # a partial row: unset columns keep their value
+                column = rng.choice(("v", "n"))
+                value = f"u{number}" if column == "v" else rng.randint(0, 10**6)
+                rows.append({"dt": key[0], "k": key[1], column: value, "batch": number})
+            else:
+                rows.append({**old, "v": f"u{number}", "n": rng.randint(0, 10**6), "batch": number})
+        rows.append(self._marker(number))
+        batch = Batch(number, day, rows)
+        self.batches[number] = batch
+        return batch
+
+    def _new_row(self, day: int, number: int) -> Row:
+        self._next_id += 1
+        if self.spec.engine == "append":
+            return {"id": self._next_id, "dt": day_name(day), "v": f"r{self._next_id}", "batch": number}
+        return {
+            "dt": day_name(day),
+            "k": self._next_id,
+            "v": f"r{self._next_id}",
+            "n": number,
+            "batch": number,
+        }
+
+    def _marker(self, number: int) -> Row:
+        if self.spec.engine == "append":
+            return {"id": -number, "dt": MARKER_DAY, "v": "marker", "batch": number}
+        return {"dt": MARKER_DAY, "k": 0, "v": "marker", "n": number, "batch": number}
+
+    def settle(self, batch: Batch, committed: bool, latest: int | None) -> None:
+        """Record the outcome of a batch; a committed one moves the writer's view of live rows on."""
+        batch.committed, batch.latest_after = committed, latest
+        if committed:
+            self._apply(self._live, batch.rows)
+
+    def _apply(self, state: dict[tuple[Any, ...], Row] | Counter, rows: list[Row]) -> None:
+        for row in rows:
+            values = {k: v for k, v in row.items() if k != "_kind"}
+            if self.spec.engine == "append":
+                state[self.canonical(values)] = state.get(self.canonical(values), 0) + 1
+            elif row.get("_kind") in ("-D", "-U"):
+                state.pop(self.key(values), None)
+            elif self.spec.engine == "partial-update":
+                merged = dict(state.get(self.key(values), {}))
+                merged.update({k: v for k, v in values.items() if v is not None})
+                state[self.key(values)] = merged
+            else:
+                state[self.key(values)] = values
+
+    def rows_at(self, marker: int) -> Counter:
+        """The rows (canonical tuples, counted) after the committed batches up to `marker`."""
+        state: Any = Counter() if self.spec.engine == "append" else {}
+        for number in range(1, marker + 1):
+            batch = self.batches.get(number)
+            if batch is not None and batch.committed:
+                self._apply(state, batch.rows)
+        if self.spec.engine == "append":
+            return state
+        return Counter(self.canonical(row) for row in state.values())
+
+    def marker_of(self, rows: list[Row]) -> int:
+        """The last batch a read ends with (0: none yet)."""
+        return max((int(r["batch"]) for r in rows if r["dt"] == MARKER_DAY), default=0)
+
+    def bad_marker(self, marker: int) -> str | None:
+        """A read may only end with a batch that was committed (or whose outcome is unknown)."""
+        if marker == 0:
+            return None
+        batch = self.batches.get(marker)
+        if batch is None or batch.committed is False:
+            return f"a read ends with batch {marker}, which Java never committed"
+        return None
+
+    def expected(self, marker: int, snapshot_id: int, actual: list[Row]) -> Counter:
+        """The rows a read of `snapshot_id` ending with batch `marker` must return (see the module
+        docstring for dropped days: inside a drop's window the read decides whether the day is there)."""
+        expected = self.rows_at(marker)
+        present_days = {row["dt"] for row in actual}
+        gone: set[str] = set()
+        for drop in self.drops.values():
+            if snapshot_id <= drop.after:
+                continue
+            if (drop.by is not None and snapshot_id >= drop.by) or drop.day not in present_days:
+                gone.add(drop.day)
+        day_index = self.spec.names.index("dt")
+        return Counter({row: n for row, n in expected.items() if row[day_index] not in gone})
+
+    def droppable_days(self) -> list[str]:
+        """Days old enough to drop that are not dropped yet (the writer left them for good)."""
+        newest = max((b.day for b in self.batches.values()), default=0)
+        days = {row["dt"] for b in self.batches.values() if b.committed for row in b.rows}
+        old = {d for d in days if d != MARKER_DAY and d < day_name(newest - DROP_AGE_DAYS)}
+        return sorted(old - {d for d, drop in self.drops.items() if drop.by is not None})

@@ -1,0 +1,200 @@
+"""The soak run: Java's writer thread, our jobs in the main thread, checkpoints, the printout.
+
+Order of one run: create the tables with Java, start the snapshot watcher and Java's writer, then
+until the time is up run our `maintain` and drop-partition rounds, with a checkpoint (writer held,
+every table checked) every `checkpoint_s`. At the end the writer stops, one more maintenance round
+runs on the tables at rest, and the final checkpoint also reads every retained snapshot with Java.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TextIO
+
+from scripts.soak.checks import (
+    Findings,
+    SnapshotWatcher,
+    check_files,
+    check_read,
+    latest_id,
+    snapshot_id_of_tag,
+    tag_names,
+)
+from scripts.soak.java_writer import JavaWriter
+from scripts.soak.ledger import SPECS, Ledger
+from scripts.soak.our_jobs import OurJobs
+from tests.java.oracle import JavaError, JavaPaimon
+
+
+@dataclass
+class SoakOptions:
+    minutes: float
+    warehouse: str
+    seed: int = 7
+    tables: tuple[str, ...] = tuple(SPECS)
+    checkpoint_s: float = 60.0
+    tag_every: int = 5  # a Java tag every this many commits of a table
+    compact_every: int = 7  # Paimon's compaction every this many commits of a table
+    orphan_older_than_s: int = 60
+
+
+@dataclass
+class SoakResult:
+    options: SoakOptions
+    paths: dict[str, str]
+    ledgers: dict[str, Ledger]
+    writer: JavaWriter
+    ours: OurJobs
+    watcher: SnapshotWatcher
+    findings: Findings = field(default_factory=Findings)
+    checkpoints: int = 0
+    elapsed_s: float = 0.0
+
+    @property
+    def skipped_ids(self) -> dict[str, list[int]]:
+        return {name: ids for name in self.paths if (ids := self.watcher.skipped(name))}
+
+    @property
+    def failed(self) -> bool:
+        found = self.findings
+        return bool(
+            found.problems
+            or found.rows_lost
+            or found.rows_doubled
+            or found.files_missing
+            or found.old_orphans
+            or self.watcher.problems
+            or self.skipped_ids
+            or self.writer.stats.failures
+            or self.ours.stats.failures
+        )
+
+
+def create_tables(java: JavaPaimon, warehouse: str, names: tuple[str, ...]) -> dict[str, str]:
+    paths = {}
+    for name in names:
+        spec = SPECS[name]
+        path = os.path.join(warehouse, "soak.db", name)
+        java.create_table(path, spec.fields, ("dt",), spec.primary_keys, spec.options)
+        paths[name] = path
+    return paths
+
+
+def soak(options: SoakOptions, java: JavaPaimon, workdir: str) -> SoakResult:
+    """Run the soak with `java` as the writer's JVM; our jobs run in this process."""
+    paths = create_tables(java, options.warehouse, options.tables)
+    ledgers = {name: Ledger(SPECS[name], random.Random(f"{options.seed}-{name}")) for name in options.tables}
+    writer = JavaWriter(java, ledgers, paths, options.tag_every, options.compact_every)
+    ours = OurJobs(options.warehouse, workdir, ledgers, paths, options.orphan_older_than_s)
+    watcher = SnapshotWatcher(paths)
+    result = SoakResult(options, paths, ledgers, writer, ours, watcher)
+    started = time.monotonic()
+    deadline = started + options.minutes * 60
+    watcher.start()
+    writer.start()
+    writer.started.wait()  # our jobs start on tables that have a snapshot, as in production
+    try:
+        last_checkpoint = time.monotonic()
+        while time.monotonic() < deadline and not writer.stats.failures:
+            ours.maintain()
+            ours.drop_old_days()
+            if time.monotonic() - last_checkpoint >= options.checkpoint_s:
+                checkpoint(result, java, final=False)
+                last_checkpoint = time.monotonic()
+    finally:
+        writer.stop()
+    ours.maintain()  # on the tables at rest: what is left for the final orphan check is young
+    checkpoint(result, java, final=True)
+    watcher.stop()
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def checkpoint(result: SoakResult, java: JavaPaimon, final: bool) -> None:
+    """Hold the writer and check every table: the latest snapshot and every tag read by Java against
+    the ledger, (at the end) every retained snapshot too, referenced files, orphans, snapshot ids."""
+    result.writer.hold()
+    try:
+        result.watcher.poll(reread_all=True)
+        for name, path in result.paths.items():
+            result.findings.add(check_table(result, java, name, path, final))
+        result.checkpoints += 1
+    finally:
+        result.writer.release()
+
+
+def check_table(result: SoakResult, java: JavaPaimon, name: str, path: str, final: bool) -> Findings:
+    ledger = result.ledgers[name]
+    found = Findings()
+    latest = latest_id(path)
+    if latest is None:
+        found.problems.append(f"{name}: no snapshot")
+        return found
+    found.add(check_read(ledger, name, "latest", latest, java.read(path, snapshot_id=latest), True))
+    for tag in tag_names(path):
+        tagged = snapshot_id_of_tag(path, tag)
+        try:
+            rows = java.read(path, tag=tag)
+        except JavaError as error:
+            if snapshot_id_of_tag(path, tag) is None:
+                found.tags_gone += 1
+                continue
+            found.problems.append(f"{name} tag {tag}: Java cannot read it: {error}")
+            continue
+        if tagged is not None:
+            found.add(check_read(ledger, name, f"tag {tag}", tagged, rows, False))
+    if final:
+        for snapshot_id in sorted(result.watcher.seen[name]):
+            if os.path.exists(os.path.join(path, "snapshot", f"snapshot-{snapshot_id}")):
+                rows = java.read(path, snapshot_id=snapshot_id)
+                found.add(check_read(ledger, name, "snapshot", snapshot_id, rows, False))
+    cleaned_ms = result.ours.stats.orphans_cleaned_ms.get(name)
+    cutoff = None if cleaned_ms is None else cleaned_ms - result.options.orphan_older_than_s * 1000
+    found.add(check_files(name, path, cutoff))
+    return found
+
+
+def report(result: SoakResult, out: TextIO) -> None:
+    """The printout: what ran, what was checked, and every loss (0 each, or the failures)."""
+    java, ours, found = result.writer.stats, result.ours.stats, result.findings
+    by_table = ", ".join(f"{name} {count}" for name, count in java.commits.items())
+    print(f"soak: {result.elapsed_s / 60:.1f} min, tables under {result.options.warehouse}", file=out)
+    print(f"Java commits: {sum(java.commits.values())} ({by_table})", file=out)
+    print(
+        f"Java also: {java.tags} tags, {java.compactions} compactions; conflicts: "
+        f"{java.conflicts_retried} commits retried, {java.committed_then_conflict} committed then "
+        f"compaction conflict, {java.compaction_conflicts} compactions refused",
+        file=out,
+    )
+    runs = ", ".join(f"{op} {n}" for op, n in sorted(ours.runs.items()))
+    conflicts = ", ".join(f"{op} {n}" for op, n in sorted(ours.conflicts.items())) or "none"
+    print(f"our runs ({result.ours.rounds} maintain rounds): {runs}", file=out)
+    print(f"our exit-3 conflicts: {conflicts}", file=out)
+    print(
+        f"checked: {result.checkpoints} checkpoints, {found.reads_checked} reads, "
+        f"{found.rows_checked} rows, {found.files_checked} referenced files "
+        f"({found.tags_gone} tags expired while listed)",
+        file=out,
+    )
+    skipped = sum(len(ids) for ids in result.skipped_ids.values())
+    print(
+        f"lost: {found.rows_lost} rows lost, {found.rows_doubled} doubled, {found.files_missing} "
+        f"referenced files missing, {found.old_orphans} old orphans left, {skipped} snapshot ids skipped, "
+        f"{len(result.watcher.problems)} overwritten, {len(java.failures)} Java writer failures, "
+        f"{len(ours.failures)} failures of ours",
+        file=out,
+    )
+    for line in [*found.problems, *result.watcher.problems, *java.failures, *ours.failures][:40]:
+        print(f"  FAILURE {line}", file=out)
+    for name, ids in result.skipped_ids.items():
+        print(f"  FAILURE {name}: snapshot ids skipped {ids[:10]}", file=out)
+    print("RESULT: " + ("FAILED" if result.failed else "OK, nothing lost"), file=out)
+
+
+def start_java(workdir: str) -> JavaPaimon:
+    """The writer's own JVM (Paimon's Java from the paimon-python-ali wheel)."""
+    return JavaPaimon(Path(workdir) / "java-writer.log")
