@@ -10,6 +10,13 @@ Cleanup rule: files this attempt wrote are removed only when the attempt definit
 race, conflict). After an uncertain failure (the snapshot write raised) they stay: they may be
 referenced by a snapshot that did land, and orphan-file removal clears them otherwise.
 
+Writers that can replace our snapshot: our create-if-absent never replaces a file, but Paimon's
+Java writer on local disk claims `snapshot-N` by `exists()` then `rename()` (LocalFileIO: a check
+and a move under a lock that holds only inside its own JVM), and rename(2) replaces a target that
+appeared in between. So where such a writer can exist (local disk; a store committed by
+exists-check-then-write under `allow_unsafe_overwrite_commit`) a won commit reads `snapshot-N` back
+and, when it is another writer's, counts as a lost race (see `_replaced_by_another_writer`).
+
 The conflict check and what an attempt builds on are `commit_conflicts`; the manifests, manifest
 lists and index manifest an attempt writes are `commit_files`.
 """
@@ -44,6 +51,9 @@ log = logging.getLogger(__name__)
 
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
 WRITER_VERSION = f"paimon-jobs-{__version__}"
+
+# a foreign writer that committed within this many seconds is taken as live (S3 warning)
+_LIVE_WRITER_SECONDS = 3600
 
 APPEND = "APPEND"
 COMPACT = "COMPACT"
@@ -169,6 +179,10 @@ class SnapshotCommit:
         self._option_overrides = dict(options or {})
         self._sleep = sleep
         self._names = CommitFileNames()
+        # attempts that did not land (lost races, replaced snapshots), and the ids of the snapshots
+        # this committer created that another writer's file then replaced (both for the race tests)
+        self.lost_races = 0
+        self.replaced_snapshots: list[int] = []
 
     # -- public entry points -----------------------------------------------------------------
 
@@ -287,6 +301,8 @@ class SnapshotCommit:
         attempt = 0
         while True:
             latest = self.table.snapshot_manager.latest()
+            if attempt == 0:
+                self._warn_if_foreign_writer_on_s3(latest)
             if attempt > 0:
                 landed = self._find_landed(last_seen_latest, latest, identifier, kind)
                 if landed is not None:
@@ -296,6 +312,7 @@ class SnapshotCommit:
             try:
                 return self._attempt(latest, request)
             except _LostRace:
+                self.lost_races += 1
                 attempt += 1
                 self._give_up_or_wait(attempt, started, options)
 
@@ -308,7 +325,7 @@ class SnapshotCommit:
         took the id (this attempt's files are removed then) and `CommitConflictError` when the
         delta no longer applies.
         """
-        schema = self.table.schema_manager.latest() or self.table.schema
+        schema = self.table.latest_schema() or self.table.schema  # listed now, each file read once
         ctx = AttemptContext(self.table, latest, schema)
         delta = list(request.build_delta(ctx))
         prewritten = request.prewritten_delta(ctx) if request.prewritten_delta is not None else None
@@ -333,6 +350,8 @@ class SnapshotCommit:
             files.remove()
             raise _LostRace()
         self._write_latest_hint(snapshot.id)
+        if self._replaced_by_another_writer(snapshot):
+            raise _LostRace()  # the files this attempt wrote stay (orphans): see the method
         return snapshot
 
     def _write_snapshot_files(
@@ -426,6 +445,80 @@ class SnapshotCommit:
             return landed
         raise _LostRace() from error
 
+    def _replaced_by_another_writer(self, snapshot: Snapshot) -> bool:
+        """Read back the `snapshot-N` we just created: True when another writer's file replaced it.
+
+        Why: a writer that claims an id by check-then-rename (Paimon's Java `LocalFileIO`, whose
+        lock holds only inside its own JVM) may have checked before our create and moves its file
+        over ours after it. Its snapshot is then N and ours is lost, so the commit retries at the
+        next id like a lost race. Ordering: create `snapshot-N` (ours, by hard link), write the
+        `LATEST` hint, read back. A rival's move that lands after the read-back escapes (its check
+        and move are microseconds apart inside one lock, so it needs its thread to stall between
+        them: `scripts/commit_race.py` measures how often none of this is noticed). A crash before
+        the read-back leaves our snapshot, or the rival's in its place, as a lost race would.
+
+        The files this attempt wrote are not removed: for a moment `snapshot-N` was ours, and a
+        writer that read it then may have built `N+1` on its manifests. They are orphans unless
+        such a snapshot names them, and remove-orphan-files tells which. Skipped where no writer
+        can replace our file: S3 (a conditional put; Paimon's Java writers on S3 are unsafe
+        without Paimon's catalog lock, which this check could not make safe, docs/safety.md) and
+        `memory://` (one process). A read-back that fails is logged and the commit stands: we did
+        create the file, and failing a landed commit would make a rerun commit it twice.
+        """
+        file_io = self.table.file_io
+        if file_io.protocol in ("s3", "memory") or not (
+            file_io.protocol == "file" or file_io.allow_unsafe_overwrite_commit
+        ):
+            return False
+        try:
+            landed = self.table.snapshot_manager.snapshot(snapshot.id)
+        except PaimonFormatError as error:
+            log.warning(
+                "%s: could not read back snapshot %d after creating it (%s); assuming it is ours",
+                self.table.path,
+                snapshot.id,
+                error,
+            )
+            return False
+        if landed.uuid == snapshot.uuid:
+            return False
+        self.replaced_snapshots.append(snapshot.id)
+        log.warning(
+            "%s, created by this commit, was replaced by another writer's snapshot (commit user %s, "
+            "kind %s): a writer whose rename is not atomic across processes (Paimon's LocalFileIO); "
+            "retrying at the next id, the files of the lost attempt are left to remove-orphan-files",
+            self.table.snapshot_manager.snapshot_path(snapshot.id),
+            landed.commit_user,
+            landed.commit_kind,
+        )
+        return True
+
+    def _warn_if_foreign_writer_on_s3(self, latest: Snapshot | None) -> None:
+        """Warn when a writer other than ours committed the latest snapshot on S3 within the hour.
+
+        Our conditional put never replaces a snapshot, but Paimon's Java commit on S3 renames by
+        copy after an exists() check, guarded only by Paimon's catalog lock (`lock.enabled`), which
+        we do not take: a Java writer committing at the same moment can replace the snapshot this
+        commit creates, and the read-back that catches that on local disk is not done on S3 (see
+        `_replaced_by_another_writer`). Java's snapshots carry no `writerVersion`; ours always do.
+        """
+        if self.table.file_io.protocol != "s3" or latest is None:
+            return
+        if (latest.writer_version or "").startswith("paimon-jobs"):
+            return
+        age_s = time.time() - latest.time_millis / 1000
+        if age_s < _LIVE_WRITER_SECONDS:
+            log.warning(
+                "%s: snapshot %d was committed %.0f s ago by another writer (commit user %s), most likely "
+                "Paimon's Java writer: on S3 its commit can replace the snapshot this job creates without "
+                "either side noticing; run committing jobs while Java's writers are stopped "
+                "(docs/safety.md, concurrent writers)",
+                self.table.path,
+                latest.id,
+                age_s,
+                latest.commit_user,
+            )
+
     def _find_landed(
         self, last_seen: int | None, latest: Snapshot | None, identifier: int, kind: str
     ) -> Snapshot | None:
@@ -457,5 +550,5 @@ class SnapshotCommit:
             log.warning("%s: could not write the LATEST hint: %s", self.table.path, error)
 
     def _options(self) -> CoreOptions:
-        schema = self.table.schema_manager.latest() or self.table.schema
-        return CoreOptions({**schema.options, **self._option_overrides})
+        """The retry budget and waits: the handle's schema's options (an attempt lists the latest)."""
+        return CoreOptions({**self.table.schema.options, **self._option_overrides})

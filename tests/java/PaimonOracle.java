@@ -139,6 +139,8 @@ public final class PaimonOracle {
                 return dropPartitions(request);
             case "compact_manifests":
                 return compactManifests(request);
+            case "race_write":
+                return raceWrite(request);
             case "read":
                 return read(request);
             case "read_changelog":
@@ -328,6 +330,119 @@ public final class PaimonOracle {
             commit.commit(new ManifestCommittable(BatchWriteBuilder.COMMIT_IDENTIFIER), new HashMap<>());
         }
         return latest(table);
+    }
+
+    // ----------------------------------------------------------------------------------------------
+    // Commit races (tests/java/commit_race.py)
+    // ----------------------------------------------------------------------------------------------
+
+    /**
+     * One batch commit of an append table that starts at a rendezvous, for the commit-race tests. The
+     * rows are written to data files first; then the JVM opens the FIFO "barrier" for reading (which
+     * blocks until the test opens it for writing) and reads it to its end, and only then commits: the
+     * commit reads the latest snapshot and claims the next id as Paimon always does. The table's file
+     * system is Paimon's LocalFileIO, wrapped only to count the snapshot claims its rename refused (a
+     * lost race, retried by Paimon at the next id). With "window": [in, go] (two FIFOs, no barrier)
+     * the claim of a snapshot file instead pauses between its exists() check and its move, as a thread
+     * stalled there would: it opens "in" for writing (the test then knows Java is inside the window)
+     * and waits for "go" to be written before moving. With "claim": [ready, go] (no barrier) the
+     * first snapshot claim waits at its start: it opens "ready" for writing, waits for "go", pauses a
+     * random 0 to "jitter_us" microseconds (so that either side may claim first), then claims as
+     * LocalFileIO does. Answers {"snapshot_id", "commit_user", "lost_claims"}.
+     */
+    private static JsonNode raceWrite(JsonNode request) throws Exception {
+        RaceFileIO io = new RaceFileIO(
+                request.hasNonNull("window") ? request.get("window") : null,
+                request.hasNonNull("claim") ? request.get("claim") : null,
+                request.hasNonNull("jitter_us") ? request.get("jitter_us").asLong() : 0L);
+        FileStoreTable table = FileStoreTableFactory.create(io, new Path(request.get("path").asText()));
+        RowType rowType = table.rowType();
+        String commitUser = UUID.randomUUID().toString();
+        try (TableWriteImpl<?> write = table.newWrite(commitUser);
+                TableCommitImpl commit = table.newCommit(commitUser)) {
+            write.withIOManager(IO_MANAGER);
+            for (JsonNode row : request.get("rows")) {
+                write.write(toRow(row, rowType));
+            }
+            List<CommitMessage> messages = write.prepareCommit(true, BatchWriteBuilder.COMMIT_IDENTIFIER);
+            if (request.hasNonNull("barrier")) {
+                awaitFifo(request.get("barrier").asText());
+            }
+            commit.commit(messages);
+        }
+        Long id = table.snapshotManager().latestSnapshotId();
+        while (id != null && id > 0 && !commitUser.equals(table.snapshotManager().snapshot(id).commitUser())) {
+            id--;
+        }
+        ObjectNode result = NODES.objectNode();
+        result.put("snapshot_id", id);
+        result.put("commit_user", commitUser);
+        result.put("lost_claims", io.lostClaims);
+        return result;
+    }
+
+    /** Blocks until a writer opens the FIFO, then reads until that writer closes it. */
+    private static void awaitFifo(String fifo) throws java.io.IOException {
+        try (java.io.FileInputStream in = new java.io.FileInputStream(fifo)) {
+            while (in.read() != -1) {
+                // the test writes nothing: closing is the signal
+            }
+        }
+    }
+
+    /** Blocks until a reader opens the FIFO, then closes it (the reader sees the end). */
+    private static void signalFifo(String fifo) throws java.io.IOException {
+        new java.io.FileOutputStream(fifo).close();
+    }
+
+    /**
+     * Paimon's LocalFileIO for the race tests. Without a window every rename is LocalFileIO's own; the
+     * snapshot claims it refuses are counted. With a window, a snapshot file's claim is the same
+     * check-then-move LocalFileIO does (target exists: refuse; else an atomic move, which replaces a
+     * target created since the check), with the pause between the two made explicit.
+     */
+    private static final class RaceFileIO extends LocalFileIO {
+        private final JsonNode window;
+        private JsonNode claimStart;
+        private final long jitterMicros;
+        private int lostClaims;
+
+        RaceFileIO(JsonNode window, JsonNode claimStart, long jitterMicros) {
+            this.window = window;
+            this.claimStart = claimStart;
+            this.jitterMicros = jitterMicros;
+        }
+
+        @Override
+        public boolean rename(Path src, Path dst) throws java.io.IOException {
+            boolean claim = dst.getName().startsWith("snapshot-");
+            if (claim && claimStart != null) {
+                signalFifo(claimStart.get(0).asText());
+                awaitFifo(claimStart.get(1).asText());
+                claimStart = null; // only the first claim starts at the rendezvous
+                if (jitterMicros > 0) {
+                    java.util.concurrent.locks.LockSupport.parkNanos(
+                            java.util.concurrent.ThreadLocalRandom.current().nextLong(jitterMicros + 1) * 1000L);
+                }
+            }
+            if (!claim || window == null) {
+                boolean moved = super.rename(src, dst);
+                if (claim && !moved) {
+                    lostClaims++;
+                }
+                return moved;
+            }
+            java.io.File target = toFile(dst);
+            if (target.exists()) {
+                lostClaims++;
+                return false;
+            }
+            signalFifo(window.get(0).asText());
+            awaitFifo(window.get(1).asText());
+            java.nio.file.Files.move(
+                    toFile(src).toPath(), target.toPath(), java.nio.file.StandardCopyOption.ATOMIC_MOVE);
+            return true;
+        }
     }
 
     private static JsonNode latest(FileStoreTable table) {

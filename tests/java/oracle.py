@@ -19,7 +19,8 @@ Requests (methods of `JavaPaimon`): ``create_table``, ``alter_table`` (add / ren
 set an option), ``write`` (one batch commit, or an overwrite of a partition; a dynamic-bucket table is
 written through Paimon's ``HashBucketAssigner`` as Flink does), ``compact`` (Paimon's own compaction of
 every partition and bucket, full by default), ``read_changelog`` (the changelog after a snapshot,
-with row kinds), ``create_tag``, ``create_branch`` (from a tag, or empty),
+with row kinds), ``race_write`` (a commit that starts at a FIFO rendezvous, for the commit race),
+``create_tag``, ``create_branch`` (from a tag, or empty),
 ``expire_snapshots`` / ``expire_changelog`` (Paimon's ``ExpireSnapshotsImpl`` / ``ExpireChangelogImpl``
 with an ``ExpireConfig``), ``drop_partitions`` and ``compact_manifests`` (Paimon's partition drop
 and manifest full compaction, which the benchmarks time as Java peers), ``remove_orphan_files``
@@ -260,6 +261,37 @@ class JavaPaimon:
         """Paimon's manifest full compaction: an empty commit whose manifest merge runs with
         ``manifest.full-compaction-threshold-size`` 1 b; the new snapshot id."""
         return self._call({"op": "compact_manifests", "path": str(path)})
+
+    def race_write(
+        self,
+        path: str,
+        rows: Iterable[Row],
+        barrier: str | None = None,
+        window: tuple[str, str] | None = None,
+        claim: tuple[str, str] | None = None,
+        jitter_us: int = 0,
+    ) -> dict[str, Any]:
+        """One batch commit to an append table that starts at a rendezvous (tests/java/commit_race.py).
+
+        The rows are written first; with `barrier` (a FIFO) Java then waits until the caller opens it
+        for writing and closes it, and commits. With `window` (FIFOs in, go) Java's claim of the
+        snapshot file pauses between its exists() check and its move: it opens `in` for writing, then
+        waits for `go`. With `claim` (FIFOs ready, go) Java's first snapshot claim starts at a
+        rendezvous instead, after a random pause of up to `jitter_us`. Blocks until Java's commit is
+        done (call it from a thread). Answers
+        ``{"snapshot_id", "commit_user", "lost_claims"}`` (claims Java's rename refused, then retried).
+        """
+        return self._call(
+            {
+                "op": "race_write",
+                "path": str(path),
+                "rows": list(rows),
+                "barrier": barrier,
+                "window": list(window) if window else None,
+                "claim": list(claim) if claim else None,
+                "jitter_us": jitter_us,
+            }
+        )
 
     # ----- reading --------------------------------------------------------------------------------
 
