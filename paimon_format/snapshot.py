@@ -224,6 +224,7 @@ class SnapshotManager:
         self.table_path = table_path.rstrip("/")
         self.branch = branch or MAIN_BRANCH
         self.branch_root = branch_root(file_io, self.table_path, self.branch)
+        self._handed_over: tuple[Snapshot | None] | None = None  # see `hand_over_latest`
 
     def __repr__(self) -> str:
         return f"SnapshotManager({self.table_path!r}, branch={self.branch!r})"
@@ -252,6 +253,7 @@ class SnapshotManager:
 
     def snapshot_ids(self) -> list[int]:
         """Ids of all `snapshot-N` files, sorted; [] for a table without a snapshot directory."""
+        self._handed_over = None
         return numbered_ids(self.file_io, self.snapshot_dir(), _SNAPSHOT_FILE_RE)
 
     def snapshot_exists(self, snapshot_id: int) -> bool:
@@ -265,6 +267,7 @@ class SnapshotManager:
         We additionally require `snapshot-N` to exist, so a hint from a rolled-back or hand-edited
         table cannot send readers to a snapshot that is gone. Otherwise: max id by listing.
         """
+        self._handed_over = None
         hint = self._read_hint(self.latest_hint_path())
         if hint is not None and hint > 0:
             if not self.snapshot_exists(hint + 1) and self.snapshot_exists(hint):
@@ -319,9 +322,34 @@ class SnapshotManager:
         path = self.snapshot_path(snapshot_id)
         return read_snapshot_file(self.file_io, path, f"snapshot {snapshot_id} does not exist")
 
-    def latest(self) -> Snapshot | None:
-        snapshot_id = self.latest_id()
-        return None if snapshot_id is None else self.snapshot(snapshot_id)
+    def latest(self, *, reuse_read: bool = False) -> Snapshot | None:
+        """The newest snapshot, found as `latest_id` finds it; the hinted snapshot is read at once
+        instead of checked first (one request fewer on an object store), and one found missing sends
+        us to the listing as a failed check would. Any other read failure propagates.
+
+        `reuse_read`: a plan asks, and the table's open check handed its read over
+        (`hand_over_latest`) with no other look at this manager's snapshots since: that read is the
+        answer, no request sent (the check and the plan are one look at the table). A commit never
+        passes it: it must build on what is there now.
+        """
+        if reuse_read and self._handed_over is not None:
+            return self._handed_over[0]
+        self._handed_over = None
+        hint = self._read_hint(self.latest_hint_path())
+        if hint is not None and hint > 0 and not self.snapshot_exists(hint + 1):
+            try:
+                return self.snapshot(hint)
+            except SnapshotNotFoundError:
+                log.debug("%s: LATEST hint %d names no snapshot, listing", self.snapshot_dir(), hint)
+        ids = self.snapshot_ids()
+        return self.snapshot(ids[-1]) if ids else None
+
+    def hand_over_latest(self, snapshot: Snapshot | None) -> None:
+        """Let `latest(reuse_read=True)` answer `snapshot` (what `latest()` just returned) without
+        reading again. Any other look at this manager's snapshots (`latest` without it, `latest_id`,
+        `snapshot_ids`, `try_commit`) drops it, so a job that does more than open and plan (a
+        commit, a maintenance run's next operation) reads the table again."""
+        self._handed_over = (snapshot,)
 
     def earliest(self) -> Snapshot | None:
         snapshot_id = self.earliest_id()
@@ -359,6 +387,7 @@ class SnapshotManager:
 
         Does not touch `LATEST`: the committer writes the hint after a win, best-effort.
         """
+        self._handed_over = None
         return self.file_io.create_if_absent(
             self.snapshot_path(snapshot.id), snapshot.to_json().encode("utf-8")
         )

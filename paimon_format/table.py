@@ -1,7 +1,12 @@
 """A handle on one Paimon table: its storage, its schema, and where each of its files lives.
 
 Jobs pass a `Table` to the functions that ship to Spark executors, so it holds only small picklable
-state (a FileIO, a path, a branch name) and loads the schema lazily on whichever process uses it.
+state (a FileIO, a path, a branch name) and the schemas the driver already read: a handle is opened
+once per run, and an executor task that unpickles it finds the schema there instead of listing
+`schema/` and reading the schema file again (on an object store every task paid two requests).
+Files that never change once written (`schema-N`, manifest lists, whose names are unique) are read
+once per handle; what a commit's safety depends on (the latest schema id, the LATEST hint, the
+latest snapshot) is read fresh by whoever asks for it (`latest_schema`, `SnapshotManager.latest`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from typing import Any
 
 from paimon_format.branches import MAIN_BRANCH, BranchManager
 from paimon_format.errors import TableNotFoundError
-from paimon_format.manifest.entries import DataFileMeta, ManifestEntry
+from paimon_format.manifest.codec import read_manifest_list
+from paimon_format.manifest.entries import DataFileMeta, ManifestEntry, ManifestFileMeta
 from paimon_format.model.binary_row import deserialize_row
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import SchemaManager, TableSchema
@@ -24,6 +30,7 @@ from paimon_format.storage.paths import bucket_dir, partition_dir, table_path
 from paimon_format.tags import TagManager
 
 _BUCKET_RELPATH_CACHE_LIMIT = 100_000  # (partition, bucket) directories remembered per handle
+_MANIFEST_LIST_CACHE_METAS = 200_000  # manifest metas of the lists remembered per handle (a few MiB)
 
 
 @dataclass
@@ -63,13 +70,22 @@ class Table:
         return Table(file_io, root)
 
     def __getstate__(self) -> dict[str, Any]:
-        # cached_property values (schema, managers) are re-derived on the executor.
-        return {
+        """The handle's small state plus the schemas this process already read.
+
+        Shipping the latest schema and the schemas by id (immutable files) spares every executor
+        task a listing of `schema/` and a read per schema; the task then works with the schema the
+        driver planned with. Managers and the other caches are re-derived on the executor.
+        """
+        state = {
             "file_io": self.file_io,
             "path": self.path,
             "branch": self.branch,
             "_schema_override": self._schema_override,
         }
+        for name in ("schema", "_schemas_by_id"):
+            if name in self.__dict__:
+                state[name] = self.__dict__[name]
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -103,17 +119,38 @@ class Table:
         return Table(self.file_io, self.path, branch)
 
     def exists(self) -> bool:
-        return self.schema_manager.latest() is not None
+        return self.latest_schema() is not None
 
     @cached_property
     def schema(self) -> TableSchema:
-        """The latest schema; a table without one is not a table."""
+        """The latest schema as of the first use on this handle (or as shipped with it); a table
+        without one is not a table."""
         if self._schema_override is not None:
             return self._schema_override
-        latest = self.schema_manager.latest()
+        latest = self.latest_schema()
         if latest is None:
             raise TableNotFoundError(f"{self.path}: not a Paimon table (no schema/schema-N file)")
         return latest
+
+    def latest_schema(self) -> TableSchema | None:
+        """The schema with the highest id now, None when there is none: `schema/` is listed on every
+        call (a commit must name the latest schema, and another writer may have added one), the
+        file itself is read once per handle (`schema_by_id`). The first answer also becomes the
+        handle's `schema`, so a job that asked here first does not list again. A failed listing raises."""
+        ids = self.schema_manager.list_ids()
+        if not ids:
+            return None
+        latest = self.schema_by_id(ids[-1])
+        if self._schema_override is None:
+            self.__dict__.setdefault("schema", latest)
+        return latest
+
+    def adopt_created_schema(self, schema: TableSchema) -> None:
+        """After this process created the table (`SchemaManager.create_table` returned `schema`):
+        forget what the handle knew, and take `schema` as the latest without reading it back."""
+        self.refresh()
+        self.__dict__.setdefault("_schemas_by_id", {})[schema.id] = schema
+        self.__dict__["schema"] = schema
 
     def schema_by_id(self, schema_id: int) -> TableSchema:
         """Schema `schema_id` of this branch; schema files never change, so each is read once per handle."""
@@ -131,14 +168,17 @@ class Table:
         The table must have a schema, its latest snapshot must parse, and the schema that snapshot
         names must exist: a job that never reads the snapshot's schema (dropping partitions, cleaning
         orphans) would otherwise work on a table readers cannot read, and readers need that schema.
-        Raises `TableNotFoundError` / `CorruptFileError` naming the file (exit 2 in `jobs`).
+        Raises `TableNotFoundError` / `CorruptFileError` naming the file (exit 2 in `jobs`). The
+        latest snapshot read here is handed to the job's plan (`SnapshotManager.hand_over_latest`),
+        which then reads no second time.
         """
         self.schema  # noqa: B018 - a table without a schema is not a table
         latest = self.snapshot_manager.latest()
+        self.snapshot_manager.hand_over_latest(latest)  # the job's plan reads no second time
         if latest is None:
             return
         try:
-            self.schema_manager.schema(latest.schema_id)
+            self.schema_by_id(latest.schema_id)
         except TableNotFoundError:
             raise TableNotFoundError(
                 f"{self.snapshot_manager.snapshot_path(latest.id)}: names schema {latest.schema_id}, "
@@ -147,8 +187,27 @@ class Table:
 
     def refresh(self) -> None:
         """Forget cached metadata (after this process created or altered the table)."""
-        for name in ("schema", "options", "partition_types", "_bucket_relpaths"):
+        for name in ("schema", "options", "partition_types", "_bucket_relpaths", "_schemas_by_id"):
             self.__dict__.pop(name, None)
+
+    def manifest_list(self, name: str) -> list[ManifestFileMeta]:
+        """The manifest metas of manifest list `name`, read once per handle.
+
+        A list's name is unique (a UUID) and the file is never rewritten, so a plan and the commit
+        after it (which builds the next base list from the same latest snapshot) share one read.
+        Remembered up to a bound of metas; a failed read raises and is not remembered.
+        """
+        cache: dict[str, list[ManifestFileMeta]] = self.__dict__.setdefault("_manifest_lists", {})
+        found = cache.get(name)
+        if found is None:
+            found = read_manifest_list(self.file_io, self.manifest_path(name))
+            # tuple(): threads of one map_in_flight read lists at once and may add to the cache
+            held = sum(len(metas) for metas in tuple(cache.values()))
+            if held + len(found) > _MANIFEST_LIST_CACHE_METAS:
+                cache.clear()
+            if len(found) <= _MANIFEST_LIST_CACHE_METAS:
+                cache[name] = found
+        return list(found)
 
     @cached_property
     def options(self) -> CoreOptions:

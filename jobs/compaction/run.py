@@ -83,7 +83,7 @@ def compact_table(
         return record
     tests = _selection(table, request.specs, request.where)
     settings = _compaction_settings(table, request.target_file_size)
-    latest = table.snapshot_manager.latest()
+    latest = table.snapshot_manager.latest(reuse_read=True)  # the open check's read (the commit rereads)
     record.snapshot_ids["base"] = latest.id if latest else None
     record.details["strategy"] = request.strategy
     if latest is None:

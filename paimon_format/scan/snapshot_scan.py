@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from paimon_format.errors import InvalidTableStateError
-from paimon_format.manifest.codec import decode_manifest, read_index_manifest, read_manifest_list
+from paimon_format.manifest.codec import decode_manifest, read_index_manifest
 from paimon_format.manifest.entries import ADD, DELETE, IndexManifestEntry, ManifestEntry, ManifestFileMeta
 from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.snapshot import Snapshot
@@ -28,7 +28,7 @@ def resolve_snapshot(table: Table, snapshot_id: int | None = None, tag: str | No
         return table.tag_manager.tag(tag)
     if snapshot_id is not None:
         return table.snapshot_manager.snapshot(snapshot_id)
-    return table.snapshot_manager.latest()
+    return table.snapshot_manager.latest(reuse_read=True)  # a read, not a commit: see `reuse_read`
 
 
 # -- manifests of a snapshot ------------------------------------------------------------------
@@ -37,7 +37,7 @@ def resolve_snapshot(table: Table, snapshot_id: int | None = None, tag: str | No
 def read_list(table: Table, list_name: str | None) -> list[ManifestFileMeta]:
     if not list_name:
         return []
-    return read_manifest_list(table.file_io, table.manifest_path(list_name))
+    return table.manifest_list(list_name)
 
 
 def data_manifests(table: Table, snapshot: Snapshot) -> list[ManifestFileMeta]:
