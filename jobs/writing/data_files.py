@@ -42,7 +42,7 @@ ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 
 def next_sequence_number(spark: SparkSession, table: Table) -> int:
     """One more than the largest sequence number of any live file, read from manifests on executors."""
-    latest = table.snapshot_manager.latest()
+    latest = table.snapshot_manager.latest(reuse_read=True)  # the plan's (the open check's) read
     if latest is None:
         return 0
     names = [meta.file_name for meta in data_manifests(table, latest)]

@@ -120,7 +120,7 @@ def _plan(
 ) -> WritePlan:
     """Create (unless `dry_run`) or check the table, then everything decided before a data file is
     written."""
-    existing = target.schema_manager.latest()
+    existing = target.latest_schema()
     if existing is None:
         schema, compact_level0 = _create_table(target, arrow_schema, settings, dry_run, record, log)
     else:
@@ -130,10 +130,12 @@ def _plan(
     scope_filter = overwrite_filter(
         settings.mode, settings.overwrite_scope, settings.overwrite_partitions or [], schema, settings.table
     )
-    previous = target.snapshot_manager.latest_id() if existing is not None else None
-    record.snapshot_ids["base"] = previous
-    if previous is not None:  # a snapshot naming a schema that is gone is a broken table: refuse
+    previous = None
+    if existing is not None:  # a snapshot naming a schema that is gone is a broken table: refuse
         target.check_metadata()
+        latest = target.snapshot_manager.latest(reuse_read=True)  # the check's read
+        previous = latest.id if latest else None
+    record.snapshot_ids["base"] = previous
     # before the dry-run exit: reading every manifest of the latest snapshot is the check that the
     # dry run must share with the real run (a corrupt or missing manifest fails both, with exit 2)
     if existing is not None:
@@ -180,8 +182,7 @@ def _create_table(
     compact_level0 = compacts_level0(schema, settings.table)
     record.details["created_table"] = True
     if not dry_run:
-        target.schema_manager.create_table(schema)
-        target.refresh()
+        target.adopt_created_schema(target.schema_manager.create_table(schema))
         log.info("created table %s at %s", settings.table, target.path)
     return schema, compact_level0
 
