@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.spark import parallelize_small
-from paimon_format.data.reader import output_arrow_schema
+from paimon_format.data.reader import output_arrow_schema, prefetch_data_files
 from paimon_format.errors import PaimonFormatError
 from paimon_format.merge.table_engine import check_merge_supported
 from paimon_format.model.options import CoreOptions
@@ -37,7 +37,7 @@ from paimon_format.scan.partition_predicate import (
     selects,
 )
 from paimon_format.scan.snapshot_scan import resolve_snapshot
-from paimon_format.scan.split_read import projected_schema, read_split
+from paimon_format.scan.split_read import projected_schema, read_split, split_files
 from paimon_format.scan.splits import PartitionFilter, plan_splits
 from paimon_format.table import Table
 
@@ -101,7 +101,9 @@ def read_table(
     # pyspark: loaded by a read that runs, not on import (--help)
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], len(splits), what="splits")
+    # a few tasks per core, each reading its splits' files with the next ones in flight (on a store
+    # with latency a task per split kept one file in flight per core)
+    blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], what="splits")
     frame = spark.createDataFrame(
         blobs.map(lambda blob: (blob,)), StructType([StructField(SPLIT_COLUMN, BinaryType(), False)])
     )
@@ -133,10 +135,11 @@ def _read_task(
         target = to_arrow_schema(spark_schema)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
-            for blob in batch.column(SPLIT_COLUMN).to_pylist():
-                split = pickle.loads(blob)
-                for rows in read_split(table, split, read_schema=schema, columns=columns):
+        # the task's splits (file metadata only) known up front, so their files are fetched ahead
+        splits = [pickle.loads(blob) for batch in batches for blob in batch.column(SPLIT_COLUMN).to_pylist()]
+        with prefetch_data_files(table, split_files(splits)) as prefetch:
+            for split in splits:
+                for rows in read_split(table, split, read_schema=schema, columns=columns, prefetch=prefetch):
                     yield pa.RecordBatch.from_arrays(
                         [rows.column(i).cast(field.type) for i, field in enumerate(target)], schema=target
                     )

@@ -110,7 +110,7 @@ def run(context: JobContext, config: WriteConfig) -> None:
     source = config.source
     files = None
     if source.path is not None and source.format == "parquet" and not source.options:
-        files = parquet_files(source.path, config.storage_options)
+        files = parquet_files(source.path, config.storage_options, config.io_parallelism)
     if files is not None:
         context.log.info(
             "source: %d Parquet files under %s (read by the executors)", len(files.paths), source.path

@@ -2,7 +2,9 @@
 
 Crash ordering (see `jobs/compact.py` for the whole run):
 1. One task per bin writes the new data files (and changelog files, on lookup / full-compaction
-   changelog tables). A crash here leaves only unreferenced files
+   changelog tables), reading its inputs ahead and uploading finished files in the background; the
+   task returns its results only after every upload finished (a failed one fails the task). A
+   crash here leaves only unreferenced files
    (`compact:after-files-written` is the last point before anything else), which
    remove-orphan-files deletes once they are older than its `older_than`.
 2. Executors write the delta manifests: a DELETE for every input (its ADD's exact metadata), an
@@ -34,7 +36,9 @@ from jobs.runtime.errors import CommitRaceLost
 from jobs.runtime.report import RunRecord
 from paimon_format.commit import COMPACT, PrewrittenDelta, SnapshotCommit
 from paimon_format.commit_conflicts import AttemptContext
-from paimon_format.compaction.rewrite import RewriteSpec, rewrite_bin
+from paimon_format.compaction.rewrite import RewriteSpec, read_order, rewrite_bin
+from paimon_format.data.reader import prefetch_data_files
+from paimon_format.data.uploads import Uploads
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.index.deletion_vectors import DELETION_VECTORS_INDEX
 from paimon_format.manifest.codec import read_manifest
@@ -150,12 +154,27 @@ def _rewrite_bins(
     rewritten_bins = spark.sparkContext.accumulator(0)
 
     def rewrite(items: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
-        for key, (partition, bucket, total_buckets, payload) in items:
-            inputs, deletion_files = pickle.loads(payload)
-            output = rewrite_bin(table, partition, bucket, inputs, spec, deletion_files)
-            rewritten_bins.add(1)
-            rewritten_rows.add(sum(meta.row_count for meta in inputs))
-            yield key, (partition, bucket, total_buckets, inputs, output.files, output.changelog_files)
+        # the task's bins (file metadata only) known up front, so their inputs are fetched ahead
+        bins = [
+            (key, part, bucket, total, *pickle.loads(payload))
+            for key, (part, bucket, total, payload) in items
+        ]
+        ahead = (
+            (part, bucket, meta) for _k, part, bucket, _t, inputs, _d in bins for meta in read_order(inputs)
+        )
+        done = []
+        with prefetch_data_files(table, ahead) as prefetch, Uploads(table.file_io) as uploads:
+            for key, partition, bucket, total_buckets, inputs, deletion_files in bins:
+                output = rewrite_bin(
+                    table, partition, bucket, inputs, spec, deletion_files, prefetch, uploads
+                )
+                rewritten_bins.add(1)
+                rewritten_rows.add(sum(meta.row_count for meta in inputs))
+                done.append(
+                    (key, (partition, bucket, total_buckets, inputs, output.files, output.changelog_files))
+                )
+            uploads.wait()  # every output stored before any of them leaves the task (a failure fails it)
+        yield from done
 
     tasks = min(len(summaries), 10_000)
     results = (

@@ -18,6 +18,7 @@ from typing import Any
 
 import fsspec
 
+from jobs.runtime.executor_throttles import executor_throttles, throttles_since
 from paimon_format.storage.in_flight import throttled_requests
 
 SAMPLE_LIMIT = 20
@@ -37,9 +38,8 @@ class RunRecord:
     bytes are integers, `snapshot_ids.base` / `.committed` a number or null, `.committed_ids` a list.
 
     `details.storage.throttled_requests` (set by `finish`): requests the store answered with 503
-    SlowDown in this process while the record was open; each was retried, none failed the run by
-    itself. It counts the driver process only: Spark executors are processes of their own, whose
-    throttles their tasks retry and log (see docs/internals.md).
+    SlowDown while the record was open, in the driver and in the Spark tasks that ran meanwhile
+    (counted by `jobs.runtime.executor_throttles`); each was retried, none failed the run by itself.
     """
 
     operation: str
@@ -58,6 +58,7 @@ class RunRecord:
     error: str | None = None
     _clock: float = field(default_factory=time.monotonic, repr=False)
     _throttled_before: int = field(default_factory=throttled_requests, repr=False)
+    _executor_throttled_before: tuple[int, int] = field(default_factory=executor_throttles, repr=False)
 
     def count(self, key: str, value: int) -> None:
         self.counts[key] = self.counts.get(key, 0) + int(value)
@@ -84,7 +85,8 @@ class RunRecord:
         self.finished = _now()
         self.duration_s = round(time.monotonic() - self._clock, 3)
         storage = self.details.setdefault("storage", {})
-        storage["throttled_requests"] = throttled_requests() - self._throttled_before
+        executors = throttles_since(self._executor_throttled_before)
+        storage["throttled_requests"] = throttled_requests() - self._throttled_before + executors
         # the driver process's peak resident memory so far (Linux reports KiB): what a user sizes the
         # driver by, and what shows that it does not grow with the table's files
         self.details["driver_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -11,7 +11,6 @@ import pickle
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -26,6 +25,7 @@ from jobs.writing.columns import (
 from jobs.writing.source import ParquetFiles
 from paimon_format.data.bucket import bucket_array, bucket_key_columns
 from paimon_format.data.conform import conform, fit_string_lengths
+from paimon_format.data.prefetch import Prefetch
 from paimon_format.data.writer import write_bucket_outputs, write_table_files
 from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD
@@ -116,11 +116,11 @@ def write_files_directly(
     spark: SparkSession, files: ParquetFiles, target: Table, schema: TableSchema, first_sequence: int
 ) -> list[dict[str, Any]]:
     """Each task reads its share of the source files with pyarrow and writes data files, flushing at
-    `target-file-size` of buffered rows so memory stays bounded."""
+    `target-file-size` of buffered rows so memory stays bounded. A task's next source files are
+    fetched while one is decoded (`Prefetch`: bounded by count and bytes), each with its listed size."""
     flush_bytes = CoreOptions(schema.options).target_file_size(False)
-    storage_options = files.storage_options
 
-    def write(paths: Iterator[str]) -> Iterator[dict[str, Any]]:
+    def write(items: Iterator[tuple[str, int | None]]) -> Iterator[dict[str, Any]]:
         pending: list[pa.Table] = []
         pending_bytes = 0
 
@@ -141,18 +141,20 @@ def write_files_directly(
                         "changelog": False,  # append tables have no changelog files
                     }
 
-        for path in paths:
-            with fsspec.open(path, "rb", **storage_options) as handle:
-                data = conform(pq.read_table(handle), schema)
-                data = fit_string_lengths(data, schema)
-            pending.append(data)
-            pending_bytes += data.nbytes
-            if pending_bytes >= flush_bytes:
-                yield from flush()
-                pending_bytes = 0
+        sized = list(items)
+        with Prefetch(files.file_io(), sized) as prefetch:
+            for path, size in sized:
+                with prefetch.open(path, size) as handle:
+                    data = conform(pq.read_table(handle), schema)
+                    data = fit_string_lengths(data, schema)
+                pending.append(data)
+                pending_bytes += data.nbytes
+                if pending_bytes >= flush_bytes:
+                    yield from flush()
+                    pending_bytes = 0
         if pending:
             yield from flush()
 
     # several tasks per core: one task's reading overlaps another's encoding
     slices = max(1, min(len(files.paths), spark.sparkContext.defaultParallelism * 4))
-    return spark.sparkContext.parallelize(list(files.paths), slices).mapPartitions(write).collect()
+    return spark.sparkContext.parallelize(files.sized_paths(), slices).mapPartitions(write).collect()

@@ -1,13 +1,22 @@
-"""What the write job reads: a Spark DataFrame, or Parquet files the executors read themselves."""
+"""What the write job reads: a Spark DataFrame, or Parquet files the executors read themselves.
+
+Requests: the source directory is listed once (one flat listing, which gives every file's size), and
+each file is then read with the size its listing gave (`FileIO.open_input`): no HEAD, and a file of at
+most 32 MB in one GET, where an fsspec file object asks for its size and then reads the footer and
+the column chunks in separate requests.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from paimon_format.storage.fileio import FileIO
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -25,19 +34,31 @@ class ParquetFiles:
     paths: tuple[str, ...]
     storage_options: dict[str, Any]
     arrow_schema: pa.Schema
+    sizes: tuple[int | None, ...] = ()  # each path's size from the listing (empty: unknown)
+    io_parallelism: int | None = None  # reads in flight per task (None: the storage's default)
+
+    def file_io(self) -> FileIO:
+        """The FileIO reading these files (the same storage options; made where it is used)."""
+        return FileIO.for_path(self.paths[0], self.storage_options, io_parallelism=self.io_parallelism)
+
+    def sized_paths(self) -> list[tuple[str, int | None]]:
+        """(path, size from the listing or None) of every file."""
+        return list(zip(self.paths, self.sizes or [None] * len(self.paths), strict=True))
 
 
-def parquet_files(path: str, storage_options: dict[str, Any]) -> ParquetFiles | None:
-    """The Parquet files under `path`, or None when Spark must read them (Hive-style dirs, no files)."""
+def parquet_files(
+    path: str, storage_options: dict[str, Any], io_parallelism: int | None = None
+) -> ParquetFiles | None:
+    """The Parquet files under `path` (a directory or one file), or None when Spark must read them
+    (Hive-style directories, no files). One listing names them and their sizes; the first file's
+    footer gives the schema."""
     try:
         fs, root = fsspec.core.url_to_fs(path, **storage_options)
-        if fs.isfile(root):
-            found = [root]
-        else:
-            found = sorted(fs.find(root))
+        listed = fs.find(root, detail=True)  # a file's own path lists as itself (S3: LIST, then HEAD)
     except (FileNotFoundError, OSError, ValueError):
         return None
-    files = []
+    found = sorted(listed)
+    files: list[str] = []
     for file_path in found:
         relative = file_path[len(root) :].strip("/").split("/") if file_path != root else [file_path]
         if any(part.startswith(("_", ".")) for part in relative) or not file_path.endswith(".parquet"):
@@ -47,25 +68,38 @@ def parquet_files(path: str, storage_options: dict[str, Any]) -> ParquetFiles | 
         files.append(file_path)
     if not files:
         return None
-    with fs.open(files[0], "rb") as handle:
+    sizes = tuple(_listed_size(listed[f]) for f in files)
+    source = ParquetFiles(
+        tuple(fs.unstrip_protocol(f) for f in files),
+        dict(storage_options),
+        pa.schema([]),
+        sizes,
+        io_parallelism,
+    )
+    with source.file_io().open_input(source.paths[0], sizes[0]) as handle:
         parquet = pq.ParquetFile(handle)
         columns = parquet.schema
         if any(columns.column(i).physical_type == "INT96" for i in range(len(columns))):
             return None  # Spark's default `timestamp` encoding: instants only Spark's reader knows as such
         schema = parquet.schema_arrow
-    return ParquetFiles(tuple(fs.unstrip_protocol(f) for f in files), dict(storage_options), schema)
+    return dataclasses.replace(source, arrow_schema=schema)
+
+
+def _listed_size(info: dict[str, Any]) -> int | None:
+    size = info.get("size")
+    return int(size) if isinstance(size, int) and size >= 0 else None
 
 
 def count_rows(spark: SparkSession, files: ParquetFiles) -> int:
     """The rows of the Parquet files, from their footers (read on the executors): the dry run's count."""
 
-    def count(path: str) -> int:
-        with fsspec.open(path, "rb", **files.storage_options) as handle:
+    def count(item: tuple[str, int | None]) -> int:
+        path, size = item
+        with files.file_io().open_input(path, size) as handle:
             return pq.ParquetFile(handle).metadata.num_rows
 
-    return (
-        spark.sparkContext.parallelize(list(files.paths), max(1, min(len(files.paths), 64))).map(count).sum()
-    )
+    items = files.sized_paths()
+    return spark.sparkContext.parallelize(items, max(1, min(len(items), 64))).map(count).sum()
 
 
 def dataframe_arrow_schema(df: DataFrame) -> pa.Schema:

@@ -31,7 +31,9 @@ import pyarrow.compute as pc
 
 from paimon_format.compaction.changelog import CHANGELOG_FILE_SOURCE, ChangelogSink, changelog_rule
 from paimon_format.data.conform import conform
+from paimon_format.data.prefetch import Prefetch
 from paimon_format.data.reader import read_data_file
+from paimon_format.data.uploads import Uploads
 from paimon_format.data.writer import BucketWriter
 from paimon_format.index.deletion_vectors import DeletionFile, read_deletion_vectors
 from paimon_format.manifest.entries import DataFileMeta
@@ -72,20 +74,63 @@ def rewrite_bin(
     files: Sequence[DataFileMeta],
     spec: RewriteSpec,
     deletion_files: Mapping[str, DeletionFile] | None = None,
+    prefetch: Prefetch | None = None,
+    uploads: Uploads | None = None,
 ) -> BinOutput:
     """Write the bin's rows into new files and return their metadata; nothing is committed here.
 
     `deletion_files` (data file name -> its deletion vector) are applied: deleted rows are not
-    written again, so the new files need no deletion vectors.
-
-    On any failure the files written so far (data and changelog) are deleted before the error
-    propagates.
+    written again, so the new files need no deletion vectors. `prefetch`: the task's read-ahead
+    (`data.reader.prefetch_data_files` over `read_order`): next inputs in flight while one decodes.
+    `uploads`: the task's background uploads (`data.uploads`): the files returned may still be
+    uploading until its `wait`, which the task calls before its results leave it.
+    On any failure the files written so far (data and changelog) are deleted, then it is raised.
     """
     schema = table.schema
     options = CoreOptions(schema.options)
     primary_key = bool(schema.primary_keys)
-    ordered = sorted(files, key=lambda f: (f.min_sequence_number, f.file_name))
+    ordered = read_order(files)
     deleted = read_deletion_vectors(table, deletion_files) if deletion_files else {}
+    writer, sink = _bin_writers(table, partition, bucket, ordered, spec, options, uploads)
+    try:
+        if primary_key:
+            layout = file_arrow_schema(schema, options)
+            merged = _merged_key_values(
+                table, partition, bucket, ordered, options, spec, deleted, sink, prefetch
+            )
+            for batch in merged:
+                rows = pa.Table.from_batches([batch])
+                writer.write_key_values(rows.select(layout.names).cast(layout))
+        elif spec.order_by:
+            batches = list(_append_batches(table, partition, bucket, ordered, spec, deleted, prefetch))
+            rows = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
+            if rows is None:
+                return BinOutput(writer.close(), [])
+            writer.write(conform(sort_rows(rows, spec.order_by, spec.order_strategy), schema))
+        else:
+            for batch in _append_batches(table, partition, bucket, ordered, spec, deleted, prefetch):
+                writer.write(conform(pa.Table.from_batches([batch]), schema))
+        outputs = writer.close()
+        return BinOutput(outputs, sink.close() if sink is not None else [])
+    except BaseException:
+        writer.abort()
+        if sink is not None:
+            sink.abort()
+        raise
+
+
+def _bin_writers(
+    table: Table,
+    partition: bytes,
+    bucket: int,
+    ordered: Sequence[DataFileMeta],
+    spec: RewriteSpec,
+    options: CoreOptions,
+    uploads: Uploads | None,
+) -> tuple[BucketWriter, ChangelogSink | None]:
+    """The bin's data writer, and its changelog sink on tables whose changelog compaction produces."""
+    schema = table.schema
+    primary_key = bool(schema.primary_keys)
     writer = BucketWriter(
         table.file_io,
         table.path,
@@ -97,51 +142,32 @@ def rewrite_bin(
         level=spec.top_level if primary_key else 0,
         file_source=COMPACT_FILE_SOURCE,
         target_file_size=spec.target_file_size,
+        uploads=uploads,
     )
     rule = changelog_rule(schema, options, spec.top_level) if primary_key else None
-    sink = None
-    if rule is not None:
-        sink = ChangelogSink(
-            rule,
-            schema,
-            options,
-            BucketWriter(
-                table.file_io,
-                table.path,
-                schema,
-                table.partition_values(partition),
-                bucket,
-                0,
-                options,
-                level=spec.top_level,
-                file_source=CHANGELOG_FILE_SOURCE,
-                target_file_size=spec.target_file_size,
-                file_prefix=options.changelog_file_prefix,
-            ),
-        )
-    try:
-        if primary_key:
-            layout = file_arrow_schema(schema, options)
-            merged = _merged_key_values(table, partition, bucket, ordered, options, spec, deleted, sink)
-            for batch in merged:
-                rows = pa.Table.from_batches([batch])
-                writer.write_key_values(rows.select(layout.names).cast(layout))
-        elif spec.order_by:
-            batches = list(_append_batches(table, partition, bucket, ordered, spec, deleted))
-            rows = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else None
-            if rows is None:
-                return BinOutput(writer.close(), [])
-            writer.write(conform(sort_rows(rows, spec.order_by, spec.order_strategy), schema))
-        else:
-            for batch in _append_batches(table, partition, bucket, ordered, spec, deleted):
-                writer.write(conform(pa.Table.from_batches([batch]), schema))
-        outputs = writer.close()
-        return BinOutput(outputs, sink.close() if sink is not None else [])
-    except BaseException:
-        writer.abort()
-        if sink is not None:
-            sink.abort()
-        raise
+    if rule is None:
+        return writer, None
+    changelog_writer = BucketWriter(
+        table.file_io,
+        table.path,
+        schema,
+        table.partition_values(partition),
+        bucket,
+        0,
+        options,
+        level=spec.top_level,
+        file_source=CHANGELOG_FILE_SOURCE,
+        target_file_size=spec.target_file_size,
+        file_prefix=options.changelog_file_prefix,
+        uploads=uploads,
+    )
+    return writer, ChangelogSink(rule, schema, options, changelog_writer)
+
+
+def read_order(files: Sequence[DataFileMeta]) -> list[DataFileMeta]:
+    """A bin's inputs in the order its rewrite reads them first: by sequence number (the order an
+    append bin is written in; a primary-key merge opens every run's first file at once)."""
+    return sorted(files, key=lambda f: (f.min_sequence_number, f.file_name))
 
 
 def _append_batches(
@@ -151,6 +177,7 @@ def _append_batches(
     files: Sequence[DataFileMeta],
     spec: RewriteSpec,
     deleted: Mapping[str, Any],
+    prefetch: Prefetch | None,
 ) -> Iterator[pa.RecordBatch]:
     for meta in files:
         yield from read_data_file(
@@ -160,6 +187,7 @@ def _append_batches(
             meta,
             deleted_rows=deleted.get(meta.file_name),
             batch_rows=spec.batch_rows,
+            prefetch=prefetch,
         )
 
 
@@ -172,6 +200,7 @@ def _merged_key_values(
     spec: RewriteSpec,
     deleted: Mapping[str, Any],
     sink: ChangelogSink | None = None,
+    prefetch: Prefetch | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The bucket's rows merged by key, retractions dropped; the run levels go to the merge (a
     lookup table's merge keeps one row above level 0 per key) and each window to `sink`."""
@@ -186,6 +215,7 @@ def _merged_key_values(
                 system_columns=True,
                 deleted_rows=deleted.get(meta.file_name),
                 batch_rows=spec.batch_rows,
+                prefetch=prefetch,
             )
             for meta in run
         )

@@ -19,7 +19,7 @@ layout whatever the writer's mode.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
+from paimon_format.data.prefetch import AHEAD_BYTES, Prefetch
 from paimon_format.errors import (
     CorruptFileError,
     MissingDependencyError,
@@ -67,6 +68,18 @@ def data_file_path(table: Table, partition: bytes, bucket: int, meta: DataFileMe
     if meta.external_path:
         return meta.external_path
     return table.file_io.join(table.path, table.bucket_relpath(partition, bucket), meta.file_name)
+
+
+def prefetch_data_files(
+    table: Table, files: Iterable[tuple[bytes, int, DataFileMeta]], max_bytes: int = AHEAD_BYTES
+) -> Prefetch:
+    """A `Prefetch` of these (partition, bucket, file) in the order a task will read them, for
+    `read_data_file(prefetch=...)`: the next files are fetched while one decodes (see `prefetch`)."""
+    return Prefetch(
+        table.file_io,
+        ((data_file_path(table, part, bucket, meta), meta.file_size) for part, bucket, meta in files),
+        max_bytes=max_bytes,
+    )
 
 
 def file_format_of(file_name: str) -> str:
@@ -355,6 +368,7 @@ def read_data_file(
     system_columns: bool = False,
     deleted_rows: BitMap | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    prefetch: Prefetch | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one data file, in file order, as batches of at most `batch_rows` rows.
 
@@ -363,11 +377,16 @@ def read_data_file(
     `system_columns=True` on a primary-key table the full key-value layout
     (`key_value_arrow_schema`). `deleted_rows` are 0-based row positions to skip (a deletion
     vector). Errors: `MissingFileError` naming the path when the file is gone, `CorruptFileError`
-    when it cannot be decoded or lacks a column its schema promises.
+    when it cannot be decoded or lacks a column its schema promises. `prefetch`: the task's
+    read-ahead (`prefetch_data_files`), which hands over this file's bytes if it fetched them; the
+    file is opened on the first batch asked for either way.
     """
     if batch_rows < 1:
         raise ValueError(f"batch_rows must be positive, got {batch_rows}")
-    return _read(table, partition, bucket, meta, read_schema, system_columns, deleted_rows, batch_rows)
+    opener = prefetch.open if prefetch is not None else table.file_io.open_input
+    return _read(
+        table, partition, bucket, meta, read_schema, system_columns, deleted_rows, batch_rows, opener
+    )
 
 
 def _read(
@@ -379,6 +398,7 @@ def _read(
     system_columns: bool,
     deleted_rows: BitMap | None,
     batch_rows: int,
+    opener: Callable[[str, int | None], Any],
 ) -> Iterator[pa.RecordBatch]:
     path = data_file_path(table, partition, bucket, meta)
     read_schema = read_schema or table.schema
@@ -386,7 +406,7 @@ def _read(
     file_format = file_format_of(meta.file_name)
     layout = output_arrow_schema(read_schema, system_columns)
     deleted = _DeletedRows(deleted_rows)
-    handle = table.file_io.open_input(path, size=meta.file_size)  # size known: no HEAD, small files in 1 GET
+    handle = opener(path, meta.file_size)  # size known: no HEAD, small files in 1 GET
     try:
         try:
             file_columns = _file_column_names(file_format, handle)

@@ -37,6 +37,7 @@ from paimon_format.data.bucket_slices import split_by_partition_and_bucket
 from paimon_format.data.conform import ROW_KIND_COLUMN, conform
 from paimon_format.data.encoders import FileEncoder, data_file_extension, new_encoder
 from paimon_format.data.stats import FULL_STATS, column_stats, value_stats
+from paimon_format.data.uploads import Uploads
 from paimon_format.errors import DataWriteError
 from paimon_format.manifest.entries import DataFileMeta, SimpleStats
 from paimon_format.merge.sorted_runs import merge_rows
@@ -137,6 +138,11 @@ class BucketWriter:
     DataFileMeta of every file written. Append rows are encoded as they come; primary-key rows
     are buffered for the bucket because deduplication needs them together. `abort` deletes the
     files written so far.
+
+    `uploads`: finished files are stored through it in the background (`data.uploads`); then the
+    files `close` returns may still be uploading, and the owner of `uploads` calls its `wait` before
+    their metadata goes anywhere (a commit names a file only after its upload finished). Without
+    it each file is stored before the next is encoded.
     """
 
     def __init__(
@@ -153,8 +159,10 @@ class BucketWriter:
         target_file_size: int | None = None,
         changelog: bool = False,
         file_prefix: str | None = None,
+        uploads: Uploads | None = None,
     ) -> None:
         self.file_io = file_io
+        self._uploads = uploads
         self.table_root = table_root
         self.schema = schema
         self.options = options or CoreOptions(schema.options)
@@ -190,6 +198,7 @@ class BucketWriter:
                 self.options,
                 target_file_size=target_file_size,
                 file_prefix=self.options.changelog_file_prefix,
+                uploads=uploads,
             )
         self.changelog_files: list[DataFileMeta] = []
 
@@ -249,7 +258,10 @@ class BucketWriter:
         return list(self._files)
 
     def abort(self) -> None:
-        """Delete the files this writer stored (after a failure, before anything commits them)."""
+        """Delete the files this writer stored (after a failure, before anything commits them), once
+        no upload of them is still running (which could store one again after its delete)."""
+        if self._uploads is not None:
+            self._uploads.drain()
         if self._changelog is not None:
             self._changelog.abort()
         self.changelog_files = []
@@ -297,7 +309,10 @@ class BucketWriter:
         payload = current.encoder.finish()
         path = self.file_io.join(self.table_root, self.relative_dir, current.name)
         self._paths.append(path)
-        self.file_io.write_bytes(path, payload)
+        if self._uploads is not None:
+            self._uploads.put(path, payload)
+        else:
+            self.file_io.write_bytes(path, payload)
         data = pa.concat_tables(current.chunks)
         self._files.append(self._file_meta(current.name, len(payload), data))
 
@@ -367,14 +382,26 @@ def write_bucket_files(
     `split_by_partition_and_bucket` otherwise). On failure the files written so far are deleted.
     """
     core = options if isinstance(options, CoreOptions) else CoreOptions(options or schema.options)
-    writer = BucketWriter(file_io, table_root, schema, partition_values, bucket, first_sequence_number, core)
-    try:
-        for table in _as_tables(batches):
-            writer.write(conform(table, schema))
-        return writer.close()
-    except BaseException:
-        writer.abort()
-        raise
+    with Uploads(file_io) as uploads:
+        writer = BucketWriter(
+            file_io,
+            table_root,
+            schema,
+            partition_values,
+            bucket,
+            first_sequence_number,
+            core,
+            uploads=uploads,
+        )
+        try:
+            for table in _as_tables(batches):
+                writer.write(conform(table, schema))
+            files = writer.close()
+            uploads.wait()
+            return files
+        except BaseException:
+            writer.abort()
+            raise
 
 
 def write_table_files(
@@ -422,8 +449,9 @@ def write_bucket_outputs(
     With `changelog` (the default here) a primary-key table whose changelog producer is `input`
     gets its input rows also written as changelog files (`changelog-` prefix, level 0, every row
     as it came, sorted by key then sequence number), which the caller commits as the snapshot's
-    changelog (`CommitMessage.changelog_files`). On failure all files written by this call are
-    deleted.
+    changelog (`CommitMessage.changelog_files`). Finished files upload in the background while the
+    next bucket is encoded; this returns once every upload finished. On failure all files written
+    by this call are deleted (after their uploads ended).
     """
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
@@ -432,24 +460,27 @@ def write_bucket_outputs(
     conformed = conform(data, schema)
     results: list[BucketOutput] = []
     writers: list[BucketWriter] = []
-    try:
-        for part in split_by_partition_and_bucket(conformed, schema, options.bucket, buckets):
-            writer = BucketWriter(
-                file_io,
-                table_root,
-                schema,
-                part.partition_values,
-                part.bucket,
-                first_sequence_number,
-                options,
-                changelog=changelog,
-            )
-            writers.append(writer)
-            writer.write(part.data)
-            files = writer.close()
-            results.append(BucketOutput(part.partition, part.bucket, files, writer.changelog_files))
-    except BaseException:
-        for writer in writers:
-            writer.abort()
-        raise
+    with Uploads(file_io) as uploads:
+        try:
+            for part in split_by_partition_and_bucket(conformed, schema, options.bucket, buckets):
+                writer = BucketWriter(
+                    file_io,
+                    table_root,
+                    schema,
+                    part.partition_values,
+                    part.bucket,
+                    first_sequence_number,
+                    options,
+                    changelog=changelog,
+                    uploads=uploads,
+                )
+                writers.append(writer)
+                writer.write(part.data)
+                files = writer.close()
+                results.append(BucketOutput(part.partition, part.bucket, files, writer.changelog_files))
+            uploads.wait()
+        except BaseException:
+            for writer in writers:
+                writer.abort()
+            raise
     return results

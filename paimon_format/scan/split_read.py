@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from paimon_format.data.prefetch import Prefetch
 from paimon_format.data.reader import DEFAULT_BATCH_ROWS, output_arrow_schema, read_data_file
 from paimon_format.errors import UnsupportedOperationError
 from paimon_format.index.deletion_vectors import read_deletion_vectors
@@ -51,11 +52,13 @@ def read_split(
     columns: Sequence[str] | None = None,
     deletion_vectors: Mapping[str, BitMap] | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    prefetch: Prefetch | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of `split` in `read_schema` (default: the table's latest schema), `columns` only.
 
     `deletion_vectors` (data file name -> deleted positions) default to the split's own
-    deletion files, read here. Batches hold at most `batch_rows` rows.
+    deletion files, read here. Batches hold at most `batch_rows` rows. `prefetch`: the task's
+    read-ahead of data files (`data.reader.prefetch_data_files` over `split_files`).
     """
     read_schema = read_schema or table.schema
     output = projected_schema(read_schema, columns)
@@ -67,9 +70,17 @@ def read_split(
         else {}
     )
     if not read_schema.primary_keys or split.raw:
-        return _read_files(table, split, split.files, output, vectors, batch_rows)
+        return _read_files(table, split, split.files, output, vectors, batch_rows, prefetch=prefetch)
     check_merge_supported(read_schema, CoreOptions(read_schema.options))
-    return _read_merged(table, split, read_schema, output, vectors, batch_rows)
+    return _read_merged(table, split, read_schema, output, vectors, batch_rows, prefetch)
+
+
+def split_files(splits: Sequence[Split]) -> Iterator[tuple[bytes, int, DataFileMeta]]:
+    """(partition, bucket, file) of every data file the splits read, in about the order `read_split`
+    opens them: what a task reading these splits fetches ahead."""
+    for split in splits:
+        for meta in split.files:
+            yield split.partition, split.bucket, meta
 
 
 def _read_files(
@@ -80,6 +91,7 @@ def _read_files(
     vectors: Mapping[str, BitMap],
     batch_rows: int,
     system_columns: bool = False,
+    prefetch: Prefetch | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """`files` one after the other, without their deleted rows; with `system_columns` in the full
     key-value layout of `schema` (as a merge reads a sorted run), else in `schema`'s columns only."""
@@ -93,6 +105,7 @@ def _read_files(
             system_columns=system_columns,
             deleted_rows=vectors.get(meta.file_name),
             batch_rows=batch_rows,
+            prefetch=prefetch,
         )
 
 
@@ -103,17 +116,18 @@ def _read_merged(
     output: TableSchema,
     vectors: Mapping[str, BitMap],
     batch_rows: int,
+    prefetch: Prefetch | None,
 ) -> Iterator[pa.RecordBatch]:
     key_types = [f.type for f in key_fields(read_schema)]
     options = CoreOptions(read_schema.options)
     layout = output_arrow_schema(output)
     for section in key_sections(split.files, key_types):
         if len(section) == 1 and not section[0].delete_row_count:
-            yield from _read_files(table, split, section, output, vectors, batch_rows)
+            yield from _read_files(table, split, section, output, vectors, batch_rows, prefetch=prefetch)
             continue
         file_runs = sorted_runs(section, key_types)
         runs = [
-            _read_files(table, split, run, read_schema, vectors, batch_rows, system_columns=True)
+            _read_files(table, split, run, read_schema, vectors, batch_rows, True, prefetch)
             for run in file_runs
         ]
         # the run levels: a lookup table's merge keeps one row above level 0 per key, as Paimon's reads

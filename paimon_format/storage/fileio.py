@@ -72,6 +72,19 @@ def install_wrapper(wrapper: FileIOWrapper) -> None:
         _WRAPPERS.append(wrapper)
 
 
+_COMPANIONS: list[Callable[[], Any]] = []
+
+
+def pickle_companion(make: Callable[[], Any]) -> None:
+    """From now on a pickled FileIO carries `make()` along (unless it is None), unpickled with it.
+
+    The hook for what must reach every process a FileIO is shipped to (a Spark executor) without
+    the storage layer knowing it: the jobs layer's counter of executors' throttles.
+    """
+    if make not in _COMPANIONS:
+        _COMPANIONS.append(make)
+
+
 @contextmanager
 def _storage_errors(action: str, path: str, missing_is_error: bool = True) -> Iterator[None]:
     """Translate fsspec/OS/botocore failures into our error types, with the path in the message."""
@@ -132,9 +145,13 @@ class FileIO:
         # The fsspec filesystem holds sockets, an event loop and locks: rebuild it on the executor.
         state = self.__dict__.copy()
         state["_fs"] = None
+        companions = [companion for companion in (make() for make in _COMPANIONS) if companion is not None]
+        if companions:
+            state["_companions"] = companions
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        state.pop("_companions", None)  # unpickling them was their whole purpose
         self.__dict__.update(state)
 
     def __repr__(self) -> str:  # never print storage option values: they may be credentials

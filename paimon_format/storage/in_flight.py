@@ -75,9 +75,20 @@ class _Window:
 _WINDOW = _Window()
 
 
+_LISTENER: list[Callable[[], None]] = []  # at most one: see set_throttle_listener
+
+
 def note_throttled() -> None:
     """The store answered one request with a throttling error (503 SlowDown): narrow every pool."""
     _WINDOW.cut()
+    for listener in _LISTENER:
+        listener()
+
+
+def set_throttle_listener(listener: Callable[[], None] | None) -> None:
+    """Call `listener()` on every throttle from now on, instead of the previous listener (None: no
+    listener). The jobs layer counts a Spark task's throttles with it, for the driver's run record."""
+    _LISTENER[:] = [listener] if listener is not None else []
 
 
 def throttled_requests() -> int:
