@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from paimon_format._listing import names_after_prefix
+from paimon_format.errors import MissingFileError
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -46,3 +47,29 @@ class BranchManager:
 
     def branch_exists(self, name: str) -> bool:
         return name == MAIN_BRANCH or name in self.branch_names()
+
+
+def validate_branch_name(name: str) -> None:
+    """ValueError naming the problem: blank, "main", a number, or with a slash (Paimon's rules, plus
+    the slash, which would put the branch's metadata in another directory)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"branch name must not be blank, got {name!r}")
+    if name == MAIN_BRANCH:
+        raise ValueError(f"{MAIN_BRANCH!r} is the table itself, not a branch to create, rename or delete")
+    if name.isdigit():
+        raise ValueError(f"branch name must not be a number, got {name!r}")
+    if "/" in name:
+        raise ValueError(f"branch name must not contain '/', got {name!r}")
+
+
+def branch_metadata_files(file_io: FileIO, table_path: str, name: str) -> list[str]:
+    """Paths relative to the branch's root of every file under `branch/branch-<name>`, sorted; [] when
+    the directory does not exist. Any other listing failure propagates (an unreadable branch is no
+    empty branch)."""
+    root = branch_root(file_io, table_path.rstrip("/"), name)
+    try:
+        statuses = list(file_io.list_files_recursive(root))
+    except MissingFileError:
+        return []
+    prefix = root.rstrip("/") + "/"
+    return sorted(status.path[len(prefix) :] for status in statuses if status.path.startswith(prefix))

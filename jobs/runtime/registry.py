@@ -73,6 +73,10 @@ register(
     "jobs.rollback",
     "roll the table back to a snapshot or tag; newer snapshots, tags and their files go",
 )
+register("create-branch", "jobs.create_branch", "create a branch from the latest snapshot, a snapshot, a tag")
+register("delete-branch", "jobs.delete_branch", "delete branches by name or glob, and their own files")
+register("rename-branch", "jobs.rename_branch", "rename a branch (its metadata moves, data files are shared)")
+register("fast-forward", "jobs.fast_forward", "make main the state of a branch, as Paimon's fast_forward")
 register(
     "remove-unexisting-files",
     "jobs.remove_unexisting_files",
