@@ -90,6 +90,7 @@ from paimon_format.maintenance.expire import (
     decoupled_cause,
     plan_range,
 )
+from paimon_format.maintenance.read_memo import ReadMemoFileIO, with_read_memo
 from paimon_format.maintenance.references import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
 from paimon_format.model.instants import instant_ms, iso_utc
 from paimon_format.model.options import (
@@ -179,7 +180,9 @@ class ExpiryRequest:
 
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
-    table = open_existing_table(config)
+    # One read memo for the whole run: the table check, the placement estimate and every pass of
+    # every branch read the same snapshots, tags and lists (`read_memo`).
+    table = open_existing_table(config, ReadMemoFileIO.wrapping)
     # Expiry reads the expiring snapshots' deltas and names what the retained roots need, whatever
     # the table's size: a large table expiring a few snapshots runs in the driver too.
     run_where_it_fits(
@@ -200,7 +203,8 @@ def _expire_branches(
     request = ExpiryRequest.of(config)
     for branch in branches:
         branch_table = table.for_branch(branch)
-        branch_table.check_metadata()  # a broken branch is refused like a broken table (exit 2)
+        if branch != MAIN_BRANCH:  # main was checked when the table was opened
+            branch_table.check_metadata()  # a broken branch is refused like a broken table (exit 2)
         record = context.record
         if len(branches) > 1:
             record = RunRecord(operation=OPERATION, table=table.path, dry_run=context.dry_run)
@@ -297,7 +301,9 @@ def expire_snapshots(
     and on a table with decoupled changelog retention, its old long-lived changelogs.
 
     A job run calls this once per branch with its config's request and its own record and log;
-    `now_ms` is a test hook (the moment retention is measured from)."""
+    `now_ms` is a test hook (the moment retention is measured from). Every metadata file is read
+    once per call (`with_read_memo`; a job run shares one memo over all its branches)."""
+    table = with_read_memo(table)
     deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     _expire_branch(deletion, request, int(time.time() * 1000) if now_ms is None else now_ms)
     return deletion.record
@@ -456,14 +462,19 @@ def _record_range_to_expire(
 
 def _delete_snapshot_files(deletion: DeletionContext, plan: ExpireRange, writable: set[int]) -> None:
     """The snapshot files oldest first (a rerun starts from the oldest one left), each written as its
-    changelog first when it becomes one; then the EARLIEST hint."""
+    changelog first when it becomes one; then the EARLIEST hint.
+
+    One at a time, not in one DeleteObjects batch: a batch deletes its keys in no order and may fail
+    some of them, which could leave a newer snapshot deleted and an older one there, a hole in the
+    snapshot ids that readers and the rerun's plan would trip over. Each goes as a one-key
+    `delete_many` (one request on S3; `delete` asks whether the file exists first, a second)."""
     table, record = deletion.table, deletion.record
     manager = table.snapshot_manager
     for snapshot_id in plan.expired_ids:
         if snapshot_id in writable:
             _write_changelog(table, snapshot_id, record)
             crash_point(STEP_CHANGELOG_WRITTEN)
-        table.file_io.delete(manager.snapshot_path(snapshot_id))
+        table.file_io.delete_many([manager.snapshot_path(snapshot_id)])
         record.count("snapshots_expired", 1)
         crash_point(STEP_SNAPSHOT)
     manager.write_earliest_hint(plan.end)

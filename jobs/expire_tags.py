@@ -37,6 +37,7 @@ from jobs.runtime.errors import BadInputError
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
+from paimon_format.maintenance.read_memo import ReadMemoFileIO, with_read_memo
 from paimon_format.maintenance.tag_periods import (
     AUTOMATIC_CREATION,
     DEFAULT_TIME_RETAINED,
@@ -101,7 +102,8 @@ class ExpireTagsRequest:
 
 
 def run(context: JobContext, config: ExpireTagsConfig) -> None:
-    table = open_branch(open_existing_table(config), config.branch)
+    # one read memo for the run: the table check and the deletion read the same tags and snapshots
+    table = open_branch(open_existing_table(config, ReadMemoFileIO.wrapping), config.branch)
     expire_tags(
         lambda: context.spark,  # started only when an expired tag's snapshot has expired too
         table,
@@ -124,7 +126,9 @@ def expire_tags(
 ) -> RunRecord:
     """Delete the expired tags of `table`'s branch (see the module docstring) and the files only they
     used. `spark`: a session or a function returning one (called only when a file needs planning);
-    `now_ms` is a test hook (the moment retention is measured from)."""
+    `now_ms` is a test hook (the moment retention is measured from). Every metadata file is read
+    once per call (`with_read_memo`)."""
+    table = with_read_memo(table)
     deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     tags = table.tag_manager.tags()

@@ -41,7 +41,6 @@ from paimon_format.maintenance.references import (
     chained_root_references,
     changelog_needs_entry,
     index_manifest_references,
-    metadata_file_relpaths,
     root_references,
     snapshot_metadata_files,
 )
@@ -146,9 +145,19 @@ def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) 
     """Every snapshot, tag and changelog of every branch that `keep_root` keeps, then `extra_roots`."""
     roots: list[Root] = []
     for branch in [MAIN_BRANCH, *table.branch_manager.branch_names()]:
-        _files, branch_roots = metadata_file_relpaths(table, branch)
-        roots.extend((branch, kind, name) for kind, name in branch_roots if keep_root(branch, kind, name))
+        roots.extend(r for r in _branch_roots(table, branch) if keep_root(*r))
     roots.extend(extra_roots)
+    return roots
+
+
+def _branch_roots(table: Table, branch: str) -> list[Root]:
+    """A branch's snapshots, tags and long-lived changelogs, listed now (three listings: its schema
+    directory, which `metadata_file_relpaths` lists too, names no root)."""
+    branch_table = table.for_branch(branch)
+    manager = branch_table.snapshot_manager
+    roots = [(branch, SNAPSHOT_ROOT, str(i)) for i in manager.snapshot_ids()]
+    roots += [(branch, TAG_ROOT, name) for name in branch_table.tag_manager.tag_names()]
+    roots += [(branch, CHANGELOG_ROOT, str(i)) for i in manager.changelog_ids()]
     return roots
 
 

@@ -14,6 +14,7 @@ from jobs.deletion.context import DeletionContext
 from jobs.deletion.deleter import delete_files
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from paimon_format.errors import StorageError
+from paimon_format.maintenance.read_memo import forget_reads
 from paimon_format.storage.crash_points import crash_point
 
 if TYPE_CHECKING:
@@ -81,7 +82,21 @@ def delete_stages(
     steps: tuple[str, str, str],
 ) -> None:
     """Files, then manifests, then manifest lists; a failed delete stops before the next stage.
-    `steps` are the caller's crash points, passed after each stage."""
+    `steps` are the caller's crash points, passed after each stage. The run's read memo is dropped
+    afterwards: the deletes may have run on executors, which the driver's memo does not see."""
+    try:
+        _delete_each_stage(deletion, candidates, totals, prefix, steps)
+    finally:
+        forget_reads(deletion.table.file_io)
+
+
+def _delete_each_stage(
+    deletion: DeletionContext,
+    candidates: DataFrame,
+    totals: StageTotals,
+    prefix: str,
+    steps: tuple[str, str, str],
+) -> None:
     table, record = deletion.table, deletion.record
     for stage, step in zip((FILES, MANIFESTS, LISTS), steps, strict=True):
         total = totals.get(stage, (0, 0))[0]

@@ -82,8 +82,11 @@ def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: Tag
         record.count("tags_deleted", 0)
         return
     with_files = _tags_on_expired_snapshots(table, tags, names)
-    tags_at_plan = set(manager.tag_names())
-    branches_at_plan = set(table.branch_manager.branch_names())
+    # Only a plan of files needs the roots as they were at plan time (`_refuse_new_roots`): a run
+    # that deletes tag files alone lists no tags or branches again.
+    plans_files = bool(with_files or unfinished)
+    tags_at_plan = set(manager.tag_names()) if plans_files else set()
+    branches_at_plan = set(table.branch_manager.branch_names()) if plans_files else set()
     candidates = _plan_tag_files(deletion, names, with_files, unfinished)
     try:
         totals = report_candidates_if_any(candidates, record, log)
@@ -146,16 +149,24 @@ def _delete_tag_files(
     deletion: DeletionContext, names: list[str], with_files: list[str], unfinished: list[str]
 ) -> list[str]:
     """Delete the tag files; a tag whose files go too is parked first (`tag-deletion/`), so that an
-    interrupted run's rerun still finds what to delete. Returns every parked key to finish."""
+    interrupted run's rerun still finds what to delete. Returns every parked key to finish.
+
+    Every parking comes before any tag file goes, and the tag files go together (one DeleteObjects
+    on S3): their order among themselves does not matter, each tag is a root of its own. A crash
+    or a failed delete in between leaves tags that are still there (expired again by a rerun) and
+    parked copies that the rerun finishes. On S3 a tag deleted by someone else meanwhile counts as
+    deleted (DeleteObjects does not say which keys existed); elsewhere as `tags_already_absent`."""
     manager = deletion.table.tag_manager
     parked = list(unfinished)
     for name in names:
         if name in with_files:
             parked.append(manager.park_for_deletion(name))
-        if manager.delete_tag(name):
-            deletion.record.count("tags_deleted", 1)
-        else:
-            deletion.record.count("tags_already_absent", 1)
+    paths = [manager.tag_path(name) for name in names]
+    deleted = set(deletion.table.file_io.delete_many(paths)) if paths else set()
+    gone = sum(1 for path in paths if path in deleted)
+    deletion.record.count("tags_deleted", gone)
+    if len(paths) > gone:
+        deletion.record.count("tags_already_absent", len(paths) - gone)
     deletion.log.info("deleted %d tag files", len(names))
     return parked
 

@@ -7,16 +7,19 @@ job alike, with exit 2 and a one-line cause naming the file, before anything is 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from jobs.runtime.errors import BadInputError
 from paimon_format.branches import MAIN_BRANCH
+from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 
 
-def open_existing_table(config: Any) -> Table:
+def open_existing_table(config: Any, wrap_io: Callable[[FileIO], FileIO] | None = None) -> Table:
     """The table of a `TableJobConfig` (warehouse, table, storage_options), checked by
-    `Table.check_metadata`; a bad identifier or path is `BadInputError`."""
+    `Table.check_metadata`; a bad identifier or path is `BadInputError`. `wrap_io`: applied to the
+    table's FileIO before the check (a job's per-run read memo sees the check's reads too)."""
     try:
         table = Table.open(
             config.warehouse,
@@ -25,6 +28,8 @@ def open_existing_table(config: Any) -> Table:
             getattr(config, "allow_unsafe_overwrite_commit", False),
             getattr(config, "io_parallelism", None),
         )
+        if wrap_io is not None:
+            table = Table(wrap_io(table.file_io), table.path, table.branch)
         table.check_metadata()
     except ValueError as error:
         raise BadInputError(str(error)) from None

@@ -46,12 +46,20 @@ def batches(keys: int) -> int:
 
 
 def expire_snapshots_fewest(f: Facts) -> int:
-    """List snapshot/ and tag/ (1 page each), read every snapshot, tag, the schema and every list (to
-    know what the expired ones name and the retained one keeps); the manifests need no read (their
-    metas say no file was deleted); delete 9 snapshots and their 18 lists in one batch; write EARLIEST."""
+    """List the six directories whose entries decide what stays: snapshot/ (the plan), tag/, branch/,
+    changelog/ (long-lived changelogs are roots too), consumer/ (consumers pin snapshots) and schema/
+    (the latest schema's options); read every snapshot, tag, the schema and every list once (what the
+    expired ones name and the retained one keeps); read the first retained snapshot's delta manifests
+    (the expiring deltas need no read, their metas count no DELETE entry, but the job reads that
+    delta strictly so a broken latest manifest still fails it: the bad-input contract,
+    tests/badinput); delete the 18 lists in one batch but the 9 snapshot files one by one, oldest
+    first (a batch deletes in no order and may fail some keys, leaving a hole in the snapshot ids);
+    write EARLIEST. No LATEST: the listing names the latest snapshot."""
     t = f["maintenance"]
     expired = t.snapshots - 1
-    return 2 + t.snapshots + t.tags + 1 + t.lists + batches(3 * expired) + 1
+    per_snapshot = -(-t.manifests // t.snapshots)  # bench_tables.commit_manifest_snapshots' shares
+    retained_delta = t.manifests - expired * per_snapshot
+    return 6 + t.snapshots + t.tags + 1 + t.lists + retained_delta + batches(2 * expired) + expired + 1
 
 
 def orphans_dry_fewest(f: Facts) -> int:
@@ -95,10 +103,12 @@ def expire_partitions_fewest(f: Facts) -> int:
 
 
 def expire_tags_fewest(f: Facts) -> int:
-    """List tag/, read every tag, LATEST, the latest snapshot and the schema (the tags' snapshot is
-    live, so no file but the tag's own goes), delete the expired tags in one batch."""
+    """List tag/ and schema/ (the latest schema's tag options), read every tag and the schema, read
+    the tags' snapshot (it is there with the same lists, so no file but the tag's own goes), list
+    tag-deletion/ (deletions an interrupted run left, finished by the next), delete the expired
+    tags in one batch."""
     t = f["maintenance"]
-    return 1 + t.tags + 3 + batches(t.tags - RETAINED_TAGS)
+    return 2 + t.tags + 1 + 1 + 1 + batches(t.tags - RETAINED_TAGS)
 
 
 def compact_append_fewest(f: Facts) -> int:
