@@ -9,6 +9,8 @@ import pickle
 from collections import Counter
 
 from jobs.read import read_table
+from jobs.write import write_dataframe
+from jobs.writing.settings import WriteSettings
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.model.binary_row import serialize_row
 from paimon_format.model.schema import new_table_schema
@@ -42,7 +44,7 @@ def beyond(counts: Counter[str], allowed: dict[str, int]) -> dict[str, int]:
     return {key: n for key, n in counts.items() if n > allowed.get(key, 1)}
 
 
-def test_read_table_and_compact_read_each_metadata_file_once(spark_session, s3, tmp_path, capsys):
+def test_read_table_compact_and_write_read_each_metadata_file_once(spark_session, s3, tmp_path, capsys):
     prefix, options, proxy = s3
     warehouse = f"{prefix}/wh"
     build_sample_table(warehouse, commits=2, storage_options=options)  # snapshot 2 is the latest
@@ -62,6 +64,15 @@ def test_read_table_and_compact_read_each_metadata_file_once(spark_session, s3, 
     # the open check and the plan share one read; the commit reads the hint, the latest snapshot
     # and the schema listing again (its safety), and no schema file or manifest list a second time
     fresh_for_commit = {"snapshot/LATEST": 2, "snapshot/snapshot-2": 2, "LIST schema/": 2}
+    assert reads["schema/schema-0"] == 1
+    assert {key: reads[key] for key in fresh_for_commit} == fresh_for_commit
+    assert beyond(reads, fresh_for_commit) == {}, reads
+
+    proxy.reset()  # a write into the existing table: its plan, executor tasks, commit
+    rows = spark_session.createDataFrame([(100, "2024-01-01", "x")], "id long, dt string, v string")
+    write_dataframe(rows, WriteSettings(warehouse, IDENTIFIER, storage_options=options))
+    reads = metadata_reads(proxy)
+    fresh_for_commit = {"snapshot/LATEST": 2, "snapshot/snapshot-3": 2, "LIST schema/": 2}
     assert reads["schema/schema-0"] == 1
     assert {key: reads[key] for key in fresh_for_commit} == fresh_for_commit
     assert beyond(reads, fresh_for_commit) == {}, reads
