@@ -143,3 +143,19 @@ def test_the_write_job_reads_each_source_file_with_one_get_and_no_head(spark_ses
     assert record["details"]["path"].startswith("direct") and record["counts"]["rows_written"] == 20
     kinds = sorted(r.kind for r in source_requests)
     assert kinds == ["GET"] * 5 + ["LIST"]  # one listing, the schema's footer, each file once; no HEAD
+
+
+def test_an_output_file_that_cannot_be_stored_fails_compact_and_commits_nothing(
+    spark_session, s3_table, tmp_path, capsys
+):
+    warehouse, options, proxy = s3_table
+    before = open_table(warehouse, options).snapshot_manager.latest().id
+    proxy.reset(deny=lambda method, path, query: method == "PUT" and "/data-" in path)  # 403 AccessDenied
+    config = {"warehouse": warehouse, "table": IDENTIFIER, "storage_options": options}
+    code, record = run_job(tmp_path, "compact", config, capsys)
+    proxy.reset()
+    assert code != 0 and record["status"] == "failed"
+    assert "data-" in record["error"]
+    table = open_table(warehouse, options)
+    assert table.snapshot_manager.latest().id == before
+    assert len(list(live_entries(table, table.snapshot_manager.latest()))) == 3 * COMMITS
