@@ -53,6 +53,7 @@ from jobs.runtime.placement import (
 )
 from jobs.runtime.report import RunRecord
 from paimon_format.branches import MAIN_BRANCH
+from paimon_format.maintenance.references import keeps_changelog
 from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.manifest.entries import ManifestFileMeta
 from paimon_format.table import Table
@@ -170,7 +171,8 @@ def measure(
         for name, counts_files in (
             (latest.base_manifest_list, True),
             (latest.delta_manifest_list, True),
-            (latest.changelog_manifest_list, False),
+            # a branch's copy of a tag keeps no changelog: Java's expiry may have deleted its list
+            (latest.changelog_manifest_list if keeps_changelog(branch_table, latest) else None, False),
         ):
             if not name:
                 continue

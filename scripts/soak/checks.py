@@ -143,9 +143,17 @@ def tag_names(path: str) -> list[str]:
         return []
 
 
-def latest_id(path: str) -> int | None:
+def branch_names(path: str) -> list[str]:
     try:
-        names = os.listdir(os.path.join(path, "snapshot"))
+        return sorted(f[7:] for f in os.listdir(os.path.join(path, "branch")) if f.startswith("branch-"))
+    except FileNotFoundError:
+        return []
+
+
+def latest_id(path: str, branch: str | None = None) -> int | None:
+    metadata = path if branch is None else os.path.join(path, "branch", f"branch-{branch}")
+    try:
+        names = os.listdir(os.path.join(metadata, "snapshot"))
     except FileNotFoundError:
         return None
     return max((int(f[9:]) for f in names if f.startswith("snapshot-")), default=None)

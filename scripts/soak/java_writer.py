@@ -2,7 +2,8 @@
 
 It commits batches to each table in turn through Paimon's own write and commit path (its writer
 compacts as it goes; the tables' snapshot.num-retained.* make each commit expire snapshots as Paimon
-does), tags every `tag_every` commits of a table and runs Paimon's compaction every `compact_every`.
+does), tags every `tag_every` commits of a table (and makes branch `b1` from its first tag, which
+then stands still while the tag expires) and runs Paimon's compaction every `compact_every`.
 A commit that fails is judged by a read: if the batch's marker is there the batch was committed (an
 append that Paimon committed before its compaction lost a conflict), otherwise a conflict is retried
 (at most `RETRIES` times) and anything else is a writer failure.
@@ -23,6 +24,7 @@ from scripts.soak.ledger import Ledger
 from tests.java.oracle import JavaError, JavaPaimon
 
 RETRIES = 3
+BRANCH = "b1"
 
 
 @dataclass
@@ -55,6 +57,7 @@ class JavaWriter(threading.Thread):
         self.java, self.ledgers, self.paths = java, ledgers, paths
         self.tag_every, self.compact_every = tag_every, compact_every
         self.stats = JavaStats()
+        self.branched: set[str] = set()
         self._cond = threading.Condition()
         self._held = self._busy = self._stopping = False
         self.started = threading.Event()  # every table has its first commit (or the writer gave up)
@@ -109,11 +112,15 @@ class JavaWriter(threading.Thread):
         count = self.stats.commits[name]
         latest = ledger.batches[ledger.last_committed].latest_after
         if self.tag_every and count % self.tag_every == 0 and latest is not None:
+            tag = f"java-{ledger.last_committed}"
             try:
-                self.java.create_tag(path, f"java-{ledger.last_committed}", latest)
+                self.java.create_tag(path, tag, latest)
                 self.stats.tags += 1
+                if name not in self.branched:  # a branch from the first tag: its files must stay
+                    self.java.create_branch(path, BRANCH, tag=tag)
+                    self.branched.add(name)
             except JavaError as error:
-                self.stats.failures.append(f"{name}: Java's create_tag on {latest}: {error}")
+                self.stats.failures.append(f"{name}: Java's create_tag/branch on {latest}: {error}")
         if self.compact_every and count % self.compact_every == 0:
             try:
                 self.java.compact(path, full=False)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -18,6 +19,7 @@ from typing import TextIO
 from scripts.soak.checks import (
     Findings,
     SnapshotWatcher,
+    branch_names,
     check_files,
     check_read,
     latest_id,
@@ -115,8 +117,8 @@ def soak(options: SoakOptions, java: JavaPaimon, workdir: str) -> SoakResult:
 
 
 def checkpoint(result: SoakResult, java: JavaPaimon, final: bool) -> None:
-    """Hold the writer and check every table: the latest snapshot and every tag read by Java against
-    the ledger, (at the end) every retained snapshot too, referenced files, orphans, snapshot ids."""
+    """Hold the writer and check every table: the latest snapshot, every tag and branch read by Java
+    against the ledger, (at the end) every retained snapshot too, referenced files, orphans, snapshot ids."""
     result.writer.hold()
     try:
         result.watcher.poll(reread_all=True)
@@ -147,6 +149,11 @@ def check_table(result: SoakResult, java: JavaPaimon, name: str, path: str, fina
             continue
         if tagged is not None:
             found.add(check_read(ledger, name, f"tag {tag}", tagged, rows, False))
+    for branch in branch_names(path):  # made from a tag, no commits of its own: the tag's rows
+        branch_latest = latest_id(path, branch)
+        if branch_latest is not None:
+            rows = java.read(path, branch=branch)
+            found.add(check_read(ledger, name, f"branch {branch}", branch_latest, rows, False))
     if final:
         for snapshot_id in sorted(result.watcher.seen[name]):
             if os.path.exists(os.path.join(path, "snapshot", f"snapshot-{snapshot_id}")):
@@ -188,11 +195,21 @@ def report(result: SoakResult, out: TextIO) -> None:
         f"{len(ours.failures)} failures of ours",
         file=out,
     )
-    for line in [*found.problems, *result.watcher.problems, *java.failures, *ours.failures][:40]:
-        print(f"  FAILURE {line}", file=out)
+    grouped = Counter(
+        _first_lines(line)
+        for line in [*found.problems, *result.watcher.problems, *java.failures, *ours.failures]
+    )
+    for line, count in grouped.most_common(30):
+        print(f"  FAILURE {line}" + (f" (x{count})" if count > 1 else ""), file=out)
     for name, ids in result.skipped_ids.items():
         print(f"  FAILURE {name}: snapshot ids skipped {ids[:10]}", file=out)
     print("RESULT: " + ("FAILED" if result.failed else "OK, nothing lost"), file=out)
+
+
+def _first_lines(text: str) -> str:
+    """A failure in one line: its first line and, for a traceback, its last (the exception)."""
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if len(lines) < 2 else f"{lines[0]} ... {lines[-1].strip()}"
 
 
 def start_java(workdir: str) -> JavaPaimon:
