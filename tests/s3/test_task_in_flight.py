@@ -63,7 +63,7 @@ def test_read_table_tasks_read_their_files_ahead_and_return_the_same_rows(spark_
     warehouse, options, proxy = s3_table
     frame = read_table(spark_session, warehouse, IDENTIFIER, storage_options=options)
     proxy.reset(latency_s=LATENCY_S)  # what the executors send, after planning on the driver
-    rows = frame.toArrow().to_pylist()
+    rows = [row.asDict() for row in frame.collect()]
     peak = data_file_gets_in_flight(proxy, LATENCY_S)
     proxy.reset()
     assert sorted(rows, key=lambda row: row["id"]) == expected_rows()
@@ -104,7 +104,7 @@ def test_a_data_file_that_cannot_be_read_fails_read_table(spark_session, s3_tabl
     name = _drop_one_data_file(warehouse, options)
     frame = read_table(spark_session, warehouse, IDENTIFIER, storage_options=options)
     with pytest.raises(Exception, match=name):
-        frame.toArrow()
+        frame.collect()
 
 
 def test_a_data_file_that_cannot_be_read_fails_compact_and_commits_nothing(
