@@ -3,8 +3,9 @@
 What Paimon's `BranchManager.fastForward` leaves (Paimon 1.0 and later alike), with E the branch's
 earliest snapshot id and S that snapshot's schema id: main's snapshots with ids >= E, its schemas
 >= S and its tags on snapshots >= E are gone, and every snapshot, schema and tag file of the branch
-is copied into main (replacing a file of the same name). Main's snapshots and tags older than E,
-and its long-lived changelogs, stay. The branch itself stays as it is.
+is copied into main (replacing a file of the same name; a branch snapshot naming a changelog
+manifest list that expiry deleted is copied without it, see `_readable`). Main's snapshots and
+tags older than E, and its long-lived changelogs, stay. The branch itself stays as it is.
 
 Paimon deletes main's LATEST hint and those files first and copies the branch's afterwards, so until
 it finishes main reads an older snapshot, or none. Here the same end state is reached in an order
@@ -37,6 +38,7 @@ Spark-submit entry: `spark-submit jobs/fast_forward.py --config conf/fast-forwar
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -131,7 +133,7 @@ def plan_fast_forward(table: Table, name: str) -> FastForwardPlan:
     ids = branch.snapshot_manager.snapshot_ids()
     if not ids:
         raise BadInputError(f"{branch.metadata_root}: branch {name!r} has no snapshot to fast-forward to")
-    snapshots = {i: io.read_bytes(branch.snapshot_manager.snapshot_path(i)) for i in ids}
+    snapshots = {i: _readable(table, io.read_bytes(branch.snapshot_manager.snapshot_path(i))) for i in ids}
     earliest = ids[0]
     schema_id = Snapshot.from_json(snapshots[earliest]).schema_id
     bm, bt = branch.schema_manager, branch.tag_manager
@@ -164,6 +166,21 @@ def plan_fast_forward(table: Table, name: str) -> FastForwardPlan:
         tags_at_plan=frozenset(main_tags),
         branches_at_plan=frozenset(table.branch_manager.branch_names()),
     )
+
+
+def _readable(table: Table, data: bytes) -> bytes:
+    """A branch snapshot as main gets it: byte for byte, unless it names a changelog manifest list
+    that expiry deleted (a branch Paimon 1.0 made from a tag on an expired snapshot copies that
+    snapshot's file, whose changelog list expiry had deleted): then without it, as rollback restores
+    such a snapshot, so that main names no missing file (Paimon copies it as it is)."""
+    snapshot = Snapshot.from_json(data)
+    listed = snapshot.changelog_manifest_list
+    if not listed or table.file_io.file_exists(table.manifest_path(listed)):
+        return data
+    trimmed = dataclasses.replace(
+        snapshot, changelog_manifest_list=None, changelog_manifest_list_size=None, changelog_record_count=None
+    )
+    return trimmed.to_json().encode("utf-8")
 
 
 def fast_forward(

@@ -51,9 +51,17 @@ JOBS: dict[str, dict] = {
     "expire-tags": {"older_than": "1 ms"},
     "rollback": {"to_snapshot": 3},
     "remove-unexisting-files": {"max_missing_ratio": 0.5},
+    # issue 30: the corpus table has no branch; these stop at the table's checks or at the branch
+    "create-branch": {"branch": "new-branch"},
+    "delete-branch": {"branches": ["tmp-*"], "strict": False},
+    "rename-branch": {"from_branch": "b", "to_branch": "c"},
+    "fast-forward": {"branch": "b"},
 }
+# Branch jobs whose branch the corpus table lacks: exit 2 on a clean table, so no hint comparison.
+NEEDS_A_BRANCH = {"rename-branch", "fast-forward"}
 # Jobs that read no manifest here, so the broken-manifest cases cannot reach them.
-READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags"}
+BRANCH_JOBS = {"create-branch", "delete-branch", *NEEDS_A_BRANCH}
+READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags", *BRANCH_JOBS}
 MANIFEST_CASES = {"truncated-manifest", "manifest-list-names-a-missing-manifest"}
 # Jobs for which a table that does not exist yet is no error (write creates it).
 CREATES_TABLES = {"write"}
@@ -216,6 +224,8 @@ def test_wrong_hint_files_are_ignored_never_trusted(
 ):
     """Hints are only hints (Java treats them so too): a wrong one must not change what a job does.
     The job's result equals the result on an untouched copy."""
+    if operation in NEEDS_A_BRANCH:
+        pytest.skip(f"{operation} needs a branch the corpus table does not have")
     results = {}
     for variant in ("clean", "wrong"):
         if variant == "clean" and operation in _CLEAN_RESULTS:

@@ -129,6 +129,12 @@ public final class PaimonOracle {
                     table(request).createBranch(request.get("name").asText());
                 }
                 return NODES.nullNode();
+            case "delete_branch":
+                table(request).deleteBranch(request.get("name").asText());
+                return NODES.nullNode();
+            case "fast_forward":
+                table(request).fastForward(request.get("name").asText());
+                return NODES.nullNode();
             case "expire_snapshots":
                 return NODES.numberNode(table(request).newExpireSnapshots().config(expireConfig(request)).expire());
             case "expire_changelog":

@@ -226,6 +226,14 @@ class JavaPaimon:
         """A branch from a tag (its snapshot becomes the branch's first), or an empty one."""
         self._call({"op": "create_branch", "path": str(path), "name": name, "tag": tag})
 
+    def delete_branch(self, path: str, name: str) -> None:
+        """Paimon's deleteBranch: the branch directory goes, its files stay for orphan cleaning."""
+        self._call({"op": "delete_branch", "path": str(path), "name": name})
+
+    def fast_forward(self, path: str, name: str) -> None:
+        """Paimon's fastForward: main takes the branch's snapshots, schemas and tags."""
+        self._call({"op": "fast_forward", "path": str(path), "name": name})
+
     # ----- maintenance ----------------------------------------------------------------------------
 
     def expire_snapshots(self, path: str, branch: str | None = None, **config: Any) -> int:
