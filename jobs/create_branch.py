@@ -7,11 +7,11 @@ manifest lists. What the new branch holds, by its source:
 - `tag: T`: main's `tag-T` file in the branch's `tag/`, and the snapshot it tags in the branch's
   `snapshot/` (main's snapshot file when it still exists, else the tag without its own fields, as
   Paimon's `trimToSnapshot`, and without a changelog manifest list expiry already deleted);
-- `empty: true`: no snapshot, the current schema only;
+- `empty: true`: no snapshot, the current schema file only (as Paimon);
 
-and in every case main's schema files up to the schema that snapshot (or the table) uses, as newer
-Paimon versions copy them (Paimon 1.0 copied only the last one, which leaves older data files of an
-evolved table without their schema). No hint file is written, as in Paimon: readers list.
+and with a snapshot main's schema files up to the schema that snapshot uses, as newer Paimon
+versions copy them (Paimon 1.0 copied only that one, which leaves older data files of an evolved
+table without their schema). No hint file is written, as in Paimon: readers list.
 
 Order: schemas (oldest first), the snapshot, the tag. A crash in between leaves a branch with fewer
 files, which readers see as an empty branch or the branch without its tag; a rerun of the same
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.branching.metadata import branch_files, read_or_none
+from jobs.branching.metadata import branch_files, read_or_none, remove_branch_directories
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.registry import JobContext
@@ -158,7 +158,9 @@ def plan_branch(table: Table, request: CreateBranchRequest) -> BranchPlan:
         schema = table.schema_manager.latest()
         if schema is None:
             raise BadInputError(f"{table.path}: the table has no schema")
-        files.update(_schema_files(table, schema.id))
+        files[f"schema/schema-{schema.id}"] = table.file_io.read_bytes(
+            table.schema_manager.schema_path(schema.id)
+        )
         return BranchPlan(files, None, "empty")
     tag_bytes = None
     if request.tag is not None:
@@ -253,6 +255,7 @@ def _refuse_vanished_source(
         return
     for path in reversed(written):
         table.file_io.delete(path)
+    remove_branch_directories(table, request.branch)  # an empty branch directory is a branch to Paimon
     raise CommitRaceLost(
         f"{table.path}: {plan.source} was removed by another job while branch {request.branch!r} was "
         "written; the branch's files were removed again. Run create-branch again from a source that stays"

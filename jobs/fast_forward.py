@@ -22,7 +22,7 @@ in which main's newest snapshot is always whole:
    exit 3); before each, a snapshot committed on top of main's latest also stops the run (exit 3);
 4. main's snapshots newer than the branch's latest, newest first; `LATEST` and `EARLIEST` written;
 5. main's tags on snapshots >= E the branch does not have; the branch's tags copied; main's schemas
-   >= S the branch does not have;
+   >= S the branch does not have, unless a snapshot or tag main keeps uses one (`_schemas_to_drop`);
 6. before any data file goes, a snapshot committed on top of the new main, or a tag or branch
    created since planning, stops the run (exit 3);
 7. the files only the dropped main snapshots and tags needed, in expire-snapshots' stages (data,
@@ -161,11 +161,30 @@ def plan_fast_forward(table: Table, name: str) -> FastForwardPlan:
         tags=tags,
         drop_snapshots=sorted((i for i in main_ids if i >= earliest and i not in snapshots), reverse=True),
         drop_tags=sorted(t for t, tag in main_tags.items() if tag.id >= earliest and t not in tags),
-        drop_schemas=[i for i in table.schema_manager.list_ids() if i >= schema_id and i not in schemas],
+        drop_schemas=_schemas_to_drop(table, schema_id, schemas, main_ids, main_tags, earliest),
         replaced=replaced,
         tags_at_plan=frozenset(main_tags),
         branches_at_plan=frozenset(table.branch_manager.branch_names()),
     )
+
+
+def _schemas_to_drop(
+    table: Table,
+    schema_id: int,
+    schemas: dict[int, bytes],
+    main_ids: list[int],
+    main_tags: dict[str, Snapshot],
+    earliest: int,
+) -> list[int]:
+    """Main's schemas >= S the branch lacks, except one a snapshot or tag main keeps (older than E)
+    still uses: Paimon deletes those too, which leaves such a snapshot without its schema (possible
+    when the branch expired its first snapshots and main altered its schema meanwhile). Schema ids
+    grow with snapshot ids, so the newest kept snapshot and the kept tags bound what is in use."""
+    older = [i for i in main_ids if i < earliest]
+    used = [table.snapshot_manager.snapshot(older[-1]).schema_id] if older else []
+    used += [tag.schema_id for tag in main_tags.values() if tag.id < earliest]
+    floor = max(used, default=-1)
+    return [i for i in table.schema_manager.list_ids() if i >= schema_id and i > floor and i not in schemas]
 
 
 def _readable(table: Table, data: bytes) -> bytes:

@@ -117,6 +117,23 @@ def test_create_branch_refuses_an_existing_name_and_resumes_its_own_unfinished_r
         create_branch(table, CreateBranchRequest("c", tag="t2"))
 
 
+def test_a_source_removed_while_the_branch_is_written_is_exit_3_and_nothing_is_left(warehouse):
+    table = open_table(warehouse)
+    create_branch(table, CreateBranchRequest("keep", tag="t2"))
+    before = reads(warehouse)
+
+    def delete_the_tag(_step: str) -> None:  # a racing delete-tag or expiry
+        table.tag_manager.delete_tag("t2")
+
+    def create() -> None:
+        with pytest.raises(CommitRaceLost, match="tag t2 was removed by another job"):
+            create_branch(table, CreateBranchRequest("c", tag="t2"))
+
+    _with_crash_handler("create-branch:schemas-written", delete_the_tag, create)
+    assert table.branch_manager.branch_names() == ["b", "keep"]  # its files and directories went
+    assert reads(warehouse) == {ref: rows for ref, rows in before.items() if ref != ("tag", "t2")}
+
+
 # -- delete-branch ---------------------------------------------------------------------------------
 
 
