@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.spark import parallelize_small
+from paimon_format.data.prefetch import tasks_for_files
 from paimon_format.data.reader import output_arrow_schema, prefetch_data_files
 from paimon_format.errors import PaimonFormatError
 from paimon_format.merge.table_engine import check_merge_supported
@@ -101,9 +102,15 @@ def read_table(
     # pyspark: loaded by a read that runs, not on import (--help)
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    # a few tasks per core, each reading its splits' files with the next ones in flight (on a store
-    # with latency a task per split kept one file in flight per core)
-    blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], what="splits")
+    # splits of small files share tasks, each reading its files with the next ones in flight (on a
+    # store with latency a task per split kept one file in flight per core)
+    tasks = tasks_for_files(
+        len(splits),
+        sum(len(s.files) for s in splits),
+        sum(meta.file_size for s in splits for meta in s.files),
+        spark.sparkContext.defaultParallelism,
+    )
+    blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], tasks, what="splits")
     frame = spark.createDataFrame(
         blobs.map(lambda blob: (blob,)), StructType([StructField(SPLIT_COLUMN, BinaryType(), False)])
     )

@@ -37,6 +37,7 @@ from jobs.runtime.report import RunRecord
 from paimon_format.commit import COMPACT, PrewrittenDelta, SnapshotCommit
 from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.compaction.rewrite import RewriteSpec, read_order, rewrite_bin
+from paimon_format.data.prefetch import tasks_for_files
 from paimon_format.data.reader import prefetch_data_files
 from paimon_format.data.uploads import Uploads
 from paimon_format.errors import SnapshotNotFoundError
@@ -176,7 +177,13 @@ def _rewrite_bins(
             uploads.wait()  # every output stored before any of them leaves the task (a failure fails it)
         yield from done
 
-    tasks = min(len(summaries), 10_000)
+    # bins of small files share tasks, so each task keeps its read-ahead full (not one file per core)
+    tasks = tasks_for_files(
+        len(summaries),
+        sum(s.files for s in summaries),
+        sum(s.bytes for s in summaries),
+        spark.sparkContext.defaultParallelism,
+    )
     results = (
         bins.rdd.flatMap(keyed)
         .partitionBy(tasks, lambda key: key % tasks)

@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from paimon_format.storage.fileio import WHOLE_READ_BYTES, FileIO
-from paimon_format.storage.in_flight import allowed_in_flight, note_completed
+from paimon_format.storage.in_flight import OBJECT_STORE_PARALLELISM, allowed_in_flight, note_completed
 
 AHEAD_BYTES = 128 << 20  # fetched but not yet read, per task: 4 files of the largest size fetched whole
 
@@ -140,6 +140,15 @@ class Prefetch:
         self.close()
 
 
-def no_prefetch(file_io: FileIO) -> Prefetch:
-    """A `Prefetch` of nothing: `open` opens each file when asked (readers that need one either way)."""
-    return Prefetch(file_io, ())
+def tasks_for_files(units: int, files: int, total_bytes: int, parallelism: int, most: int = 10_000) -> int:
+    """How many Spark tasks to spread `units` (bins, splits) holding `files` data files of
+    `total_bytes` over: enough for a few tasks per core (`parallelism`), and at most as many as
+    keep each task's read-ahead full (`OBJECT_STORE_PARALLELISM` files or `AHEAD_BYTES` a task),
+    so small files are read many at a time per task rather than one task each; never more than
+    `units` or `most`."""
+    wanted = max(
+        3 * max(parallelism, 1),
+        -(-files // OBJECT_STORE_PARALLELISM),
+        -(-total_bytes // AHEAD_BYTES),
+    )
+    return max(1, min(units, most, wanted))

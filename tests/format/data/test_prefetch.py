@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from paimon_format.data.prefetch import Prefetch
+from paimon_format.data.prefetch import AHEAD_BYTES, Prefetch, tasks_for_files
 from paimon_format.data.reader import prefetch_data_files, read_data_file
 from paimon_format.errors import MissingFileError
 from paimon_format.scan.snapshot_scan import live_entries
@@ -137,3 +137,12 @@ def test_a_table_read_through_the_prefetch_gives_the_same_rows():
         fetched = rows(prefetch)
     assert fetched.equals(rows(None))
     assert fetched.num_rows == sum(meta.row_count for _p, _b, meta in refs)
+
+
+def test_tasks_hold_enough_small_files_to_fill_their_read_ahead():
+    assert tasks_for_files(4, 40, 4_000, parallelism=2) == 4  # fewer units than 3 tasks a core: one each
+    assert tasks_for_files(1_000, 5_000, 5_000_000, parallelism=2) == 79  # 64 small files a task
+    assert tasks_for_files(1_000, 5_000, 5_000_000, parallelism=100) == 300  # but 3 tasks a core
+    assert tasks_for_files(1_000, 2_000, 500 * AHEAD_BYTES, parallelism=2) == 500  # large files: by bytes
+    assert tasks_for_files(50_000, 50_000, 10**15, parallelism=2) == 10_000  # at most `most`
+    assert tasks_for_files(0, 0, 0, parallelism=2) == 1
