@@ -55,10 +55,23 @@ class SoakResult:
     findings: Findings = field(default_factory=Findings)
     checkpoints: int = 0
     elapsed_s: float = 0.0
+    final_round_ms: int = 0  # when the final maintenance round (writer stopped) started
 
     @property
     def skipped_ids(self) -> dict[str, list[int]]:
         return {name: ids for name in self.paths if (ids := self.watcher.skipped(name))}
+
+    @property
+    def lost(self) -> bool:
+        found = self.findings
+        return bool(
+            found.rows_lost
+            or found.rows_doubled
+            or found.files_missing
+            or found.old_orphans
+            or self.watcher.problems
+            or self.skipped_ids
+        )
 
     @property
     def failed(self) -> bool:
@@ -109,6 +122,7 @@ def soak(options: SoakOptions, java: JavaPaimon, workdir: str) -> SoakResult:
                 last_checkpoint = time.monotonic()
     finally:
         writer.stop()
+    result.final_round_ms = int(time.time() * 1000)
     ours.maintain()  # on the tables at rest: what is left for the final orphan check is young
     checkpoint(result, java, final=True)
     watcher.stop()
@@ -159,8 +173,14 @@ def check_table(result: SoakResult, java: JavaPaimon, name: str, path: str, fina
             if os.path.exists(os.path.join(path, "snapshot", f"snapshot-{snapshot_id}")):
                 rows = java.read(path, snapshot_id=snapshot_id)
                 found.add(check_read(ledger, name, "snapshot", snapshot_id, rows, False))
-    cleaned_ms = result.ours.stats.orphans_cleaned_ms.get(name)
-    cutoff = None if cleaned_ms is None else cleaned_ms - result.options.orphan_older_than_s * 1000
+    cutoff = None
+    if final:  # only here is remove-orphan-files the last thing that ran (mid-run, a tag deleted
+        # after its run leaves older files unreferenced until the next run: not orphans it missed)
+        cleaned_ms = result.ours.stats.orphans_cleaned_ms.get(name)
+        if cleaned_ms is None or cleaned_ms < result.final_round_ms:
+            found.problems.append(f"{name}: remove-orphan-files did not finish in the final maintenance")
+        else:
+            cutoff = cleaned_ms - result.options.orphan_older_than_s * 1000
     found.add(check_files(name, path, cutoff))
     return found
 
@@ -203,7 +223,12 @@ def report(result: SoakResult, out: TextIO) -> None:
         print(f"  FAILURE {line}" + (f" (x{count})" if count > 1 else ""), file=out)
     for name, ids in result.skipped_ids.items():
         print(f"  FAILURE {name}: snapshot ids skipped {ids[:10]}", file=out)
-    print("RESULT: " + ("FAILED" if result.failed else "OK, nothing lost"), file=out)
+    if not result.failed:
+        print("RESULT: OK, nothing lost", file=out)
+    elif result.lost:
+        print("RESULT: FAILED, something was lost, doubled, missing or overwritten", file=out)
+    else:
+        print("RESULT: FAILED: nothing lost, but a writer or a job failed (see above)", file=out)
 
 
 def _first_lines(text: str) -> str:
