@@ -66,7 +66,8 @@ class _MemoState:
     def __init__(self) -> None:
         self.contents: OrderedDict[str, bytes] = OrderedDict()
         self.bytes = 0
-        self.known: dict[str, set[str]] = {}  # directory -> names known present
+        # directory -> name known present -> (size, modification ms) as last listed (None: read only)
+        self.known: dict[str, dict[str, tuple[int, int] | None]] = {}
         self.known_count = 0
         self.loading: dict[str, threading.Event] = {}
         self.lock = threading.Lock()
@@ -81,14 +82,25 @@ class _MemoState:
         directory, name = _split(path)
         names = self.known.get(directory)
         if names is not None and name in names:
-            names.discard(name)
+            del names[name]
             self.known_count -= 1
 
-    def mark_known(self, path: str) -> None:
+    def mark_known(self, path: str, stamp: tuple[int, int] | None = None) -> None:
+        """`path` is present; `stamp`: its (size, modification ms) in a listing. A listing that shows
+        a known file with another stamp than the last one (a tag replaced meanwhile: Paimon's
+        replace_tag rewrites the file) makes the file be read again."""
         directory, name = _split(path)
-        names = self.known.setdefault(directory, set())
-        if name not in names and self.known_count < MAX_KNOWN:
-            names.add(name)
+        names = self.known.setdefault(directory, {})
+        if name in names:
+            if stamp is None:
+                return
+            if names[name] is not None and names[name] != stamp:
+                self.drop(path)
+            else:
+                names[name] = stamp
+                return
+        if self.known_count < MAX_KNOWN:
+            names[name] = stamp
             self.known_count += 1
 
     def is_known(self, path: str) -> bool:
@@ -237,7 +249,7 @@ class ReadMemoFileIO(FileIO):
 
     def list_dir(self, path: str) -> list[FileStatus]:
         """A fresh listing; its immutable files become known present, and known files it no longer
-        shows (deleted by another run meanwhile) are forgotten."""
+        shows (deleted by another run meanwhile) or shows changed (`mark_known`) are forgotten."""
         state = self._state
         directory = path.rstrip("/")
         try:
@@ -260,7 +272,8 @@ class ReadMemoFileIO(FileIO):
                     state.drop(path_in_dir)
             for status in statuses:
                 if not status.is_dir and memoizable(status.path):
-                    state.mark_known(status.path.rstrip("/"))
+                    stamp = (status.size, status.modification_time_ms)
+                    state.mark_known(status.path.rstrip("/"), stamp)
         return statuses
 
     def _s3_list_dir(self, path: str) -> list[FileStatus]:

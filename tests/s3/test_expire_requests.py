@@ -140,3 +140,17 @@ def test_a_listing_is_one_request_and_forgets_what_it_no_longer_shows(s3):
     plain.delete(f"{prefix}/snapshot/snapshot-2")  # expired by another run
     memo.list_dir(f"{prefix}/snapshot")
     assert not memo.file_exists(f"{prefix}/snapshot/snapshot-2")  # the listing no longer shows it
+
+
+def test_a_tag_replaced_meanwhile_is_read_again_after_a_listing_shows_it_changed(s3):
+    prefix, options, proxy = s3
+    plain = FileIO.for_path(prefix, options)
+    memo = ReadMemoFileIO(plain)
+    tag = f"{prefix}/tag/tag-t1"
+    plain.write_bytes(tag, b'{"id": 1}')
+    memo.list_dir(f"{prefix}/tag")
+    assert memo.read_bytes(tag) == b'{"id": 1}'
+    plain.write_bytes(tag, b'{"id": 22}')  # replace_tag by another process
+    assert memo.read_bytes(tag) == b'{"id": 1}'  # no listing since: this run's first read
+    memo.list_dir(f"{prefix}/tag")  # e.g. the re-check of the tags before anything is deleted
+    assert memo.read_bytes(tag) == b'{"id": 22}'
