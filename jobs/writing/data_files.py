@@ -155,6 +155,6 @@ def write_files_directly(
         if pending:
             yield from flush()
 
-    # several tasks per core: one task's reading overlaps another's encoding
-    slices = max(1, min(len(files.paths), spark.sparkContext.defaultParallelism * 4))
+    # small files packed into few tasks (each task's reads are in flight already), big ones spread
+    slices = files.tasks(flush_bytes, spark.sparkContext.defaultParallelism)
     return spark.sparkContext.parallelize(files.sized_paths(), slices).mapPartitions(write).collect()

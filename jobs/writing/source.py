@@ -21,6 +21,9 @@ from paimon_format.storage.fileio import FileIO
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+OPEN_COST = 4 << 20  # a file of unknown size counts as this much (Spark's openCostInBytes)
+MIN_TASK_BYTES = 32 << 20  # less source than this per task only makes smaller data files
+
 
 @dataclass(frozen=True)
 class ParquetFiles:
@@ -44,6 +47,16 @@ class ParquetFiles:
     def sized_paths(self) -> list[tuple[str, int | None]]:
         """(path, size from the listing or None) of every file."""
         return list(zip(self.paths, self.sizes or [None] * len(self.paths), strict=True))
+
+    def tasks(self, target_file_size: int, parallelism: int) -> int:
+        """How many tasks read these files. Each task writes its own data files per partition, so
+        a task per small source file would turn four 1 MiB files into four files per partition:
+        tasks get at least MIN_TASK_BYTES of source (or all of it), at most the target file size,
+        and in between the source spread over the cores (as Spark sizes its read splits). A file
+        of unknown size counts as OPEN_COST."""
+        total = sum(size if size is not None else OPEN_COST for _path, size in self.sized_paths())
+        split = min(target_file_size, max(MIN_TASK_BYTES, total // max(parallelism, 1)))
+        return max(1, min(len(self.paths), -(-total // max(split, 1))))
 
 
 def parquet_files(
