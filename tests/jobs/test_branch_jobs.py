@@ -319,3 +319,21 @@ def _with_crash_handler(step: str, handler, call) -> None:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()
         monkeypatch.undo()
+
+
+def test_fast_forward_keeps_a_schema_a_kept_main_snapshot_uses(warehouse):
+    """Main altered its schema (1) at snapshot 4, which is older than the branch's earliest snapshot 5
+    (made at schema 0, its first snapshots expired): Paimon deletes schemas >= 0 the branch lacks,
+    schema 1 included; here it stays, as snapshot 4 needs it. Schema 2 (main's, unused) goes."""
+    from types import SimpleNamespace
+
+    from jobs.fast_forward import _schemas_to_drop
+
+    snapshots = {3: SimpleNamespace(schema_id=0), 4: SimpleNamespace(schema_id=1)}
+    table = SimpleNamespace(
+        snapshot_manager=SimpleNamespace(snapshot=snapshots.__getitem__),
+        schema_manager=SimpleNamespace(list_ids=lambda: [0, 1, 2]),
+    )
+    tags = {"t3": SimpleNamespace(id=3, schema_id=0)}
+    assert _schemas_to_drop(table, 0, {0: b"{}"}, [3, 4], tags, earliest=5) == [2]
+    assert _schemas_to_drop(table, 0, {0: b"{}"}, [], {}, earliest=5) == [1, 2]  # nothing kept uses them
