@@ -33,11 +33,9 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from paimon_format.errors import MissingFileError, StorageError
-from paimon_format.storage.file_status import FileStatus, mtime_ms
+from paimon_format.errors import MissingFileError
+from paimon_format.storage.file_status import FileStatus
 from paimon_format.storage.fileio import FileIO
-from paimon_format.storage.s3_client import split_bucket_key
-from paimon_format.storage.urls import join_path
 from paimon_format.table import Table
 
 MAX_BYTES = 32 * 2**20  # file contents kept at once, per run and process
@@ -253,9 +251,7 @@ class ReadMemoFileIO(FileIO):
         state = self._state
         directory = path.rstrip("/")
         try:
-            # a wrapped FileIO of another kind (fault injection) lists its own way
-            plain_s3 = self.protocol == "s3" and type(self.inner) is FileIO
-            statuses = self._s3_list_dir(path) if plain_s3 else self.inner.list_dir(path)
+            statuses = self.inner.list_dir(path)  # on S3 one request, an absent directory included
         except MissingFileError:
             with state.lock:  # no directory: nothing in it is present any more
                 for name in list(state.known.get(directory, ())):
@@ -274,42 +270,6 @@ class ReadMemoFileIO(FileIO):
                 if not status.is_dir and memoizable(status.path):
                     stamp = (status.size, status.modification_time_ms)
                     state.mark_known(status.path.rstrip("/"), stamp)
-        return statuses
-
-    def _s3_list_dir(self, path: str) -> list[FileStatus]:
-        """One level of an S3 "directory" in one ListObjectsV2 (Delimiter "/") per 1,000 keys.
-
-        Why not `FileIO.list_dir`: s3fs answers an empty prefix by listing the parent too (to tell a
-        file at that path), so each absent directory a run looks at (branch/, changelog/,
-        consumer/, tag-deletion/ of most tables) cost two LISTs of which the second lists the table
-        root. Here an empty prefix is an absent directory (MissingFileError); a key at the
-        directory's own path is no directory and has nothing under it. A failed page raises
-        StorageError, never an empty result. A "dir/" marker key is skipped, as FileIO skips it.
-        """
-        bucket, key = split_bucket_key(self.inner._fs_path(path), path)  # noqa: SLF001 - its own path form
-        request: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{key}/", "Delimiter": "/"}
-        statuses: list[FileStatus] = []
-        marker = False
-        while True:
-            try:
-                page = self._s3_call("list_objects_v2", **request)
-            except Exception as error:  # noqa: BLE001 - every failure of a listing is a storage failure
-                raise StorageError(f"list {path}: {type(error).__name__}: {error}") from error
-            for prefix in page.get("CommonPrefixes", []):
-                name = prefix["Prefix"][len(key) + 1 :].rstrip("/")
-                statuses.append(FileStatus(join_path(path, name), 0, 0, True))
-            for obj in page.get("Contents", []):
-                name = obj["Key"][len(key) + 1 :]
-                if not name:
-                    marker = True  # the directory's own marker key
-                    continue
-                child = join_path(path, name)
-                statuses.append(FileStatus(child, int(obj["Size"]), mtime_ms(obj, child, False), False))
-            if not page.get("IsTruncated"):
-                break
-            request["ContinuationToken"] = page["NextContinuationToken"]
-        if not statuses and not marker:
-            raise MissingFileError(path)
         return statuses
 
     def open_input(self, path: str, size: int | None = None) -> Any:

@@ -306,10 +306,14 @@ class FileIO:
         """One level of a directory: files and subdirectories.
 
         Raises MissingFileError when the directory does not exist. On object stores a "directory" is
-        only a key prefix, so one without any keys below it counts as missing: callers that treat an
-        absent directory as empty (e.g. a table without tags) catch MissingFileError themselves.
+        only a key prefix, so one without any keys below it counts as missing (on S3 also when a file
+        has its name: `s3_client.list_one_level`): callers that treat an absent directory as empty
+        (e.g. a table without tags) catch MissingFileError themselves.
         """
         fs_path = self._fs_path(path)
+        if self.protocol == "s3":  # one request per 1,000 keys, an absent directory included
+            bucket, key = split_bucket_key(fs_path, path, key_required=False)
+            return s3_client.list_one_level(self.fs, bucket, key.rstrip("/"), path)
         with _storage_errors("list", path):
             self.fs.invalidate_cache(fs_path)
             entries = self.fs.ls(fs_path, detail=True)

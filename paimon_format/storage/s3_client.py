@@ -11,7 +11,10 @@ from typing import Any
 
 from fsspec.asyn import sync
 
+from paimon_format.errors import MissingFileError, StorageError
+from paimon_format.storage.file_status import FileStatus, mtime_ms
 from paimon_format.storage.in_flight import note_throttled
+from paimon_format.storage.urls import join_path
 
 _THROTTLING_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
 _THROTTLE_HOOK_ID = "paimon-jobs-count-throttles"
@@ -72,3 +75,40 @@ def delete_outcome(response: dict[str, Any], path_of: dict[str, str]) -> tuple[l
         for err in response.get("Errors", [])
     ]
     return deleted, failures
+
+
+def list_one_level(fs: Any, bucket: str, key: str, path: str) -> list[FileStatus]:
+    """One level of the S3 "directory" `key` (files and subdirectories) in one ListObjectsV2
+    (Delimiter "/") per 1,000 keys; `path` is how the caller names it (the statuses' paths).
+
+    Why not s3fs's `ls`: it answers an empty prefix by listing the parent too (to tell a file at
+    that path), so every absent directory a job looks at (branch/, changelog/, consumer/ of most
+    tables) cost a second LIST, of the table root. On S3 a key and a prefix of the same name can
+    both exist and a "directory" is only a prefix: one without keys is absent (MissingFileError),
+    whether or not a file has the same name. A failed page raises StorageError, never an empty
+    result. A "dir/" marker key is skipped (a marker alone is an empty directory).
+    """
+    request: dict[str, Any] = {"Bucket": bucket, "Prefix": f"{key}/" if key else "", "Delimiter": "/"}
+    start = len(request["Prefix"])
+    statuses: list[FileStatus] = []
+    marker = False
+    while True:
+        try:
+            page = call(fs, "list_objects_v2", **request)
+        except Exception as error:  # noqa: BLE001 - every failure of a listing is a storage failure
+            raise StorageError(f"list {path}: {type(error).__name__}: {error}") from error
+        for prefix in page.get("CommonPrefixes", []):
+            statuses.append(FileStatus(join_path(path, prefix["Prefix"][start:].rstrip("/")), 0, 0, True))
+        for obj in page.get("Contents", []):
+            name = obj["Key"][start:]
+            if not name:
+                marker = True
+                continue
+            child = join_path(path, name)
+            statuses.append(FileStatus(child, int(obj["Size"]), mtime_ms(obj, child, False), False))
+        if not page.get("IsTruncated"):
+            break
+        request["ContinuationToken"] = page["NextContinuationToken"]
+    if not statuses and not marker:
+        raise MissingFileError(path)
+    return statuses
