@@ -82,6 +82,15 @@ register(
     "jobs.remove_unexisting_files",
     "repair: remove the latest snapshot's entries of lost data files (one commit)",
 )
+register(
+    "mark-partition-done",
+    "jobs.mark_partition_done",
+    "mark partitions done (Paimon's _SUCCESS file), by spec or partition.idle-time-to-done",
+)
+register(
+    "reset-consumer", "jobs.reset_consumer", "set a streaming consumer's next snapshot, or delete it"
+)
+register("clear-consumers", "jobs.clear_consumers", "delete streaming consumers by include/exclude regex")
 register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
 
 

@@ -56,6 +56,7 @@ JOBS: dict[str, dict] = {
     "delete-branch": {"branches": ["tmp-*"], "strict": False},
     "rename-branch": {"from_branch": "b", "to_branch": "c"},
     "fast-forward": {"branch": "b"},
+    "mark-partition-done": {"partitions": [{"dt": "2024-01-02"}]},
 }
 # Branch jobs whose branch the corpus table lacks: exit 2 on a clean table, so no hint comparison.
 NEEDS_A_BRANCH = {"rename-branch", "fast-forward"}

@@ -153,6 +153,8 @@ JOBS: dict[str, ChaosJob] = {
     ),
     # issue 30: branches. A branch from tag t2 (a rerun finishes the unfinished branch of its own run)
     "create-branch": ChaosJob({"branch": "chaos", "tag": "t2"}, ci=False),
+    # issue 30: _SUCCESS files for two partitions (a rerun marks them again, keeping creation times)
+    "mark-partition-done": ChaosJob({"partitions": [{"dt": "2024-01-01"}, {"dt": "2024-01-02"}]}, ci=False),
     # branch b (from t2, its own commits) goes with the file only its overwritten snapshot 3 had; a
     # rerun after its metadata went finds no branch (strict: false: a warning, exit 0)
     "delete-branch": ChaosJob(
