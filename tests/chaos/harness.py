@@ -663,7 +663,10 @@ def _check_leftovers(
     from paimon_format.maintenance.orphan_rules import DELETABLE, judge_file
 
     left = unreferenced(open_table(warehouse))
-    result.orphans_left = sorted(p for p in left if judge_file(p).rule != DELETABLE)
+    # a partition's _SUCCESS file is mark-partition-done's output, which orphan cleaning keeps (foreign)
+    result.orphans_left = sorted(
+        p for p in left if judge_file(p).rule != DELETABLE and judge_file(p).kind != "success-file"
+    )
     if not (run_orphan_job and left and not result.problems and "remove-orphan-files" in available_jobs()):
         return
     _age_everything(warehouse)
@@ -676,7 +679,7 @@ def _check_leftovers(
         result.problems.append(f"remove-orphan-files exited {code}: {record.get('error')}")
         return
     table = open_table(warehouse)
-    result.orphans_left = sorted(unreferenced(table))
+    result.orphans_left = sorted(p for p in unreferenced(table) if judge_file(p).kind != "success-file")
     result.lost_files += sorted(missing_needed(table))
 
 
