@@ -23,6 +23,7 @@ from pathlib import Path
 from jobs.runtime.config import load_config
 from jobs.runtime.docs import check_pages, operation_markdown, write_pages
 from jobs.runtime.errors import EXIT_OK, EXIT_REFUSED, EXIT_UNEXPECTED, describe, exit_code_for
+from jobs.runtime.live_writers import race_or_bad_input
 from jobs.runtime.logs import LOG_LEVELS, JobLogging, reclaim_stderr_from_spark_submit
 from jobs.runtime.registry import OPERATIONS, JobContext, load
 from jobs.runtime.report import RunRecord
@@ -163,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     record = RunRecord(operation=args.operation, dry_run=args.dry_run)
     context: JobContext | None = None
     storage_options = None
+    config = None
     try:
         operation = load(args.operation)
         config = load_config(args.config, args.set, operation.CONFIG_MODEL)
@@ -183,6 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code, message = EXIT_OK, None
     except Exception as error:  # every failure ends in a record and an exit code
         code, message = exit_code_for(error), describe(error)
+        code, message = race_or_bad_input(error, code, message, config, record.started)
         if code == EXIT_UNEXPECTED:
             log.exception("unexpected failure")
         for line in message.splitlines():

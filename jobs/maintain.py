@@ -40,6 +40,7 @@ from jobs.runtime.errors import (
     describe,
     exit_code_for,
 )
+from jobs.runtime.live_writers import race_or_bad_input
 from jobs.runtime.maintain_config import MaintainConfig, TablePlan, plan_tables, table_asks_for
 from jobs.runtime.registry import JobContext, load
 from jobs.runtime.report import RunRecord
@@ -326,8 +327,10 @@ def _run_steps(
             load(step.operation).run(context, step.config)
             record.finish("done", None, EXIT_OK)
         except Exception as error:
-            code = exit_code_for(error)
-            record.finish(_STATUS.get(code, "failed"), describe(error), code)
+            code, message = race_or_bad_input(
+                error, exit_code_for(error), describe(error), step.config, record.started
+            )
+            record.finish(_STATUS.get(code, "failed"), message, code)
             if code == EXIT_UNEXPECTED:
                 log.exception("%s failed unexpectedly", step.operation)
             log.error("%s: %s", step.operation, record.error)
