@@ -63,6 +63,7 @@ from jobs.deletion.changelogs import (
     STEP_CHANGELOG_MANIFESTS,
     STEP_CHANGELOG_PLANNED,
     expire_changelogs,
+    live_consumers_next,
 )
 from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.expire_candidates import (
@@ -80,7 +81,6 @@ from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.spark import assert_small
 from jobs.runtime.table_open import open_existing_table
 from paimon_format.branches import MAIN_BRANCH
-from paimon_format.consumers import ConsumerManager
 from paimon_format.errors import MissingFileError
 from paimon_format.maintenance.expire import (
     ChangelogSettings,
@@ -318,8 +318,9 @@ def _expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: in
     decoupled = decoupled_cause(retention, settings)
     ids = table.snapshot_manager.snapshot_ids()
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")
-    consumer_next = ConsumerManager(table.file_io, table.path, table.branch).min_next_snapshot()
-    plan = plan_range(ids, _commit_times(table), settings, consumer_next, table.file_io.io_parallelism)
+    consumer_next = live_consumers_next(deletion, now_ms)
+    snapshot_hold = None if table.options.consumer_changelog_only else consumer_next
+    plan = plan_range(ids, _commit_times(table), settings, snapshot_hold, table.file_io.io_parallelism)
     _record_settings(deletion, settings, retention, consumer_next, decoupled)
     if plan is None or plan.count == 0:
         log.info("nothing to expire (%s)", "no snapshot" if plan is None else f"limited by {plan.limited_by}")

@@ -6,9 +6,10 @@ snapshot >= the smallest `nextSnapshot`, or a paused streaming job would find it
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
-from paimon_format._listing import names_after_prefix
+from paimon_format._listing import basename, list_or_empty, names_after_prefix
 from paimon_format.branches import MAIN_BRANCH, branch_root
 from paimon_format.errors import CorruptFileError, MissingFileError
 from paimon_format.model.json import jackson_json, load_json_object
@@ -75,3 +76,29 @@ class ConsumerManager:
 
     def delete_consumer(self, consumer_id: str) -> bool:
         return self.file_io.delete(self.consumer_path(consumer_id))
+
+    def modification_times(self) -> dict[str, int]:
+        """Consumer id -> its file's modification time (epoch ms): a streaming reader rewrites its
+        consumer at every checkpoint, so an old file is a reader that stopped."""
+        result = {}
+        for status in list_or_empty(self.file_io, self.consumer_dir()):
+            base = basename(status.path)
+            if base.startswith(CONSUMER_PREFIX) and len(base) > len(CONSUMER_PREFIX) and not status.is_dir:
+                result[base[len(CONSUMER_PREFIX) :]] = status.modification_time_ms
+        return result
+
+    def stale_consumers(self, older_than_ms: int) -> list[str]:
+        """The consumers whose file was last written before `older_than_ms` (Java's
+        `ConsumerManager.expire`: `consumer.expiration-time` before now), sorted."""
+        return sorted(i for i, mtime in self.modification_times().items() if mtime < older_than_ms)
+
+    def matching_consumers(self, include: str, exclude: str | None = None) -> list[str]:
+        """The consumers whose id fully matches the regex `include` and not `exclude` (Java's
+        `clearConsumers`), sorted."""
+        including = re.compile(include)
+        excluding = re.compile(exclude) if exclude else None
+        return [
+            i
+            for i in self.consumer_ids()
+            if including.fullmatch(i) and not (excluding is not None and excluding.fullmatch(i))
+        ]

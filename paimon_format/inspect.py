@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from paimon_format.consumers import ConsumerManager
 from paimon_format.model.options import CoreOptions
 from paimon_format.scan.snapshot_scan import live_entries, resolve_snapshot
 from paimon_format.snapshot import Snapshot
@@ -46,6 +47,7 @@ def describe_table(table: Table, snapshot_id: int | None = None, tag: str | None
         },
         "snapshots": snapshots,
         "tags": table.tag_manager.tag_names(),
+        "consumers": _consumers(table),
         "snapshot": None if chosen is None else chosen.id,
         "tag": tag,
         "files": files,
@@ -55,6 +57,21 @@ def describe_table(table: Table, snapshot_id: int | None = None, tag: str | None
             "rows": sum(f["rows"] for f in files),
         },
     }
+
+
+def _consumers(table: Table) -> list[dict[str, Any]]:
+    """The branch's streaming consumers: the snapshot each reads next (expiry keeps it) and when
+    its file was last written (`consumer.expiration-time` expires it by that)."""
+    manager = ConsumerManager(table.file_io, table.path, table.branch)
+    times = manager.modification_times()
+    return [
+        {
+            "id": consumer_id,
+            "next_snapshot": next_snapshot,
+            "modified": dt.datetime.fromtimestamp(times.get(consumer_id, 0) / 1000, dt.UTC).isoformat(),
+        }
+        for consumer_id, next_snapshot in manager.consumers().items()
+    ]
 
 
 # Upper bounds (bytes) of the file-size histogram; the last bucket is open.
@@ -157,6 +174,11 @@ def render_text(description: dict[str, Any]) -> str:
         )
     if description["tags"]:
         lines.append("tags      " + ", ".join(description["tags"]))
+    for consumer in description.get("consumers", []):
+        lines.append(
+            f"consumer  {consumer['id']}: next snapshot {consumer['next_snapshot']} "
+            f"(written {consumer['modified']})"
+        )
     lines.append("")
     chosen = description["snapshot"]
     if chosen is None:

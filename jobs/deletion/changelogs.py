@@ -1,6 +1,10 @@
 """Long-lived changelog expiry (Paimon's ExpireChangelogImpl), run by expire-snapshots on a table
 with decoupled changelog retention: the changelogs beyond the changelog retention go, with the files
 only they needed; then their `changelog-<id>` files oldest first, then `changelog/EARLIEST`.
+
+Also the consumers' hold shared by expire-snapshots and expire-changelogs (`live_consumers_next`):
+with `consumer.expiration-time`, consumers whose file is older than that are deleted first (Java's
+commit does so before its expiry), so a stopped streaming reader no longer holds snapshots.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from jobs.deletion.roots import KeepRoot
 from jobs.deletion.stages import delete_stages, report_candidates
 from jobs.runtime.report import SAMPLE_LIMIT
 from jobs.runtime.spark import assert_small
+from paimon_format.consumers import ConsumerManager
 from paimon_format.errors import StorageError
 from paimon_format.maintenance.expire import ChangelogSettings, ExpireRange, plan_changelog_range
 from paimon_format.maintenance.references import (
@@ -35,6 +40,29 @@ STEP_CHANGELOG_FILES = f"{OPERATION}:changelog-files-deleted"
 STEP_CHANGELOG_MANIFESTS = f"{OPERATION}:changelog-manifests-deleted"
 STEP_CHANGELOG_LISTS = f"{OPERATION}:changelog-manifest-lists-deleted"
 STEP_CHANGELOG_DELETED = f"{OPERATION}:changelog-deleted"  # once per expired changelog-<id>
+STEP_CONSUMERS_EXPIRED = "consumers-expired"  # after the stale consumers are deleted (prefixed by the job)
+
+
+def live_consumers_next(deletion: DeletionContext, now_ms: int) -> int | None:
+    """The smallest next snapshot of the branch's consumers, after deleting (a dry run: leaving out)
+    the consumers `consumer.expiration-time` makes stale, by their file's modification time.
+
+    Deleting a consumer first is Java's order: the reader it stood for stopped long ago, and keeping
+    it would hold every snapshot after it forever. A crash after some deletions: a rerun finds the
+    rest stale again. A consumer a reader rewrites meanwhile is newer than the cutoff next time."""
+    table, record = deletion.table, deletion.record
+    consumers = ConsumerManager(table.file_io, table.path, table.branch)
+    expiration = table.options.consumer_expiration_time_ms
+    stale = [] if expiration is None else consumers.stale_consumers(now_ms - expiration)
+    record.count("consumers_expired", len(stale))
+    record.sample("consumers_expired", stale[:SAMPLE_LIMIT])
+    if stale and not deletion.dry_run:
+        for consumer_id in stale:
+            consumers.delete_consumer(consumer_id)
+        crash_point(f"{deletion.record.operation}:{STEP_CONSUMERS_EXPIRED}")
+        deletion.log.info("expired %d consumers idle longer than %d ms", len(stale), expiration)
+    live = {i: n for i, n in consumers.consumers().items() if i not in stale}
+    return min(live.values()) if live else None
 
 
 def expire_changelogs(

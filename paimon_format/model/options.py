@@ -54,6 +54,8 @@ SNAPSHOT_IGNORE_EMPTY_COMMIT = "snapshot.ignore-empty-commit"
 CHANGELOG_NUM_RETAINED_MIN = "changelog.num-retained.min"
 CHANGELOG_NUM_RETAINED_MAX = "changelog.num-retained.max"
 CHANGELOG_TIME_RETAINED = "changelog.time-retained"
+CONSUMER_EXPIRATION_TIME = "consumer.expiration-time"
+CONSUMER_CHANGELOG_ONLY = "consumer.changelog-only"
 COMMIT_MAX_RETRIES = "commit.max-retries"
 COMMIT_TIMEOUT = "commit.timeout"
 COMMIT_MIN_RETRY_WAIT = "commit.min-retry-wait"
@@ -432,6 +434,16 @@ class CoreOptions(Mapping[str, str]):
     @property
     def changelog_time_retained_ms(self) -> int:
         return self._typed(CHANGELOG_TIME_RETAINED, parse_duration_ms, self.snapshot_time_retained_ms)
+
+    @property
+    def consumer_expiration_time_ms(self) -> int | None:
+        """None when unset: consumers never expire (Paimon's default)."""
+        return self._typed(CONSUMER_EXPIRATION_TIME, parse_duration_ms, None)
+
+    @property
+    def consumer_changelog_only(self) -> bool:
+        """True: consumers hold long-lived changelogs only, never snapshots (as Java)."""
+        return self._typed(CONSUMER_CHANGELOG_ONLY, _parse_bool, False)
 
     # -- commit ------------------------------------------------------------------------------------
 
