@@ -385,6 +385,7 @@ def _expire_snapshot_range(deletion: DeletionContext, plan: ExpireRange, decoupl
     table, record, log = deletion.table, deletion.record, deletion.log
     _record_range(deletion, plan)
     tags_at_plan = _tag_snapshot_ids(table)
+    branches_at_plan = set(table.branch_manager.branch_names())
     crash_point(STEP_PLANNED)
     writable = _writable_changelogs(table, plan.expired_ids, record, log) if decoupled else set()
     candidates = _range_candidates(deletion, plan, writable, decoupled)
@@ -398,6 +399,12 @@ def _expire_snapshot_range(deletion: DeletionContext, plan: ExpireRange, decoupl
             raise SafetyRefusal(
                 f"{table.path}: a tag was created on a snapshot in [{plan.begin}, {plan.end}) while this job "
                 "ran; nothing was deleted, run expire-snapshots again"
+            )
+        new_branches = set(table.branch_manager.branch_names()) - branches_at_plan
+        if new_branches:  # made from a snapshot or tag this run may expire: its files must stay
+            raise SafetyRefusal(
+                f"{table.path}: branches {sorted(new_branches)} were created while this job ran; nothing "
+                "was deleted, run expire-snapshots again"
             )
         delete_stages(deletion, candidates, totals, "", (STEP_FILES, STEP_MANIFESTS, STEP_LISTS))
     finally:

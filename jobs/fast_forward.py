@@ -176,13 +176,16 @@ def _schemas_to_drop(
     main_tags: dict[str, Snapshot],
     earliest: int,
 ) -> list[int]:
-    """Main's schemas >= S the branch lacks, except one a snapshot or tag main keeps (older than E)
-    still uses: Paimon deletes those too, which leaves such a snapshot without its schema (possible
-    when the branch expired its first snapshots and main altered its schema meanwhile). Schema ids
-    grow with snapshot ids, so the newest kept snapshot and the kept tags bound what is in use."""
+    """Main's schemas >= S the branch lacks, except one a snapshot, tag or long-lived changelog main
+    keeps (older than E) still uses: Paimon deletes those too, which leaves such a snapshot without
+    its schema (possible when the branch expired its first snapshots and main altered its schema
+    meanwhile). Schema ids grow with snapshot ids, so the newest kept roots bound what is in use."""
     older = [i for i in main_ids if i < earliest]
     used = [table.snapshot_manager.snapshot(older[-1]).schema_id] if older else []
     used += [tag.schema_id for tag in main_tags.values() if tag.id < earliest]
+    # long-lived changelogs main keeps are read with their own schema too
+    manager = table.snapshot_manager
+    used += [manager.changelog(i).schema_id for i in manager.changelog_ids() if i < earliest]
     floor = max(used, default=-1)
     return [i for i in table.schema_manager.list_ids() if i >= schema_id and i > floor and i not in schemas]
 
@@ -351,6 +354,14 @@ def _refuse_changes_since_plan(table: Table, plan: FastForwardPlan) -> None:
     """Exit 3 before any file goes when a writer committed on main, or a tag or branch was created,
     since planning: it may reference what this run would delete."""
     _refuse_commit_on_top(table, max(plan.snapshots), "before deleting files")
+    # a writer that read an old latest (L) may have committed L+1 while L..B+1 went, newest first:
+    # only a fresh listing sees it, and its lists may name the files old main alone used
+    newest = max(table.snapshot_manager.snapshot_ids(), default=None)
+    if newest != max(plan.snapshots):
+        raise CommitRaceLost(
+            f"{table.path}: snapshot {newest} was committed by another writer while main was "
+            "fast-forwarded; no data file was deleted. Stop the writers and run fast-forward again"
+        )
     new_tags = set(table.tag_manager.tag_names()) - plan.tags_at_plan - set(plan.tags)
     new_branches = set(table.branch_manager.branch_names()) - plan.branches_at_plan
     if new_tags or new_branches:
