@@ -91,6 +91,11 @@ register(
     "reset-consumer", "jobs.reset_consumer", "set a streaming consumer's next snapshot, or delete it"
 )
 register("clear-consumers", "jobs.clear_consumers", "delete streaming consumers by include/exclude regex")
+register(
+    "purge-files",
+    "jobs.purge_files",
+    "delete every data and metadata file of a table except its schema (confirm: true)",
+)
 register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
 
 
