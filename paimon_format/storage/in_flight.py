@@ -177,20 +177,27 @@ def stream_in_flight(
         return False
 
     def produce(item: T) -> None:
+        """Offer every result of `fn(item)`, then "done", or the first failure (also one raised by
+        the generator's cleanup: the consumer must hear of it, or it would wait for "done")."""
         results: Iterator[R] | None = None
+        failure: BaseException | None = None
+        left = False
         try:
             results = fn(item)
             for result in results:
                 if not offer(("result", result)):
-                    return
+                    left = True  # the consumer left: stop, nobody listens
+                    break
         except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
-            offer(("error", error))
-            return
-        finally:
-            close = getattr(results, "close", None)  # a generator left early runs its cleanup now
-            if close is not None:
+            failure = error
+        close = getattr(results, "close", None)  # a generator left early runs its cleanup now
+        if close is not None:
+            try:
                 close()
-        offer(("done", None))
+            except BaseException as error:  # noqa: BLE001 - as above
+                failure = failure or error
+        if not left:
+            offer(("error", failure) if failure is not None else ("done", None))
 
     iterator = iter(items)
     running = 0

@@ -214,3 +214,14 @@ def test_stream_with_parallelism_one_runs_inline() -> None:
 
     assert list(stream_in_flight(pages, range(3), 1)) == [0, 1, 2]
     assert threads == {caller}
+
+
+def test_stream_raises_a_failure_of_a_producers_cleanup_instead_of_waiting() -> None:
+    def pages(item: int):
+        try:
+            yield item
+        finally:
+            raise OSError("closing range failed")
+
+    with pytest.raises(OSError, match="closing range"):
+        list(stream_in_flight(pages, range(2), 2))
