@@ -37,6 +37,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from paimon_format.commit import CommitMessage, SnapshotCommit
+from paimon_format.consumers import ConsumerManager
 from paimon_format.data.writer import write_table_files
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage import faults
@@ -155,6 +156,8 @@ JOBS: dict[str, ChaosJob] = {
     "create-branch": ChaosJob({"branch": "chaos", "tag": "t2"}, ci=False),
     # issue 30: _SUCCESS files for two partitions (a rerun marks them again, keeping creation times)
     "mark-partition-done": ChaosJob({"partitions": [{"dt": "2024-01-01"}, {"dt": "2024-01-02"}]}, ci=False),
+    # everything but the schema goes (writers must be stopped, as for Paimon's procedure: no race)
+    "purge-files": ChaosJob({"confirm": True}, same_files=True, races=False, ci=False),
     # branch b (from t2, its own commits) goes with the file only its overwritten snapshot 3 had; a
     # rerun after its metadata went finds no branch (strict: false: a warning, exit 0)
     "delete-branch": ChaosJob(
@@ -192,6 +195,10 @@ JOBS: dict[str, ChaosJob] = {
             "fast-forward:manifest-lists-deleted",
         ),
     ),
+    # issue 30: consumers. One consumer file written (a rerun writes the same bytes); two of three
+    # consumers deleted one by one (a rerun deletes the rest)
+    "reset-consumer": ChaosJob({"consumer_id": "chaos", "next_snapshot": 4}, ci=False),
+    "clear-consumers": ChaosJob({"include": "etl-.*"}, setup="three_consumers", ci=False),
 }
 OLD = time.time() - 3 * 86400  # mtime of the planted orphans: older than any older_than floor
 ORPHAN_CLEANUP = {"older_than": "1s", "force": True}
@@ -325,6 +332,13 @@ def expire_first_two(table: Table) -> None:
     for snapshot_id in (1, 2):
         table.file_io.delete(manager.snapshot_path(snapshot_id))
     manager.write_earliest_hint(3)
+
+
+def three_consumers(table: Table) -> None:
+    """Streaming consumers etl-1 and etl-2 (clear-consumers' `etl-.*` deletes them) and audit."""
+    consumers = ConsumerManager(table.file_io, table.path)
+    for consumer_id, next_snapshot in (("etl-1", 3), ("etl-2", 5), ("audit", 2)):
+        consumers.reset_consumer(consumer_id, next_snapshot)
 
 
 def branch_from_t2(table: Table) -> None:
