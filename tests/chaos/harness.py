@@ -670,6 +670,9 @@ def _check_same_files(warehouse: str, reference: Reference, result: CaseResult) 
         )
 
 
+_KEPT_STATE = ("success-file", "consumer")  # unreferenced by any root, yet state orphan cleaning keeps
+
+
 def _check_leftovers(
     warehouse: str, template: Template, case_dir: str, result: CaseResult, run_orphan_job: bool
 ) -> None:
@@ -677,9 +680,10 @@ def _check_leftovers(
     from paimon_format.maintenance.orphan_rules import DELETABLE, judge_file
 
     left = unreferenced(open_table(warehouse))
-    # a partition's _SUCCESS file is mark-partition-done's output, which orphan cleaning keeps (foreign)
+    # a partition's _SUCCESS file is mark-partition-done's output, which orphan cleaning keeps (foreign);
+    # a consumer file is a streaming reader's position, no root references it and it stays (Paimon too)
     result.orphans_left = sorted(
-        p for p in left if judge_file(p).rule != DELETABLE and judge_file(p).kind != "success-file"
+        p for p in left if judge_file(p).rule != DELETABLE and judge_file(p).kind not in _KEPT_STATE
     )
     if not (run_orphan_job and left and not result.problems and "remove-orphan-files" in available_jobs()):
         return
@@ -693,7 +697,7 @@ def _check_leftovers(
         result.problems.append(f"remove-orphan-files exited {code}: {record.get('error')}")
         return
     table = open_table(warehouse)
-    result.orphans_left = sorted(p for p in unreferenced(table) if judge_file(p).kind != "success-file")
+    result.orphans_left = sorted(p for p in unreferenced(table) if judge_file(p).kind not in _KEPT_STATE)
     result.lost_files += sorted(missing_needed(table))
 
 
