@@ -86,17 +86,23 @@ class _MemoState:
     def mark_known(self, path: str, stamp: tuple[int, int] | None = None) -> None:
         """`path` is present; `stamp`: its (size, modification ms) in a listing. A listing that shows
         a known file with another stamp than the last one (a tag replaced meanwhile: Paimon's
-        replace_tag rewrites the file) makes the file be read again."""
+        replace_tag rewrites the file), or a tag so far known only from a read, makes the file be
+        read again. What a stamp cannot see: a rewrite of the same size within the store's mtime
+        resolution (a second on S3) between two looks."""
         directory, name = _split(path)
         names = self.known.setdefault(directory, {})
         if name in names:
-            if stamp is None:
+            previous = names[name]
+            if stamp is None or previous == stamp or (previous is None and not name.startswith("tag-")):
+                names[name] = stamp if stamp is not None else previous
                 return
-            if names[name] is not None and names[name] != stamp:
-                self.drop(path)
-            else:
-                names[name] = stamp
-                return
+            # listed with another stamp, or a tag (replace-tag rewrites tags in place) first listed
+            # after a read whose bytes may predate the rewrite: the bytes go, read again when asked
+            data = self.contents.pop(path, None)
+            if data is not None:
+                self.bytes -= len(data)
+            names[name] = stamp
+            return
         if self.known_count < MAX_KNOWN:
             names[name] = stamp
             self.known_count += 1
@@ -107,8 +113,8 @@ class _MemoState:
 
     def keep(self, path: str, data: bytes) -> None:
         self.mark_known(path)
-        if len(data) > MAX_FILE_BYTES or path in self.contents:
-            return
+        if len(data) > MAX_FILE_BYTES or path in self.contents or not self.is_known(path):
+            return  # beyond MAX_KNOWN no stamp could tell a rewrite: nothing is kept unstamped
         self.contents[path] = data
         self.bytes += len(data)
         while self.bytes > MAX_BYTES:
