@@ -151,6 +151,8 @@ public final class PaimonOracle {
                 return read(request);
             case "read_changelog":
                 return readChangelog(request);
+            case "stream_consumer":
+                return streamConsumer(request);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -582,6 +584,36 @@ public final class PaimonOracle {
         result.set("fields", fields);
         result.set("rows", rows);
         result.set("kinds", kinds);
+        return result;
+    }
+
+    /** A streaming reader with `consumer-id`: resumes where its consumer file says (from the start when
+     * there is none), reads up to the latest snapshot and checkpoints, which writes the consumer's next
+     * snapshot as Flink's source does ({"rows": n, "next": next snapshot}). A resumed snapshot that was
+     * expired meanwhile fails as in Flink ("... has expired"). */
+    private static JsonNode streamConsumer(JsonNode request) throws Exception {
+        Map<String, String> options = new HashMap<>();
+        options.put("consumer-id", request.get("consumer_id").asText());
+        FileStoreTable table = table(request).copy(options);
+        ReadBuilder builder = table.newReadBuilder();
+        org.apache.paimon.table.source.StreamTableScan scan = builder.newStreamScan();
+        org.apache.paimon.table.source.TableRead read = builder.newRead();
+        long[] count = {0};
+        Long next = null;
+        for (int round = 0; round < 10_000; round++) {
+            read.createReader(scan.plan()).forEachRemaining(row -> count[0]++);
+            Long now = scan.checkpoint();
+            if (now != null && now.equals(next)) {
+                break; // no snapshot after `next`: the latest was read
+            }
+            next = now;
+        }
+        scan.notifyCheckpointComplete(next);
+        ObjectNode result = NODES.objectNode();
+        result.put("rows", count[0]);
+        if (next != null) {
+            result.put("next", next);
+        }
         return result;
     }
 

@@ -328,6 +328,11 @@ class JavaPaimon:
         ]
         return sorted(pairs, key=lambda pair: [pair[0], *sort_key(pair[1])])
 
+    def stream_consumer(self, path: str, consumer_id: str) -> dict[str, int]:
+        """A streaming reader with `consumer-id` resuming from its consumer, reading to the latest and
+        checkpointing (which writes its consumer): {"rows": rows read, "next": its next snapshot}."""
+        return self._call({"op": "stream_consumer", "path": str(path), "consumer_id": consumer_id})
+
     def read(
         self,
         path: str,

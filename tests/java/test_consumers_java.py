@@ -1,0 +1,57 @@
+"""Paimon's Java streaming reader with a `consumer-id` against our expire-snapshots (issue #30).
+
+The reader (the oracle's `stream_consumer`: a stream scan with `consumer-id`, read to the latest,
+checkpointed, which writes `consumer/consumer-<id>` as Flink's source does) keeps reading without
+"snapshot has expired" after our expiry, because its consumer holds its next snapshot; and once
+`consumer.expiration-time` has passed since the reader last wrote it, our expiry deletes the consumer
+first and no longer keeps those snapshots.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+
+import pytest
+
+from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
+from paimon_format.consumers import ConsumerManager
+from tests.support.table_states import append_rows, batch, build_sample_table, open_table
+
+pytestmark = pytest.mark.java
+
+FUTURE = "2100-01-01 00:00:00"  # every snapshot is older than this cutoff
+
+
+def test_a_java_streaming_consumer_keeps_reading_after_our_expiry_until_it_goes_stale(
+    spark_session, java_paimon, tmp_path
+):
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=4, rows_per_commit=6)
+    first = java_paimon.stream_consumer(table.path, "stream-1")
+    assert first == {"rows": 24, "next": 5}
+    consumers = ConsumerManager(table.file_io, table.path)
+    assert consumers.consumers() == {"stream-1": 5}  # Java's consumer file, read by us
+
+    append_rows(table, batch(100, 6))
+    append_rows(table, batch(200, 6))
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
+    assert table.snapshot_manager.snapshot_ids() == [5, 6] and record.snapshot_ids["limited_by"] == "consumer"
+    assert java_paimon.stream_consumer(table.path, "stream-1") == {"rows": 12, "next": 7}
+
+    # the reader stops; an hour after its last checkpoint its consumer is stale
+    schema = table.schema
+    altered = dataclasses.replace(
+        schema, id=schema.id + 1, options={**schema.options, "consumer.expiration-time": "1 h"}
+    )
+    assert table.schema_manager.commit_new_schema(altered)
+    old = time.time() - 2 * 3600
+    os.utime(consumers.consumer_path("stream-1"), (old, old))
+    table = open_table(warehouse)
+    append_rows(table, batch(300, 6))
+    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
+    assert record.samples["consumers_expired"] == ["stream-1"] and consumers.consumers() == {}
+    assert table.snapshot_manager.snapshot_ids() == [7]
+    # a reader with that id starts over from the latest snapshot: nothing was held for it
+    assert java_paimon.stream_consumer(table.path, "stream-1") == {"rows": 42, "next": 8}
