@@ -36,20 +36,14 @@ def soaked(java_paimon, spark_session, tmp_path_factory) -> SoakResult:
     return soak(options, java_paimon, str(workdir))
 
 
-def known_expiry_race(failure: str) -> bool:
-    """An open finding (docs/safety.md, Live tables): a job fails with exit 2 (deleting and
-    committing nothing) when Java's own expiry deletes, under it, the files of a snapshot that was
-    live when the job read it (a root's manifests; a compaction's input files)."""
-    return " exit 2: " in failure and "file does not exist" in failure
-
-
 def test_nothing_lost_while_java_writes_and_we_maintain(soaked: SoakResult) -> None:
     printed = io.StringIO()
     report(soaked, printed)
     java, ours, found = soaked.writer.stats, soaked.ours.stats, soaked.findings
     assert not soaked.lost, printed.getvalue()
     assert not found.problems and not java.failures, printed.getvalue()
-    assert all(known_expiry_race(failure) for failure in ours.failures), printed.getvalue()
+    # a file Java's own expiry deleted under a job is a race (exit 3, counted), never a failure
+    assert not ours.failures, printed.getvalue()
     assert all(java.commits[name] >= 5 for name in soaked.paths), java.commits
     assert java.tags > 0
     for operation in ("create-tag", "expire-tags", "expire-snapshots", "compact", "remove-orphan-files"):
