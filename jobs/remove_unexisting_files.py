@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pydantic import Field
 
+from jobs.repair.breaker import refuse_beyond_ratio
 from jobs.runtime.config import TableJobConfig
-from jobs.runtime.errors import SafetyRefusal
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
@@ -134,12 +134,7 @@ def remove_unexisting_files(
         assert_small(missing_count, MISSING_LIMIT, "missing files")
         lost = [pickle.loads(row["entry"]) for row in missing.select("entry").toLocalIterator()]
         _record_missing(table, lost, record)
-        if ratio > max_missing_ratio:
-            raise SafetyRefusal(
-                f"{table.path}: {missing_count} of {live_count} live files ({ratio:.1%}) are missing, more "
-                f"than max_missing_ratio {max_missing_ratio:.1%}: a wrong path or a storage outage rather "
-                "than a loss? Nothing was committed; check the storage, or raise max_missing_ratio"
-            )
+        refuse_beyond_ratio(table.path, missing_count, live_count, max_missing_ratio, "live files")
         vectors = lost_deletion_vectors(table, latest, lost)
         record.count("deletion_vector_files_to_drop", len(vectors))
         record.sample("deletion_vector_files_to_drop", [e.file_name for e in vectors[:SAMPLE_LIMIT]])

@@ -96,6 +96,11 @@ register(
     "jobs.purge_files",
     "delete every data and metadata file of a table except its schema (confirm: true)",
 )
+register(
+    "remove-unexisting-manifests",
+    "jobs.remove_unexisting_manifests",
+    "repair: commit the latest state without the manifests its lists name but storage lost",
+)
 register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
 
 

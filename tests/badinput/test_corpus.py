@@ -58,6 +58,8 @@ JOBS: dict[str, dict] = {
     "fast-forward": {"branch": "b"},
     "mark-partition-done": {"partitions": [{"dt": "2024-01-02"}]},
     "purge-files": {"confirm": True},  # reads no manifest: it lists and deletes
+    # checks manifests exist, never reads one (a missing one is what it repairs)
+    "remove-unexisting-manifests": {"max_missing_ratio": 0.5},
     # consumers: reset-consumer reads the snapshot it points at (the latest, 4), clear-consumers none
     "reset-consumer": {"consumer_id": "stream-1", "next_snapshot": 4},
     "clear-consumers": {"include": "stream-.*"},
@@ -67,7 +69,8 @@ NEEDS_A_BRANCH = {"rename-branch", "fast-forward"}
 # Jobs that read no manifest here, so the broken-manifest cases cannot reach them.
 BRANCH_JOBS = {"create-branch", "delete-branch", *NEEDS_A_BRANCH}
 CONSUMER_JOBS = {"reset-consumer", "clear-consumers"}
-READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags", "purge-files", *CONSUMER_JOBS, *BRANCH_JOBS}
+REPAIR_JOBS = {"purge-files", "remove-unexisting-manifests"}
+READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags", *REPAIR_JOBS, *CONSUMER_JOBS, *BRANCH_JOBS}
 MANIFEST_CASES = {"truncated-manifest", "manifest-list-names-a-missing-manifest"}
 # Jobs for which a table that does not exist yet is no error (write creates it).
 CREATES_TABLES = {"write"}

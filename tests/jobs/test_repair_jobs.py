@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -16,6 +17,7 @@ import jobs.purge_files as purge_module
 from jobs.__main__ import main
 from jobs.purge_files import purge_files
 from jobs.runtime.errors import CommitRaceLost
+from paimon_format.commit import SnapshotCommit
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.java.helpers import our_read
@@ -110,3 +112,84 @@ def test_java_reads_a_purged_java_table_as_empty(java_paimon, tmp_path):
     assert java_paimon.read(path) == []
     java_paimon.write(path, [{"dt": "c", "k": 9}])
     assert java_paimon.read(path) == [{"dt": "c", "k": 9}]
+
+
+# -- remove-unexisting-manifests -------------------------------------------------------------------
+
+
+def lose_manifest(table: Table, index: int = -1) -> tuple[str, set[int]]:
+    """Delete one data manifest of the latest snapshot (by position); its name and the ids of the
+    rows of the files it added."""
+    from paimon_format.manifest.codec import decode_manifest
+    from paimon_format.scan.snapshot_scan import data_manifests
+
+    meta = data_manifests(table, table.snapshot_manager.latest())[index]
+    path = table.manifest_path(meta.file_name)
+    ids: set[int] = set()
+    for entry in decode_manifest(table.file_io.read_bytes(path), path):
+        ids |= set(pq.ParquetFile(table.data_file_path(entry)).read(columns=["id"]).column("id").to_pylist())
+    table.file_io.delete(path)
+    return meta.file_name, ids
+
+
+def test_a_lost_manifest_leaves_the_latest_state_by_one_commit(tmp_path, capsys):
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=4)
+    before = {row["id"] for row in our_read(table.path, ("snapshot", "4"))}
+    name, lost = lose_manifest(table)
+    assert lost and lost <= before
+    config = tmp_path / "manifests.yaml"
+    config.write_text(yaml.safe_dump({"warehouse": warehouse, "table": IDENTIFIER, "max_missing_ratio": 0.5}))
+    untouched = fingerprint(warehouse)
+    assert main(["remove-unexisting-manifests", "--config", str(config), "--dry-run"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["counts"]["missing_manifests"] == 1 and dry["samples"]["missing_manifests"] == [name]
+    assert fingerprint(warehouse) == untouched
+    assert main(["remove-unexisting-manifests", "--config", str(config)]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["snapshot_ids"]["committed"] == 5
+    assert {row["id"] for row in our_read(table.path, ("snapshot", "5"))} == before - lost
+    assert main(["remove-unexisting-manifests", "--config", str(config)]) == 0  # rerun: nothing missing
+    assert json.loads(capsys.readouterr().out)["counts"]["missing_manifests"] == 0
+
+
+def test_too_many_lost_manifests_is_exit_3_and_a_racing_writer_is_exit_3(tmp_path):
+    from jobs.remove_unexisting_manifests import remove_unexisting_manifests
+    from jobs.runtime.errors import SafetyRefusal
+    from paimon_format.errors import CommitConflictError
+
+    table = build_sample_table(str(tmp_path / "wh"), commits=4)
+    lose_manifest(table)
+    with pytest.raises(SafetyRefusal, match="max_missing_ratio"):
+        remove_unexisting_manifests(table, max_missing_ratio=0.0)
+    assert table.snapshot_manager.latest_id() == 4
+
+    real = SnapshotCommit.commit
+
+    def rival_first(self, *args, **kwargs):  # a writer commits between planning and the commit
+        patch.setattr(SnapshotCommit, "commit", real)
+        append_rows(open_table(str(tmp_path / "wh")), batch(900, 3))
+        return real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(SnapshotCommit, "commit", rival_first)
+        with pytest.raises(CommitConflictError, match="another writer committed"):
+            remove_unexisting_manifests(table, max_missing_ratio=1.0)
+    assert table.snapshot_manager.latest_id() == 5  # the rival's, nothing of ours
+
+
+@pytest.mark.java
+def test_java_reads_its_table_after_a_lost_manifest_is_removed(java_paimon, tmp_path):
+    from jobs.remove_unexisting_manifests import remove_unexisting_manifests
+
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    java_paimon.create_table(path, [("dt", "STRING NOT NULL"), ("id", "BIGINT NOT NULL")], ["dt"])
+    java_paimon.write(path, [{"dt": "a", "id": 1}, {"dt": "b", "id": 2}])
+    java_paimon.write(path, [{"dt": "a", "id": 3}])
+    java_paimon.write(path, [{"dt": "b", "id": 4}])
+    table = Table(FileIO.for_path(path), path)
+    _name, lost = lose_manifest(table)
+    assert lost == {4}
+    record = remove_unexisting_manifests(table, max_missing_ratio=0.5)
+    assert record.counts["manifests_removed"] == 1
+    assert java_paimon.read(path) == [{"dt": "a", "id": 1}, {"dt": "a", "id": 3}, {"dt": "b", "id": 2}]

@@ -1,0 +1,1 @@
+"""Shared room of the repair jobs (remove-unexisting-files, remove-unexisting-manifests)."""
