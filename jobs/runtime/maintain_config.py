@@ -36,7 +36,8 @@ from jobs.runtime.table_globs import matches, split_pattern
 from paimon_format.model.options import parse_duration_ms
 
 # The safe order: automatic tags created first (before any expiry can remove the snapshots they
-# tag), partitions dropped next (their files become unreferenced by the new snapshot), then tags
+# tag), partitions dropped next (their files become unreferenced by the new snapshot; the idle ones
+# that stay are marked done after them, never one about to be dropped), then tags
 # deleted and expired (what only they used goes, so snapshot expiry no longer keeps it), snapshots
 # expired next (deletes what only expired snapshots used, including those files), data files
 # compacted on what is left (no work on dropped partitions), manifests compacted after that (so
@@ -45,6 +46,7 @@ from paimon_format.model.options import parse_duration_ms
 OPERATIONS: tuple[tuple[str, str], ...] = (
     ("create_tag", "create-tag"),
     ("expire_partitions", "expire-partitions"),
+    ("mark_partition_done", "mark-partition-done"),
     ("delete_tag", "delete-tag"),
     ("expire_tags", "expire-tags"),
     ("expire_snapshots", "expire-snapshots"),
@@ -77,6 +79,8 @@ class BuiltInDefault:
 BUILT_IN_DEFAULTS: tuple[BuiltInDefault, ...] = (
     BuiltInDefault("create_tag", {"automatic": True}, only_if_options=("tag.automatic-creation",)),
     BuiltInDefault("expire_partitions", {}, only_if_options=("partition.expiration-time",)),
+    # partitions idle for partition.idle-time-to-done marked done (Paimon's _SUCCESS file)
+    BuiltInDefault("mark_partition_done", {}, only_if_options=("partition.idle-time-to-done",)),
     BuiltInDefault("expire_tags", {}, only_if_options=("tag.num-retained-max", "tag.default-time-retained")),
     BuiltInDefault("expire_snapshots", {}),
     # write-only tables leave compaction to a dedicated job (Paimon's `write-only` option): this one
@@ -230,7 +234,8 @@ class MaintainConfig(StrictModel, LocalRunOptions):
         default=None,
         description="blocks for every table; leave out for the built-in defaults: expire-snapshots, "
         "compact-manifests (auto) and remove-orphan-files with each table's options, expire-partitions "
-        "where the table sets partition.expiration-time",
+        "where the table sets partition.expiration-time, mark-partition-done where it sets "
+        "partition.idle-time-to-done",
     )
     overrides: list[Override] = Field(  # type: ignore[valid-type]
         default_factory=list,

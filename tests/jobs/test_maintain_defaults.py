@@ -91,6 +91,7 @@ def test_only_tables_expires_compacts_and_cleans_and_a_broken_table_fails_even_i
     planned = [
         "create-tag",
         "expire-partitions",
+        "mark-partition-done",
         "expire-tags",
         "expire-snapshots",
         "compact",
@@ -148,6 +149,7 @@ def test_overrides_merge_over_the_built_in_defaults():
     assert list(by_operation) == [
         "create-tag",
         "expire-partitions",
+        "mark-partition-done",
         "expire-tags",
         "expire-snapshots",
         "compact",

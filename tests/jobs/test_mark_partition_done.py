@@ -138,3 +138,32 @@ def test_java_reads_a_java_written_table_after_marking(java_paimon, tmp_path):
     assert record.counts["success_files_created"] == 1
     assert os.path.exists(os.path.join(path, "dt=a", "_SUCCESS"))
     assert java_paimon.read(path) == sorted(rows, key=lambda row: [str(row[k]) for k in sorted(row)])
+
+
+def test_maintain_marks_the_partitions_idle_for_the_tables_option(warehouse, tmp_path, capsys):
+    import dataclasses
+
+    from jobs.runtime.maintain_config import BUILT_IN_DEFAULTS
+
+    assert any(d.key == "mark_partition_done" for d in BUILT_IN_DEFAULTS)  # tables asking get it by default
+    table = open_table(warehouse)
+    altered = dataclasses.replace(
+        table.schema,
+        id=table.schema.id + 1,
+        options={**table.schema.options, "partition.idle-time-to-done": "1 ms"},
+    )
+    assert table.schema_manager.commit_new_schema(altered)
+    config = tmp_path / "maintain.yaml"
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "warehouse": warehouse,
+                "tables": [IDENTIFIER],
+                "defaults": {"mark_partition_done": {}},
+                "lock": {"enabled": False},
+            }
+        )
+    )
+    assert main(["maintain", "--config", str(config)]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    assert all(success(table, f"2024-01-0{day}") for day in (1, 2, 3))
