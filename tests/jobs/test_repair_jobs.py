@@ -193,3 +193,25 @@ def test_java_reads_its_table_after_a_lost_manifest_is_removed(java_paimon, tmp_
     record = remove_unexisting_manifests(table, max_missing_ratio=0.5)
     assert record.counts["manifests_removed"] == 1
     assert java_paimon.read(path) == [{"dt": "a", "id": 1}, {"dt": "a", "id": 3}, {"dt": "b", "id": 2}]
+
+
+@pytest.mark.parametrize("fault", ["write:1:halt", "write:2:halt", "create:1:halt", "write:3:halt"])
+def test_a_crash_anywhere_in_the_commit_then_a_rerun_repairs(tmp_path, fault):
+    from jobs.remove_unexisting_manifests import remove_unexisting_manifests
+    from paimon_format.storage import faults
+
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=3)
+    before = {row["id"] for row in our_read(table.path, ("snapshot", "3"))}
+    _name, lost = lose_manifest(table)
+    with faults.injected(fault) as plan:
+        try:
+            remove_unexisting_manifests(open_table(warehouse), max_missing_ratio=0.5)
+        except faults.SimulatedCrash:
+            pass
+        crashed = bool(faults.hits(plan))
+    assert crashed, f"{fault}: the fault never hit"
+    record = remove_unexisting_manifests(open_table(warehouse), max_missing_ratio=0.5)
+    latest = open_table(warehouse).snapshot_manager.latest_id()
+    assert latest == 4 and record.counts["missing_manifests"] in (0, 1)
+    assert {row["id"] for row in our_read(table.path, ("snapshot", "4"))} == before - lost
