@@ -1,8 +1,10 @@
 """create-tag: tag a snapshot of a table, as Paimon's `create_tag` procedure does (issue #17).
 
 The tagged snapshot is `snapshot` (an id that must still exist), the latest snapshot committed at or
-before `timestamp`, or else the latest snapshot. The tag file `tag/tag-<name>` is the snapshot's JSON;
-with a retention (`time_retained`, else the table's `tag.default-time-retained`) it also carries
+before `timestamp`, the latest snapshot whose watermark is at or before `watermark` (issue #30), or
+else the latest snapshot: by time or watermark the tag holds the table as it was at that moment
+(as Iceberg's and Delta's "as of" reads). The tag file `tag/tag-<name>` is the snapshot's JSON; with a
+retention (`time_retained`, else the table's `tag.default-time-retained`) it also carries
 `tagCreateTime` and `tagTimeRetained`, exactly as Paimon's TagManager writes them, and expire-tags
 deletes it once that time has passed.
 
@@ -33,7 +35,7 @@ from paimon_format.model.instants import instant_ms
 from paimon_format.model.options import parse_duration_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
-from paimon_format.tags import validate_tag_name
+from paimon_format.tags import latest_snapshot_at_or_before, validate_tag_name
 
 OPERATION = "create-tag"
 DEFAULT_TIME_RETAINED = "tag.default-time-retained"
@@ -53,6 +55,11 @@ class CreateTagConfig(TableJobConfig):
         default=None,
         description="tag the latest snapshot committed at or before this UTC time ('2024-05-14 00:00:00', "
         "or a duration such as 1d meaning now - 1d)",
+    )
+    watermark: int | None = Field(
+        default=None,
+        description="tag the latest snapshot whose watermark (epoch ms) is at or before this; not with "
+        "snapshot or timestamp",
     )
     time_retained: str | None = Field(
         default=None, description="how long the tag lives (1d, 12h); default: tag.default-time-retained"
@@ -82,9 +89,10 @@ class CreateTagConfig(TableJobConfig):
 
     @model_validator(mode="after")
     def _one_source(self) -> CreateTagConfig:
-        if self.snapshot is not None and self.timestamp is not None:
-            raise ValueError("give either snapshot or timestamp, not both")
-        if self.automatic and (self.tag, self.snapshot, self.timestamp, self.time_retained) != (None,) * 4:
+        if sum(x is not None for x in (self.snapshot, self.timestamp, self.watermark)) > 1:
+            raise ValueError("give either snapshot or timestamp or watermark, not several")
+        sources = (self.tag, self.snapshot, self.timestamp, self.watermark, self.time_retained)
+        if self.automatic and sources != (None,) * 5:
             raise ValueError("automatic: true takes the tag names, snapshots and retention from the table")
         return self
 
@@ -99,19 +107,22 @@ CONFIG_MODEL = CreateTagConfig
 
 @dataclass(frozen=True)
 class CreateTagRequest:
-    """The tag to write: its name, which snapshot (an id, the latest at or before `timestamp`, else the
-    latest), its retention (None: the table's `tag.default-time-retained`) and whether it may
-    overwrite an existing tag."""
+    """The tag to write: its name, which snapshot (an id, the latest at or before `timestamp` or
+    `watermark`, else the latest), its retention (None: the table's `tag.default-time-retained`) and
+    whether it may overwrite an existing tag."""
 
     tag: str
     snapshot_id: int | None = None
     timestamp: str | None = None  # a UTC time, or a duration meaning now - duration
     time_retained: str | None = None
     replace: bool = False
+    watermark: int | None = None  # the latest snapshot whose watermark is at or before this
 
     @staticmethod
     def of(config: CreateTagConfig, tag: str) -> CreateTagRequest:
-        return CreateTagRequest(tag, config.snapshot, config.timestamp, config.time_retained, config.replace)
+        return CreateTagRequest(
+            tag, config.snapshot, config.timestamp, config.time_retained, config.replace, config.watermark
+        )
 
 
 def run(context: JobContext, config: CreateTagConfig) -> None:
@@ -139,7 +150,7 @@ def create_tag(
     log = log or logging.getLogger("jobs.create_tag")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    snapshot = choose_snapshot(table, request.snapshot_id, request.timestamp, now_ms)
+    snapshot = choose_snapshot(table, request.snapshot_id, request.timestamp, now_ms, request.watermark)
     retained_ms = retention_ms(table, request.time_retained)
     manager, tag = table.tag_manager, request.tag
     exists = manager.tag_exists(tag)
@@ -152,6 +163,7 @@ def create_tag(
     record.details["tag"] = {
         "name": tag,
         "snapshot": snapshot.id,
+        "watermark": snapshot.watermark,
         "time_retained_ms": retained_ms,
         "replaces": manager.tag(tag).id if exists else None,
     }
@@ -166,8 +178,10 @@ def create_tag(
     return record
 
 
-def choose_snapshot(table: Table, snapshot_id: int | None, timestamp: str | None, now_ms: int) -> Snapshot:
-    """The snapshot to tag: by id, the latest at or before `timestamp`, or the latest."""
+def choose_snapshot(
+    table: Table, snapshot_id: int | None, timestamp: str | None, now_ms: int, watermark: int | None = None
+) -> Snapshot:
+    """The snapshot to tag: by id, the latest at or before `timestamp` or `watermark`, or the latest."""
     manager = table.snapshot_manager
     if snapshot_id is not None:
         try:
@@ -182,30 +196,22 @@ def choose_snapshot(table: Table, snapshot_id: int | None, timestamp: str | None
     latest = manager.latest()
     if latest is None:
         raise BadInputError(f"{table.path}: the table has no snapshot to tag")
+    if watermark is not None:
+        found = latest_snapshot_at_or_before(manager, watermark=watermark)
+        if found is None:
+            raise BadInputError(
+                f"{table.path}: no retained snapshot has a watermark at or before {watermark} "
+                f"(snapshots {manager.earliest_id()}..{latest.id}; the latest one's: {latest.watermark})"
+            )
+        return found
     if timestamp is None:
         return latest
-    moment = instant_ms(timestamp, now_ms)
-    found = latest_at_or_before(table, moment)
+    found = latest_snapshot_at_or_before(manager, time_ms=instant_ms(timestamp, now_ms))
     if found is None:
         raise BadInputError(
             f"{table.path}: no snapshot was committed at or before {timestamp!r} "
             f"(the earliest retained one, {manager.earliest_id()}, is newer)"
         )
-    return found
-
-
-def latest_at_or_before(table: Table, moment_ms: int) -> Snapshot | None:
-    """Binary search over the retained snapshots (commit times grow with the id)."""
-    manager = table.snapshot_manager
-    ids = manager.snapshot_ids()
-    low, high, found = 0, len(ids) - 1, None
-    while low <= high:
-        middle = (low + high) // 2
-        snapshot = manager.snapshot(ids[middle])
-        if snapshot.time_millis <= moment_ms:
-            found, low = snapshot, middle + 1
-        else:
-            high = middle - 1
     return found
 
 

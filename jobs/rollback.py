@@ -1,10 +1,14 @@
 """rollback: make a snapshot or a tag the table's latest state again, as Paimon's rollback_to (issue #17).
 
-The target is `to_snapshot: N` or `to_tag: NAME` (the tag's snapshot). What goes, as in Paimon's
-RollbackHelper: every snapshot newer than the target, every long-lived changelog newer than it,
-every tag on a newer snapshot; and here also the files only they used (Paimon leaves those to orphan
-cleaning): `jobs.deletion.roots.dropped_root_candidates` minus what every snapshot up to the target, every
-remaining tag, every branch and every remaining changelog needs, on the executors.
+The target is `to_snapshot: N`, `to_tag: NAME` (the tag's snapshot), or (issue #30, as Paimon's
+rollback_to_timestamp / rollback_to_watermark and Iceberg's rollback_to_timestamp) `to_timestamp`
+(the latest retained snapshot committed at or before it) or `to_watermark` (the latest retained
+snapshot whose watermark is at or before it); those search the retained snapshots only.
+What goes, as in Paimon's RollbackHelper: every snapshot newer than the target, every long-lived
+changelog newer than it, every tag on a newer snapshot; and here also the files only they used
+(Paimon leaves those to orphan cleaning): `jobs.deletion.roots.dropped_root_candidates` minus what
+every snapshot up to the target, every remaining tag, every branch and every remaining changelog
+needs, on the executors.
 When the target snapshot itself has expired but a tag holds it (`to_tag`, or `to_snapshot` of an
 expired id some tag holds), `snapshot-N` is restored from the tag (its JSON without the tag fields)
 and EARLIEST points at it, as Paimon's createSnapshotFileIfNeeded.
@@ -27,10 +31,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.roots import dropped_root_candidates
@@ -43,9 +48,11 @@ from jobs.runtime.table_open import open_existing_table
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.maintenance.references import CHANGELOG_ROOT, SNAPSHOT_ROOT, TAG_ROOT
+from paimon_format.model.instants import instant_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
+from paimon_format.tags import latest_snapshot_at_or_before
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -64,13 +71,29 @@ _TAG_FIELDS = ("tagCreateTime", "tagTimeRetained")
 class RollbackConfig(TableJobConfig):
     to_snapshot: int | None = Field(default=None, ge=1, description="the snapshot id to roll back to")
     to_tag: str | None = Field(default=None, description="or the tag to roll back to")
+    to_timestamp: str | None = Field(
+        default=None,
+        description="or the latest snapshot committed at or before this UTC time ('2024-05-14 00:00:00', "
+        "or a duration such as 1h meaning now - 1h)",
+    )
+    to_watermark: int | None = Field(
+        default=None, description="or the latest snapshot whose watermark (epoch ms) is at or before this"
+    )
     delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
     max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall file delete rate")
 
+    @field_validator("to_timestamp")
+    @classmethod
+    def _timestamp(cls, value: str | None) -> str | None:
+        if value is not None:
+            instant_ms(value, 0)
+        return value
+
     @model_validator(mode="after")
     def _one_target(self) -> RollbackConfig:
-        if (self.to_snapshot is None) == (self.to_tag is None):
-            raise ValueError("give exactly one of to_snapshot and to_tag")
+        targets = (self.to_snapshot, self.to_tag, self.to_timestamp, self.to_watermark)
+        if sum(target is not None for target in targets) != 1:
+            raise ValueError("give exactly one of to_snapshot and to_tag (or to_timestamp, to_watermark)")
         return self
 
 
@@ -79,15 +102,45 @@ CONFIG_MODEL = RollbackConfig
 
 @dataclasses.dataclass(frozen=True)
 class RollbackRequest:
-    """The target, exactly one of a snapshot id and a tag name, and how fast the freed files go."""
+    """The target, exactly one of a snapshot id, a tag name, a time and a watermark, and how fast the
+    freed files go."""
 
     to_snapshot: int | None = None
     to_tag: str | None = None
     pace: DeletePace = DeletePace()
+    to_timestamp: str | None = None  # a UTC time, or a duration meaning now - duration
+    to_watermark: int | None = None
 
     @staticmethod
     def of(config: RollbackConfig) -> RollbackRequest:
-        return RollbackRequest(config.to_snapshot, config.to_tag, DeletePace.of(config))
+        return RollbackRequest(
+            config.to_snapshot,
+            config.to_tag,
+            DeletePace.of(config),
+            config.to_timestamp,
+            config.to_watermark,
+        )
+
+    def snapshot_at(self, table: Table, now_ms: int | None = None) -> int | None:
+        """`to_snapshot`, or the id `to_timestamp` / `to_watermark` name (BadInputError when every
+        retained snapshot is newer); None for `to_tag`."""
+        if self.to_timestamp is None and self.to_watermark is None:
+            return self.to_snapshot
+        manager = table.snapshot_manager
+        if self.to_timestamp is not None:
+            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+            moment = instant_ms(self.to_timestamp, now_ms)
+            found = latest_snapshot_at_or_before(manager, time_ms=moment)
+            what = f"committed at or before {self.to_timestamp!r}"
+        else:
+            found = latest_snapshot_at_or_before(manager, watermark=self.to_watermark)
+            what = f"with a watermark at or before {self.to_watermark}"
+        if found is None:
+            raise BadInputError(
+                f"{table.path}: no retained snapshot was {what} (snapshots {manager.earliest_id()}.."
+                f"{manager.latest_id()}); roll back to a tag or snapshot id instead"
+            )
+        return found.id
 
 
 def run(context: JobContext, config: RollbackConfig) -> None:
@@ -183,7 +236,7 @@ def rollback(
     session or a function returning one (not started when nothing newer exists)."""
     deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     table, record, log = deletion.table, deletion.record, deletion.log
-    plan = plan_rollback(table, request.to_snapshot, request.to_tag)
+    plan = plan_rollback(table, request.snapshot_at(table), request.to_tag)
     _record_plan(deletion, plan)
     candidates = _plan_files(deletion, plan)
     try:

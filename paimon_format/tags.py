@@ -22,12 +22,14 @@ from paimon_format.snapshot import Snapshot, read_snapshot_file
 from paimon_format.storage.in_flight import map_in_flight
 
 if TYPE_CHECKING:
+    from paimon_format.snapshot import SnapshotManager
     from paimon_format.storage.fileio import FileIO
 
 log = logging.getLogger(__name__)
 
 TAG_PREFIX = "tag-"
 PENDING_TAG_DELETION_DIR = "tag-deletion"
+_NO_WATERMARK = -(2**63)  # Java's Long.MIN_VALUE: a commit that saw no watermark
 
 
 def validate_tag_name(name: str) -> None:
@@ -171,3 +173,33 @@ class TagManager:
 
     def finish_deletion(self, key: str) -> bool:
         return self.file_io.delete(self.pending_deletion_path(key))
+
+
+def latest_snapshot_at_or_before(
+    manager: SnapshotManager, *, time_ms: int | None = None, watermark: int | None = None
+) -> Snapshot | None:
+    """The newest retained snapshot committed at or before `time_ms`, or whose watermark is at or
+    before `watermark` (exactly one is given); None when every retained snapshot is newer.
+
+    Used to pick what create-tag tags and what rollback rolls back to. Commit times grow with the
+    id, so the time is found by binary search (log2(n) snapshot reads). Watermarks grow too, but a
+    snapshot may carry none (a commit without event time), so those are searched newest first,
+    skipping snapshots without one (absent or Long.MIN_VALUE), as Paimon's earlierOrEqualWatermark does."""
+    if (time_ms is None) == (watermark is None):
+        raise ValueError("give exactly one of time_ms and watermark")
+    ids = manager.snapshot_ids()
+    if watermark is not None:
+        for snapshot_id in reversed(ids):
+            snapshot = manager.snapshot(snapshot_id)
+            if snapshot.watermark not in (None, _NO_WATERMARK) and snapshot.watermark <= watermark:
+                return snapshot
+        return None
+    low, high, found = 0, len(ids) - 1, None
+    while low <= high:
+        middle = (low + high) // 2
+        snapshot = manager.snapshot(ids[middle])
+        if snapshot.time_millis <= time_ms:  # type: ignore[operator]
+            found, low = snapshot, middle + 1
+        else:
+            high = middle - 1
+    return found

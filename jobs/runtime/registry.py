@@ -67,6 +67,10 @@ register(
     "create-tag", "jobs.create_tag", "tag a snapshot (by id, time or the latest), as Paimon's create_tag"
 )
 register("delete-tag", "jobs.delete_tag", "delete tags by name or glob and the files only they used")
+register("rename-tag", "jobs.rename_tag", "rename a tag (the new tag file first, then the old one goes)")
+register(
+    "replace-tag", "jobs.replace_tag", "point a tag at another snapshot; files only the old tag used go"
+)
 register("expire-tags", "jobs.expire_tags", "delete tags past their retention or beyond tag.num-retained-max")
 register(
     "rollback",
