@@ -176,29 +176,6 @@ def stream_in_flight(
                 continue
         return False
 
-    def produce(item: T) -> None:
-        """Offer every result of `fn(item)`, then "done", or the first failure (also one raised by
-        the generator's cleanup: the consumer must hear of it, or it would wait for "done")."""
-        results: Iterator[R] | None = None
-        failure: BaseException | None = None
-        left = False
-        try:
-            results = fn(item)
-            for result in results:
-                if not offer(("result", result)):
-                    left = True  # the consumer left: stop, nobody listens
-                    break
-        except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
-            failure = error
-        close = getattr(results, "close", None)  # a generator left early runs its cleanup now
-        if close is not None:
-            try:
-                close()
-            except BaseException as error:  # noqa: BLE001 - as above
-                failure = failure or error
-        if not left:
-            offer(("error", failure) if failure is not None else ("done", None))
-
     iterator = iter(items)
     running = 0
     exhausted = False
@@ -212,7 +189,7 @@ def stream_in_flight(
                     except StopIteration:
                         exhausted = True
                         break
-                    pool.submit(produce, item)
+                    pool.submit(_produce, fn, item, offer)
                     running += 1
                 if running == 0:
                     return
@@ -226,3 +203,28 @@ def stream_in_flight(
                     raise value  # type: ignore[misc]
         finally:
             leaving.set()
+
+
+def _produce(fn: Callable[[T], Iterator[R]], item: T, offer: Callable[[tuple[str, object]], bool]) -> None:
+    """`stream_in_flight`'s producer: offer every result of `fn(item)`, then "done", or the first
+    failure (also one raised by the iterator's cleanup: the consumer must hear of it, or it would
+    wait for "done"); nothing more once the consumer has left (`offer` returned False)."""
+    results: Iterator[R] | None = None
+    failure: BaseException | None = None
+    left = False
+    try:
+        results = fn(item)
+        for result in results:
+            if not offer(("result", result)):
+                left = True
+                break
+    except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
+        failure = error
+    close = getattr(results, "close", None)  # a generator left early runs its cleanup now
+    if close is not None:
+        try:
+            close()
+        except BaseException as error:  # noqa: BLE001 - as above
+            failure = failure or error
+    if not left:
+        offer(("error", failure) if failure is not None else ("done", None))
