@@ -71,27 +71,34 @@ def expire_changelogs(
     settings: ChangelogSettings,
     consumer_next: int | None,
     writable: set[int],
+    *,
+    everything: bool = False,
 ) -> None:
     """Paimon's ExpireChangelogImpl: delete the long-lived changelogs beyond the changelog retention.
 
     Candidates: the metadata of changelogs [begin, end) (changelog, delta and base manifest lists and
     their manifests), the files their changelog manifests add, and every file their delta
     manifests name; minus what every retained snapshot, tag, branch and changelog needs. A dry run
-    plans with the changelogs the snapshot expiry would have written (`writable`).
+    plans with the changelogs the snapshot expiry would have written (`writable`). `everything`
+    (expire-changelogs' `delete_all`, Paimon's `expireAll`): every long-lived changelog goes.
     """
     table, record, log = deletion.table, deletion.record, deletion.log
     existing = _existing_changelogs(deletion)
     to_write = [] if not deletion.dry_run else sorted(i for i in writable if i not in existing)
     changelog_ids = sorted(existing | set(to_write))
     assert_small(len(changelog_ids), SNAPSHOT_LIMIT, "changelog ids")
-    cplan = plan_changelog_range(
-        changelog_ids,
-        _changelog_time(table),
-        settings,
-        plan.latest,
-        consumer_next,
-        table.file_io.io_parallelism,
-    )
+    if everything and changelog_ids:
+        first, last = changelog_ids[0], changelog_ids[-1]
+        cplan: ExpireRange | None = ExpireRange(first, last, first, last + 1, "delete_all")
+    else:
+        cplan = plan_changelog_range(
+            changelog_ids,
+            _changelog_time(table),
+            settings,
+            plan.latest,
+            consumer_next,
+            table.file_io.io_parallelism,
+        )
     if cplan is None or cplan.count == 0:
         log.info(
             "no long-lived changelog to expire (%s)",

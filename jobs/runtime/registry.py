@@ -96,6 +96,11 @@ register(
 )
 register("clear-consumers", "jobs.clear_consumers", "delete streaming consumers by include/exclude regex")
 register(
+    "expire-changelogs",
+    "jobs.expire_changelogs",
+    "expire long-lived (decoupled) changelogs and the files only they used",
+)
+register(
     "purge-files",
     "jobs.purge_files",
     "delete every data and metadata file of a table except its schema (confirm: true)",

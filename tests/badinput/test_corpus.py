@@ -63,12 +63,14 @@ JOBS: dict[str, dict] = {
     # consumers: reset-consumer reads the snapshot it points at (the latest, 4), clear-consumers none
     "reset-consumer": {"consumer_id": "stream-1", "next_snapshot": 4},
     "clear-consumers": {"include": "stream-.*"},
+    # the corpus table has no long-lived changelog: it stops at the table's checks or finds none
+    "expire-changelogs": {"retain_max": 1, "retain_min": 1},
 }
 # Branch jobs whose branch the corpus table lacks: exit 2 on a clean table, so no hint comparison.
 NEEDS_A_BRANCH = {"rename-branch", "fast-forward"}
 # Jobs that read no manifest here, so the broken-manifest cases cannot reach them.
 BRANCH_JOBS = {"create-branch", "delete-branch", *NEEDS_A_BRANCH}
-CONSUMER_JOBS = {"reset-consumer", "clear-consumers"}
+CONSUMER_JOBS = {"reset-consumer", "clear-consumers", "expire-changelogs"}
 REPAIR_JOBS = {"purge-files", "remove-unexisting-manifests"}
 READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags", *REPAIR_JOBS, *CONSUMER_JOBS, *BRANCH_JOBS}
 MANIFEST_CASES = {"truncated-manifest", "manifest-list-names-a-missing-manifest"}

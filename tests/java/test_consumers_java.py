@@ -17,7 +17,11 @@ import pytest
 
 from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
 from paimon_format.consumers import ConsumerManager
-from tests.support.table_states import append_rows, batch, build_sample_table, open_table
+from paimon_format.storage.fileio import FileIO
+from paimon_format.table import Table
+from tests.java.helpers import assert_reads_kept, files_under, run_job
+from tests.java.tables import copy_warehouse
+from tests.support.table_states import append_rows, batch, build_sample_table, missing_needed, open_table
 
 pytestmark = pytest.mark.java
 
@@ -55,3 +59,23 @@ def test_a_java_streaming_consumer_keeps_reading_after_our_expiry_until_it_goes_
     assert table.snapshot_manager.snapshot_ids() == [7]
     # a reader with that id starts over from the latest snapshot: nothing was held for it
     assert java_paimon.stream_consumer(table.path, "stream-1") == {"rows": 42, "next": 8}
+
+
+def test_expire_changelogs_leaves_what_javas_changelog_expiry_leaves(
+    spark_session, java_paimon, java_templates, tmp_path
+):
+    """Differential on the Java-written pk_changelog table (long-lived changelogs 5-7, snapshots 8-9):
+    our expire-changelogs and Paimon's ExpireChangelogImpl with the same retention on two copies."""
+    template, tables = java_templates
+    table = tables["pk_changelog"]
+    ours = copy_warehouse(template, str(tmp_path / "ours"))
+    java = copy_warehouse(template, str(tmp_path / "java"))
+    config = {"warehouse": ours, "table": table.identifier, "retain_max": 3, "retain_min": 1}
+    code, record = run_job(tmp_path / "run", "expire-changelogs", config)
+    assert code == 0, record.get("error")
+    expired = java_paimon.expire_changelog(table.path(java), changelog_retain_max=3, changelog_retain_min=1)
+    assert record["counts"]["changelogs_expired"] == expired > 0
+    hints = {"changelog/EARLIEST", "changelog/LATEST", "snapshot/EARLIEST", "snapshot/LATEST"}
+    assert files_under(table.path(ours)) - hints == files_under(table.path(java)) - hints
+    assert_reads_kept(java_paimon, table, ours)
+    assert missing_needed(Table(FileIO.for_path(table.path(ours)), table.path(ours))) == set()
