@@ -7,12 +7,14 @@ is never lost:
 
 1. create `tag/tag-<to>` (only when absent) with the old tag's bytes: a crash leaves both names, each
    reading the same snapshot; a rerun finds the new name holding the same bytes and goes on;
-2. delete `tag/tag-<from>`; a rerun after that finds no `from_tag` and is exit 2 naming it.
+2. delete `tag/tag-<from>`; a rerun after that finds no `from_tag` but `to_tag`: the rename is done,
+   so it changes nothing and ends with exit 0 (`details.rename.already_done`).
 
 Nothing is deleted but the old tag file, so no data file can go missing. Bad input (exit 2): an
-unknown `from_tag`, a `to_tag` that exists with other content, invalid names, the same name twice.
-A racing writer (exit 3): the old tag was replaced or deleted, or `to_tag` created with other
-content, while this ran; the old tag is then left as it is. Runs on the driver alone (no Spark).
+unknown `from_tag` (when `to_tag` does not exist either), a `to_tag` that exists with other content,
+invalid names, the same name twice. A racing writer (exit 3): the old tag was replaced or deleted,
+or `to_tag` created with other content, while this ran; the old tag is then left as it is. Runs on
+the driver alone (no Spark).
 
 Spark-submit entry: `spark-submit jobs/rename_tag.py --config conf/rename-tag.yaml`.
 """
@@ -110,6 +112,11 @@ def rename_tag(
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     manager, source, target = table.tag_manager, request.from_tag, request.to_tag
     data = _read_or_none(manager, source)
+    if data is None and manager.tag_exists(target):
+        log.warning("tag %r does not exist and %r does: renamed already, nothing to do", source, target)
+        record.details["rename"] = {"from": source, "to": target, "already_done": True}
+        record.count("tags_renamed", 0)
+        return record
     if data is None:
         raise BadInputError(
             f"{manager.tag_path(source)}: tag {source!r} does not exist (tags: {manager.tag_names()[:20]})"

@@ -50,6 +50,9 @@ JOBS: dict[str, dict] = {
     "delete-tag": {"tags": ["t2"]},
     "expire-tags": {"older_than": "1 ms"},
     "rollback": {"to_snapshot": 3},
+    # issue 30 tags: t2 on snapshot 2 (which exists): tag and snapshot files only, no manifest
+    "rename-tag": {"from_tag": "t2", "to_tag": "t2-renamed"},
+    "replace-tag": {"tag": "t2", "snapshot": 4},
     "remove-unexisting-files": {"max_missing_ratio": 0.5},
     # issue 30: the corpus table has no branch; these stop at the table's checks or at the branch
     "create-branch": {"branch": "new-branch"},
@@ -72,7 +75,8 @@ NEEDS_A_BRANCH = {"rename-branch", "fast-forward"}
 BRANCH_JOBS = {"create-branch", "delete-branch", *NEEDS_A_BRANCH}
 CONSUMER_JOBS = {"reset-consumer", "clear-consumers", "expire-changelogs"}
 REPAIR_JOBS = {"purge-files", "remove-unexisting-manifests"}
-READS_NO_MANIFEST = {"create-tag", "delete-tag", "expire-tags", *REPAIR_JOBS, *CONSUMER_JOBS, *BRANCH_JOBS}
+TAG_JOBS = {"create-tag", "delete-tag", "expire-tags", "rename-tag", "replace-tag"}
+READS_NO_MANIFEST = {*TAG_JOBS, *REPAIR_JOBS, *CONSUMER_JOBS, *BRANCH_JOBS}
 MANIFEST_CASES = {"truncated-manifest", "manifest-list-names-a-missing-manifest"}
 # Jobs for which a table that does not exist yet is no error (write creates it).
 CREATES_TABLES = {"write"}

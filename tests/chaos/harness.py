@@ -178,6 +178,22 @@ JOBS: dict[str, ChaosJob] = {
         ci=False,
         named_steps=("rename-branch:copied",),
     ),
+    # issue 30 tags: t2 gets a new name (a rerun after the old name went finds it renamed: exit 0)
+    "rename-tag": ChaosJob({"from_tag": "t2", "to_tag": "t2-renamed"}, ci=False),
+    # t2 (its snapshot 2 expired) moves to snapshot 4: the lists only it named go after the overwrite
+    "replace-tag": ChaosJob(
+        {"tag": "t2", "snapshot": 4},
+        same_files=True,
+        setup="expire_first_two",
+        ci=False,
+        named_steps=(
+            "replace-tag:old-tag-parked",
+            "replace-tag:tag-replaced",
+            "replace-tag:files-deleted",
+            "replace-tag:manifests-deleted",
+            "replace-tag:manifest-lists-deleted",
+        ),
+    ),
     # main becomes branch b: main's snapshots 2-6 are replaced by b's, the files only they used go
     "fast-forward": ChaosJob(
         {"branch": "b"},

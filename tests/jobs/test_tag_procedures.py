@@ -110,8 +110,11 @@ def test_rename_tag_keeps_the_bytes_and_reads_as_before(small_table, tmp_path):
     assert Path(table.tag_manager.tag_path("renamed")).read_bytes() == old_bytes  # retention kept
     assert _rows_at_tag(warehouse, "renamed") == rows
     assert missing_needed(table) == set() and unreferenced(table) == set()
+    renamed = fingerprint(warehouse)
+    again = rename_tag(table, RenameTagRequest("kept", "renamed"))  # a rerun after it finished
+    assert again.details["rename"]["already_done"] and fingerprint(warehouse) == renamed
     with pytest.raises(BadInputError, match="tag 'kept' does not exist"):
-        rename_tag(table, RenameTagRequest("kept", "renamed"))
+        rename_tag(table, RenameTagRequest("kept", "other"))
     with pytest.raises(BadInputError, match="tag 't2' already exists"):
         rename_tag(table, RenameTagRequest("renamed", "t2"))
 
