@@ -10,8 +10,9 @@ deletes it once that time has passed.
 
 The file is created atomically and only when absent: an existing name is exit 2 unless
 `replace: true`, which overwrites it atomically (files only the old tag used are then left to
-remove-orphan-files, as after Paimon's replaceTag). Nothing is deleted, so there is no crash
-ordering to keep: a crash leaves the tag written or not. Runs on the driver alone (no Spark).
+remove-orphan-files, as after Paimon's replaceTag; the replace-tag job deletes them too). Nothing
+is deleted, so there is no crash ordering to keep: a crash leaves the tag written or not. Runs on
+the driver alone (no Spark).
 
 Spark-submit entry: `spark-submit jobs/create_tag.py --config conf/create-tag.yaml`.
 """
