@@ -68,9 +68,7 @@ register(
 )
 register("delete-tag", "jobs.delete_tag", "delete tags by name or glob and the files only they used")
 register("rename-tag", "jobs.rename_tag", "rename a tag (the new tag file first, then the old one goes)")
-register(
-    "replace-tag", "jobs.replace_tag", "point a tag at another snapshot; files only the old tag used go"
-)
+register("replace-tag", "jobs.replace_tag", "point a tag at another snapshot; files only the old tag used go")
 register("expire-tags", "jobs.expire_tags", "delete tags past their retention or beyond tag.num-retained-max")
 register(
     "rollback",
@@ -91,9 +89,7 @@ register(
     "jobs.mark_partition_done",
     "mark partitions done (Paimon's _SUCCESS file), by spec or partition.idle-time-to-done",
 )
-register(
-    "reset-consumer", "jobs.reset_consumer", "set a streaming consumer's next snapshot, or delete it"
-)
+register("reset-consumer", "jobs.reset_consumer", "set a streaming consumer's next snapshot, or delete it")
 register("clear-consumers", "jobs.clear_consumers", "delete streaming consumers by include/exclude regex")
 register(
     "expire-changelogs",

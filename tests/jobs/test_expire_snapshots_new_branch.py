@@ -28,7 +28,9 @@ def test_a_branch_made_from_an_expiring_snapshot_during_the_run_keeps_its_files(
     previous = crash_points.set_crash_handler(user_creates_a_branch)
     try:
         with pytest.raises(SafetyRefusal, match="branches \\['b'\\] were created"):
-            expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, retain_max=1, older_than=FUTURE))
+            expire_snapshots(
+                spark_session, table, ExpiryRequest(retain_min=1, retain_max=1, older_than=FUTURE)
+            )
     finally:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()

@@ -13,8 +13,8 @@ from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.in_flight import (
     allowed_in_flight,
     map_in_flight,
-    stream_in_flight,
     note_throttled,
+    stream_in_flight,
     throttled_requests,
 )
 
