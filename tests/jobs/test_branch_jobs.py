@@ -330,10 +330,17 @@ def test_fast_forward_keeps_a_schema_a_kept_main_snapshot_uses(warehouse):
     from jobs.fast_forward import _schemas_to_drop
 
     snapshots = {3: SimpleNamespace(schema_id=0), 4: SimpleNamespace(schema_id=1)}
+    changelogs: dict[int, SimpleNamespace] = {}
     table = SimpleNamespace(
-        snapshot_manager=SimpleNamespace(snapshot=snapshots.__getitem__),
+        snapshot_manager=SimpleNamespace(
+            snapshot=snapshots.__getitem__,
+            changelog_ids=lambda: sorted(changelogs),
+            changelog=changelogs.__getitem__,
+        ),
         schema_manager=SimpleNamespace(list_ids=lambda: [0, 1, 2]),
     )
     tags = {"t3": SimpleNamespace(id=3, schema_id=0)}
     assert _schemas_to_drop(table, 0, {0: b"{}"}, [3, 4], tags, earliest=5) == [2]
     assert _schemas_to_drop(table, 0, {0: b"{}"}, [], {}, earliest=5) == [1, 2]  # nothing kept uses them
+    changelogs[2] = SimpleNamespace(schema_id=2)  # a long-lived changelog main keeps, at schema 2
+    assert _schemas_to_drop(table, 0, {0: b"{}"}, [], {}, earliest=5) == []
