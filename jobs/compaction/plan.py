@@ -26,6 +26,7 @@ import pyarrow as pa
 from jobs.partitions.scan import manifest_frame
 from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small
 from paimon_format.compaction.rules import BucketFile, CompactionSettings, pick_bins
+from paimon_format.compaction.universal import Placement, placement_of
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.index.deletion_vectors import DeletionFile
 from paimon_format.manifest.codec import decode_manifest
@@ -244,7 +245,14 @@ def _plan_bins_task(
             metas = [f.meta for f in chosen]
             out.append(
                 _bin_row(
-                    partitions[start], buckets[start], totals[start], index, metas, len(files), bucket_vectors
+                    partitions[start],
+                    buckets[start],
+                    totals[start],
+                    index,
+                    metas,
+                    len(files),
+                    bucket_vectors,
+                    placement_of(chosen),
                 )
             )
         if len(out) >= 256:
@@ -283,8 +291,10 @@ def _bin_row(
     metas: list[DataFileMeta],
     bucket_files: int,
     bucket_vectors: Mapping[str, DeletionFile],
+    placement: Placement | None = None,
 ) -> dict[str, Any]:
-    """One bin's row: its summary columns, and its files with their deletion files as the payload."""
+    """One bin's row: its summary columns, and as the payload its files, their deletion files and
+    where a primary-key bin's output goes (None: the top level)."""
     return {
         "partition": partition,
         "bucket": bucket,
@@ -298,6 +308,7 @@ def _bin_row(
             (
                 metas,
                 {m.file_name: bucket_vectors[m.file_name] for m in metas if m.file_name in bucket_vectors},
+                placement,
             )
         ),
         "error": None,

@@ -139,6 +139,8 @@ def _rewrite_bins(
 ) -> tuple[RDD[tuple[int, Any]], Accumulator[int], Accumulator[int]]:
     """The persisted (lazy) RDD of rewritten bins, one task per bin, and its progress counters.
 
+    A bin's payload is (inputs, deletion files, placement): see `plan._bin_row`.
+
     An item is key -> (partition, bucket, total buckets, inputs, outputs, changelog files): the
     file lists stay on the executors, the driver sees `BinResult` counts."""
     from pyspark import StorageLevel  # pyspark: loaded when the job runs, not on import (--help)
@@ -160,14 +162,12 @@ def _rewrite_bins(
             (key, part, bucket, total, *pickle.loads(payload))
             for key, (part, bucket, total, payload) in items
         ]
-        ahead = (
-            (part, bucket, meta) for _k, part, bucket, _t, inputs, _d in bins for meta in read_order(inputs)
-        )
+        ahead = ((b[1], b[2], meta) for b in bins for meta in read_order(b[4]))
         done = []
         with prefetch_data_files(table, ahead) as prefetch, Uploads(table.file_io) as uploads:
-            for key, partition, bucket, total_buckets, inputs, deletion_files in bins:
+            for key, partition, bucket, total_buckets, inputs, deletion_files, placement in bins:
                 output = rewrite_bin(
-                    table, partition, bucket, inputs, spec, deletion_files, prefetch, uploads
+                    table, partition, bucket, inputs, spec, deletion_files, prefetch, uploads, placement
                 )
                 rewritten_bins.add(1)
                 rewritten_rows.add(sum(meta.row_count for meta in inputs))

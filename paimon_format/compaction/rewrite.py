@@ -10,12 +10,16 @@ first input's, as Paimon's append compaction numbers them, so a fixed bucket kee
 `order_by` sorts the bin's rows by columns first (`order`), or by a Z-order value interleaving
 the bits of the columns' ranks (`zorder`), to cluster the data for file pruning.
 
-Primary-key bins: the bucket's sorted runs are merged by key with the table's merge engine
-(`paimon_format.merge.sorted_runs`), retractions dropped since the output goes to the top level, and the
-merged rows are written with their original sequence numbers and value kinds at level
-`num-levels - 1`, rolled at the target size. On tables whose changelog Paimon produces while it
-compacts (`changelog-producer` lookup / full-compaction) the same merge also yields the changelog
-of the rewrite (`paimon_format.compaction.changelog`), written into changelog files alongside.
+Primary-key bins: the bin's sorted runs are merged by key with the table's merge engine
+(`paimon_format.merge.sorted_runs`) and the merged rows are written with their original sequence
+numbers and value kinds, rolled at the target size, at the bin's output level: the top level
+`num-levels - 1` for a full compaction, the level its runs belong to for a minor one
+(`universal.Placement`). Retractions are dropped only where the placement allows it (no older
+row of the key can remain below the output); otherwise they are written again so they still
+cancel what they retract. On tables whose changelog Paimon produces while it compacts
+(`changelog-producer` lookup / full-compaction) the same merge also yields the changelog of the
+rewrite (`paimon_format.compaction.changelog`), written into changelog files alongside; the
+full-compaction producer only when the output is the top level, as Paimon's rewriter.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.compaction.changelog import CHANGELOG_FILE_SOURCE, ChangelogSink, changelog_rule
+from paimon_format.compaction.universal import Placement
 from paimon_format.data.conform import conform
 from paimon_format.data.prefetch import Prefetch
 from paimon_format.data.reader import read_data_file
@@ -76,6 +81,7 @@ def rewrite_bin(
     deletion_files: Mapping[str, DeletionFile] | None = None,
     prefetch: Prefetch | None = None,
     uploads: Uploads | None = None,
+    placement: Placement | None = None,
 ) -> BinOutput:
     """Write the bin's rows into new files and return their metadata; nothing is committed here.
 
@@ -83,7 +89,8 @@ def rewrite_bin(
     written again, so the new files need no deletion vectors. `prefetch`: the task's read-ahead
     (`data.reader.prefetch_data_files` over `read_order`): next inputs in flight while one decodes.
     `uploads`: the task's background uploads (`data.uploads`): the files returned may still be
-    uploading until its `wait`, which the task calls before its results leave it.
+    uploading until its `wait`, which the task calls before its results leave it. `placement`: a
+    primary-key bin's output level and whether it drops retractions (None: the top level, dropped).
     On any failure the files written so far (data and changelog) are deleted, then it is raised.
     """
     schema = table.schema
@@ -91,12 +98,22 @@ def rewrite_bin(
     primary_key = bool(schema.primary_keys)
     ordered = read_order(files)
     deleted = read_deletion_vectors(table, deletion_files) if deletion_files else {}
-    writer, sink = _bin_writers(table, partition, bucket, ordered, spec, options, uploads)
+    placement = placement or Placement(spec.top_level, True)
+    writer, sink = _bin_writers(table, partition, bucket, ordered, spec, options, uploads, placement)
     try:
         if primary_key:
             layout = file_arrow_schema(schema, options)
             merged = _merged_key_values(
-                table, partition, bucket, ordered, options, spec, deleted, sink, prefetch
+                table,
+                partition,
+                bucket,
+                ordered,
+                options,
+                spec,
+                deleted,
+                sink,
+                prefetch,
+                placement.drop_deletes,
             )
             for batch in merged:
                 rows = pa.Table.from_batches([batch])
@@ -127,8 +144,10 @@ def _bin_writers(
     spec: RewriteSpec,
     options: CoreOptions,
     uploads: Uploads | None,
+    placement: Placement,
 ) -> tuple[BucketWriter, ChangelogSink | None]:
-    """The bin's data writer, and its changelog sink on tables whose changelog compaction produces."""
+    """The bin's data writer, and its changelog sink on tables whose changelog compaction produces
+    (the full-compaction producer: only a compaction into the top level)."""
     schema = table.schema
     primary_key = bool(schema.primary_keys)
     writer = BucketWriter(
@@ -139,12 +158,14 @@ def _bin_writers(
         bucket,
         ordered[0].min_sequence_number if ordered else 0,
         options,
-        level=spec.top_level if primary_key else 0,
+        level=placement.output_level if primary_key else 0,
         file_source=COMPACT_FILE_SOURCE,
         target_file_size=spec.target_file_size,
         uploads=uploads,
     )
     rule = changelog_rule(schema, options, spec.top_level) if primary_key else None
+    if rule is not None and rule.producer == "full-compaction" and placement.output_level < spec.top_level:
+        rule = None
     if rule is None:
         return writer, None
     changelog_writer = BucketWriter(
@@ -155,7 +176,7 @@ def _bin_writers(
         bucket,
         0,
         options,
-        level=spec.top_level,
+        level=placement.output_level,
         file_source=CHANGELOG_FILE_SOURCE,
         target_file_size=spec.target_file_size,
         file_prefix=options.changelog_file_prefix,
@@ -201,9 +222,10 @@ def _merged_key_values(
     deleted: Mapping[str, Any],
     sink: ChangelogSink | None = None,
     prefetch: Prefetch | None = None,
+    drop_deletes: bool = True,
 ) -> Iterator[pa.RecordBatch]:
-    """The bucket's rows merged by key, retractions dropped; the run levels go to the merge (a
-    lookup table's merge keeps one row above level 0 per key) and each window to `sink`."""
+    """The bin's rows merged by key, retractions dropped when `drop_deletes`; the run levels go to
+    the merge (a lookup table's merge keeps one row above level 0 per key) and each window to `sink`."""
 
     def run_batches(run: Sequence[DataFileMeta]) -> Iterator[pa.RecordBatch]:
         return itertools.chain.from_iterable(
@@ -226,7 +248,7 @@ def _merged_key_values(
         [run_batches(run) for run in file_runs],
         table.schema,
         options,
-        drop_deletes=True,
+        drop_deletes=drop_deletes,
         batch_rows=spec.batch_rows,
         run_levels=[run[0].level for run in file_runs],
         on_window=sink,

@@ -29,100 +29,40 @@ Deletion vectors: an append bucket with any deletion vector is rewritten whole (
 vectors applied), so all of the bucket's deletion-vector index entries leave the index manifest
 together; Paimon instead groups files by index file and rewrites the index file's remainder.
 
-Primary-key tables: a bucket is fully compacted (all its sorted runs merged into the top level
-`num-levels - 1`) when it has more than one file, a file below the top level, or a deletion vector.
-That is also the minor strategy for now: Paimon's universal compaction picking is not implemented.
+Primary-key tables: `strategy: full` compacts a bucket fully (all its sorted runs merged into the
+top level `num-levels - 1`) when it has more than one file, a file below the top level, or a
+deletion vector. `strategy: minor` picks as Paimon's writer does (universal compaction, with
+`ForceUpLevel0Compaction` where the table needs lookup): at most one unit of the bucket's newest
+sorted runs per run of the job, written at the level those runs belong to (`universal`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from paimon_format.manifest.entries import DataFileMeta
-from paimon_format.model.options import CoreOptions, parse_memory_size
+from paimon_format.compaction.settings import (
+    DELETE_RATIO_THRESHOLD,
+    MIN_FILE_NUM,
+    NUM_LEVELS,
+    OPEN_FILE_COST,
+    SMALL_FILE_RATIO,
+    BucketFile,
+    CompactionSettingError,
+    CompactionSettings,
+)
+from paimon_format.compaction.universal import pick_primary_key_minor
 
-MIN_FILE_NUM = "compaction.min.file-num"
-SMALL_FILE_RATIO = "compaction.small-file-ratio"
-DELETE_RATIO_THRESHOLD = "compaction.delete-ratio-threshold"
-OPEN_FILE_COST = "source.split.open-file-cost"
-NUM_LEVELS = "num-levels"
-
-
-class CompactionSettingError(ValueError):
-    """A compaction option of the table (or the job) that cannot be used."""
-
-
-@dataclass(frozen=True)
-class CompactionSettings:
-    """The options the picking rules use, with Paimon's defaults (`CoreOptions`)."""
-
-    target_file_size: int
-    small_file_ratio: float = 0.7
-    min_file_num: int = 5
-    open_file_cost: int = 4 * 1024 * 1024
-    delete_ratio_threshold: float = 0.2
-    num_levels: int = 6
-
-    @property
-    def compaction_file_size(self) -> int:
-        """Files from this size on are large enough to be left alone (`compactionFileSize`)."""
-        return int(self.target_file_size * self.small_file_ratio)
-
-    @property
-    def top_level(self) -> int:
-        return self.num_levels - 1
-
-    @staticmethod
-    def of(
-        options: Mapping[str, str], has_primary_key: bool, target_file_size: str | None = None
-    ) -> CompactionSettings:
-        """Settings from a table's explicit options; `target_file_size` (job config) overrides the table's."""
-        core = options if isinstance(options, CoreOptions) else CoreOptions(options)
-
-        def number(key: str, parse, default, low):
-            raw = core.get(key)
-            if raw is None:
-                return default
-            try:
-                value = parse(str(raw).strip())
-            except ValueError:
-                raise CompactionSettingError(f"table option {key}={raw!r} is not a valid value") from None
-            if value < low:
-                raise CompactionSettingError(f"table option {key}={raw!r} must be at least {low}")
-            return value
-
-        try:
-            target = (
-                parse_memory_size(target_file_size)
-                if target_file_size is not None
-                else core.target_file_size(has_primary_key)
-            )
-        except ValueError as error:
-            raise CompactionSettingError(f"target-file-size: {error}") from None
-        if target <= 0:
-            raise CompactionSettingError("target-file-size must be positive")
-        trigger = number("num-sorted-run.compaction-trigger", int, 5, 1)
-        return CompactionSettings(
-            target_file_size=target,
-            small_file_ratio=number(SMALL_FILE_RATIO, float, 0.7, 0.0),
-            min_file_num=number(MIN_FILE_NUM, int, 5, 1),
-            open_file_cost=number(OPEN_FILE_COST, parse_memory_size, 4 * 1024 * 1024, 0),
-            delete_ratio_threshold=number(DELETE_RATIO_THRESHOLD, float, 0.2, 0.0),
-            num_levels=max(number(NUM_LEVELS, int, trigger + 1, 1), 2),
-        )
-
-
-@dataclass(frozen=True)
-class BucketFile:
-    """One live file of a bucket as the rules see it; `deleted_rows` from its deletion vector (None: none)."""
-
-    meta: DataFileMeta
-    deleted_rows: int | None = None
-
-    @property
-    def has_deletion_vector(self) -> bool:
-        return self.deleted_rows is not None
+__all__ = [
+    "DELETE_RATIO_THRESHOLD",
+    "MIN_FILE_NUM",
+    "NUM_LEVELS",
+    "OPEN_FILE_COST",
+    "SMALL_FILE_RATIO",
+    "BucketFile",
+    "CompactionSettingError",
+    "CompactionSettings",
+    "pick_bins",
+]
 
 
 def _mostly_deleted(file: BucketFile, settings: CompactionSettings) -> bool:
@@ -204,9 +144,10 @@ def pick_bins(
     unaware_bucket: bool,
     full: bool,
 ) -> list[list[BucketFile]]:
-    """The bins of one (partition, bucket), by table kind and strategy."""
+    """The bins of one (partition, bucket), by table kind and strategy. A primary-key minor bin is a
+    `universal.PlacedBin` carrying its output level (`universal.placement_of`)."""
     if primary_key:
-        return pick_primary_key_bucket(files, settings)
+        return pick_primary_key_bucket(files, settings) if full else pick_primary_key_minor(files, settings)
     if any(f.has_deletion_vector for f in files):
         return [list(files)]  # the bucket's deletion-vector index entries go as a whole
     if unaware_bucket:
