@@ -21,7 +21,9 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
               MiB in (request bodies) and out (response bodies), peak in flight, throttled (503:
               the proxy's count / the run record's details.storage.throttled_requests)
   fewest      the requests the job needs at the fewest (scripts/s3bench/jobs.py says how, per job)
-  floor s     fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
+  floor s     the larger of fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
+              and round trips x latency: the chain of requests that must wait for each other
+              (a list before the manifests it names; scripts/s3bench/jobs.py gives each job's chain)
   added s     wall s - @0 s: what the latency added to the job (the floor is what it must add at least)
   add/floor   added s / floor s: how close the latency's cost comes to the floor, moto's own time
               (the @0 run: it serves requests one at a time, a few ms each) left out

@@ -9,6 +9,13 @@ facts the builder counted (scripts/s3bench/tables.py), never from what a run sen
 - every file it writes is one PUT; deletes go in DeleteObjects batches of 1,000 keys;
 - READ_LATEST: the latest snapshot's chain, LATEST hint + snapshot + schema + base and delta list;
 - COMMIT: a new manifest, its base and delta list, the snapshot (a conditional PUT), the LATEST hint.
+
+The round trips are the longest chain of requests that must wait for each other however many are in
+flight: a manifest cannot be read before the list that names it, a snapshot file is deleted only after
+the older one (ids never get a hole). With unlimited requests in flight a job still takes its chain
+times the latency, so its floor is the larger of the two: fewest x latency / in-flight limit, and
+round trips x latency. Each chain below names its steps; requests that need nothing from each other
+(the snapshots, tags and schema read together) are one step.
 """
 
 from __future__ import annotations
@@ -30,6 +37,12 @@ READ_LATEST = 5
 # it answers whether it exists.
 FIND_LATEST = 2
 COMMIT = 5
+# The commit's dependent steps: the new manifest, then the lists naming it (base and delta together),
+# the snapshot naming them, the LATEST hint naming the snapshot.
+COMMIT_CHAIN = 4
+# Reading the latest: the LATEST hint, the snapshot it names, then its lists and the schema together,
+# then the manifests the lists name.
+READ_LATEST_CHAIN = 4
 PAGE = 1000
 MANIFEST_TARGET = 8 * 2**20  # manifest.target-file-size's default
 MERGE_MIN_COUNT = 30  # manifest.merge-min-count's default
@@ -63,6 +76,61 @@ def expire_snapshots_fewest(f: Facts) -> int:
     per_snapshot = -(-t.manifests // t.snapshots)  # bench_tables.commit_manifest_snapshots' shares
     retained_delta = t.manifests - expired * per_snapshot
     return 6 + 2 + t.snapshots + t.tags + 1 + t.lists + retained_delta + batches(2 * expired) + expired + 1
+
+
+def expire_snapshots_round_trips(f: Facts) -> int:
+    """List the directories; read the snapshots, tags and schema; the lists; the retained delta's
+    manifests; list tag/ and branch/ again; delete the lists' batch; then each expired snapshot file
+    after the one before it; write EARLIEST."""
+    return 5 + 1 + (f["maintenance"].snapshots - 1) + 1
+
+
+def orphans_dry_round_trips(f: Facts) -> int:
+    """List the root; list the key ranges, each a chain of its pages (about a tenth of the pages per
+    range: jobs/deletion/prefix_listing.range_budget); only then enumerate the roots (a root made
+    during the listing must be seen), read them, their lists and the manifests."""
+    pages = batches(f["maintenance"].objects)
+    ranges = max(1, min(64, pages // 10))
+    return 1 + math.ceil(pages / ranges) + 1 + 1 + 1 + 1
+
+
+def orphans_round_trips(f: Facts) -> int:
+    """The dry run's chain, then the delete batches (all in flight at once)."""
+    return orphans_dry_round_trips(f) + 1
+
+
+def compact_manifests_round_trips(f: Facts) -> int:
+    """Read the latest chain, write the merged manifests, then the lists, the snapshot, the hint."""
+    return READ_LATEST_CHAIN + 1 + COMMIT_CHAIN - 1
+
+
+def partition_commit_round_trips(f: Facts) -> int:
+    """drop-partition and expire-partitions: read the latest chain, then commit, whose merge of the
+    small manifests reads them (one step) before it writes the merged manifest."""
+    return READ_LATEST_CHAIN + 1 + COMMIT_CHAIN
+
+
+def expire_tags_round_trips(f: Facts) -> int:
+    """List tag/, schema/ and tag-deletion/; read the tags and the schema; read the tags' snapshot;
+    delete the expired tags' batch."""
+    return 4
+
+
+def compact_round_trips(f: Facts) -> int:
+    """Find the latest (the hint, then HEAD of the next id), read its chain, read the data files (all
+    in flight), write the outputs, commit."""
+    return 2 + READ_LATEST_CHAIN + 1 + 1 + COMMIT_CHAIN
+
+
+def write_round_trips(f: Facts) -> int:
+    """List the source, read its files, list schema/ (no table yet), write the schema, write the data
+    files, find the latest (the hint, then a listing), commit."""
+    return 5 + 2 + COMMIT_CHAIN
+
+
+def read_table_round_trips(f: Facts) -> int:
+    """Find the latest (the hint, then HEAD of the next id), read its chain, read the data files."""
+    return 2 + READ_LATEST_CHAIN + 1
 
 
 def orphans_dry_fewest(f: Facts) -> int:
@@ -165,6 +233,7 @@ class Job:
     operation: str  # `python -m jobs <operation>`, or read_table (scripts/s3bench/read_job.py)
     table: str  # which table (Facts key); `write` writes a new table
     fewest: Callable[[Facts], int]
+    round_trips: Callable[[Facts], int]
     settings: dict[str, Any] = field(default_factory=dict)
     dry_run: bool = False
     destructive: bool = True  # runs on a fresh copy of its table's bucket
@@ -180,6 +249,7 @@ def all_jobs() -> list[Job]:
             "expire-snapshots",
             maintenance,
             expire_snapshots_fewest,
+            expire_snapshots_round_trips,
             {"retain_min": 1, "retain_max": 1, "older_than": future, "max_deletes": 1000},
             has_local=True,
         ),
@@ -188,6 +258,7 @@ def all_jobs() -> list[Job]:
             "remove-orphan-files",
             maintenance,
             orphans_dry_fewest,
+            orphans_dry_round_trips,
             {"older_than": "0 ms", "force": True},
             dry_run=True,
             destructive=False,
@@ -198,17 +269,24 @@ def all_jobs() -> list[Job]:
             "remove-orphan-files",
             maintenance,
             orphans_fewest,
+            orphans_round_trips,
             {"older_than": "0 ms", "force": True},
             has_local=True,
         ),
         Job(
-            "compact-manifests", "compact-manifests", maintenance, compact_manifests_fewest, {"mode": "full"}
+            "compact-manifests",
+            "compact-manifests",
+            maintenance,
+            compact_manifests_fewest,
+            compact_manifests_round_trips,
+            {"mode": "full"},
         ),
         Job(
             "compact-manifests partition",
             "compact-manifests",
             maintenance,
             compact_manifests_fewest,
+            compact_manifests_round_trips,
             {"mode": "full", "order": "partition"},
             has_local=True,
         ),
@@ -217,6 +295,7 @@ def all_jobs() -> list[Job]:
             "drop-partition",
             maintenance,
             drop_partition_fewest,
+            partition_commit_round_trips,
             {"where": f"dt < '{day_value(DROPPED_DAYS)}'"},
             has_local=True,
         ),
@@ -225,6 +304,7 @@ def all_jobs() -> list[Job]:
             "expire-partitions",
             maintenance,
             expire_partitions_fewest,
+            partition_commit_round_trips,
             {
                 "expiration_time": expiration_time(),
                 "strategy": "values-time",
@@ -234,22 +314,43 @@ def all_jobs() -> list[Job]:
             has_local=True,
         ),
         Job(
-            "expire-tags", "expire-tags", maintenance, expire_tags_fewest, {"num_retained_max": RETAINED_TAGS}
+            "expire-tags",
+            "expire-tags",
+            maintenance,
+            expire_tags_fewest,
+            expire_tags_round_trips,
+            {"num_retained_max": RETAINED_TAGS},
         ),
-        Job("compact append", "compact", "append", compact_append_fewest, {"strategy": "full"}),
-        Job("compact pk", "compact", "pk", compact_pk_fewest, {}),
+        Job(
+            "compact append",
+            "compact",
+            "append",
+            compact_append_fewest,
+            compact_round_trips,
+            {"strategy": "full"},
+        ),
+        Job("compact pk", "compact", "pk", compact_pk_fewest, compact_round_trips, {}),
         Job(
             "write",
             "write",
             "write",
             write_fewest,
+            write_round_trips,
             {
                 "mode": "append",
                 "source": {"format": "parquet", "path": "s3://src-incoming/incoming/"},
                 "create": {"partition_keys": ["dt"], "options": {"bucket": "-1", "file.format": "parquet"}},
             },
         ),
-        Job("read_table", "read_table", "append", read_table_fewest, {}, destructive=False),
+        Job(
+            "read_table",
+            "read_table",
+            "append",
+            read_table_fewest,
+            read_table_round_trips,
+            {},
+            destructive=False,
+        ),
     ]
 
 
@@ -260,6 +361,7 @@ def with_spark(job: Job) -> Job:
         job.operation,
         job.table,
         job.fewest,
+        job.round_trips,
         {**job.settings, "local": "never"},
         job.dry_run,
         job.destructive,

@@ -145,7 +145,8 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
         return f"{job.name:<32} FAILED {run.error}"
     ledger, kinds = run.ledger, run.ledger["by_kind"]
     fewest = job.fewest(facts)
-    floor = fewest * run.latency_ms / 1000 / in_flight
+    # requests in flight bound the floor, and so does the chain of requests that wait for each other
+    floor = max(fewest / in_flight, job.round_trips(facts)) * run.latency_ms / 1000
     requests = ledger["requests"]
     zero_wall = f"{zero.wall_s:6.2f}" if zero and not zero.error else "     -"
     moto = zero.ledger if zero and not zero.error else ledger
