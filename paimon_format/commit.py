@@ -162,6 +162,7 @@ class _CommitRequest:
     prewritten_delta: PrewrittenDeltaBuilder | None
     drop_index_of: IndexEntryFilter | None
     add_index_entries: Sequence[IndexManifestEntry]
+    total_record_count: int | None = None
 
 
 class SnapshotCommit:
@@ -269,6 +270,7 @@ class SnapshotCommit:
         drop_index_of: PartitionFilter | None = None,
         drop_index_entries: IndexEntryFilter | None = None,
         add_index_entries: Sequence[IndexManifestEntry] = (),
+        total_record_count: int | None = None,
     ) -> Snapshot | None:
         """Run commit attempts until one lands, the changes conflict, or the retry budget is spent.
 
@@ -281,6 +283,8 @@ class SnapshotCommit:
         `drop_index_entries` removes single index entries (a compaction's deletion vectors of the
         files it rewrote). `add_index_entries` joins the new snapshot's index manifest (index files
         written before the commit, e.g. a deletion-vector file rewritten without a lost file's vector).
+        `total_record_count` replaces previous total + delta as the new snapshot's total (a repair that
+        drops manifests recounts the rows of the files left; its delta is empty).
         """
         request = _CommitRequest(
             build_delta=build_delta,
@@ -294,6 +298,7 @@ class SnapshotCommit:
             prewritten_delta=prewritten_delta,
             drop_index_of=_index_dropper(drop_index_of, drop_index_entries),
             add_index_entries=add_index_entries,
+            total_record_count=total_record_count,
         )
         options = self._options()
         started = time.monotonic()
@@ -379,6 +384,8 @@ class SnapshotCommit:
         if prewritten is not None:
             delta_rows += prewritten.record_count_delta
         previous_total = latest.total_record_count if latest else 0
+        if request.total_record_count is not None:
+            previous_total = request.total_record_count - delta_rows
         return Snapshot(
             id=(latest.id + 1) if latest else 1,
             schema_id=ctx.schema.id,

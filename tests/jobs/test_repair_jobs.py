@@ -149,6 +149,9 @@ def test_a_lost_manifest_leaves_the_latest_state_by_one_commit(tmp_path, capsys)
     record = json.loads(capsys.readouterr().out)
     assert record["snapshot_ids"]["committed"] == 5
     assert {row["id"] for row in our_read(table.path, ("snapshot", "5"))} == before - lost
+    # the total counts the rows left, not those of the lost manifest's files (as the dry run said)
+    assert open_table(warehouse).snapshot_manager.snapshot(5).total_record_count == len(before - lost)
+    assert dry["details"]["total_record_count"] == {"before": len(before), "after": len(before - lost)}
     assert main(["remove-unexisting-manifests", "--config", str(config)]) == 0  # rerun: nothing missing
     assert json.loads(capsys.readouterr().out)["counts"]["missing_manifests"] == 0
 
@@ -215,3 +218,35 @@ def test_a_crash_anywhere_in_the_commit_then_a_rerun_repairs(tmp_path, fault):
     latest = open_table(warehouse).snapshot_manager.latest_id()
     assert latest == 4 and record.counts["missing_manifests"] in (0, 1)
     assert {row["id"] for row in our_read(table.path, ("snapshot", "4"))} == before - lost
+
+
+def test_a_kept_manifest_deleting_a_lost_file_is_rewritten_without_that_delete(tmp_path):
+    """Snapshot 4 overwrites dt=2024-01-01: its delta deletes the files there that manifests 1-3
+    added. With manifest 1 lost, that DELETE would have no ADD (our reader refuses such a snapshot,
+    Java's next overwrite there fails): the delta manifest is rewritten without it."""
+    from jobs.remove_unexisting_manifests import remove_unexisting_manifests
+    from paimon_format.commit import CommitMessage
+    from paimon_format.data.writer import write_table_files
+    from paimon_format.model.binary_row import deserialize_row
+
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=3)
+    written = write_table_files(table.file_io, table.path, table.schema, batch(700, 2, days=1), 9000)
+    SnapshotCommit(table).overwrite(
+        [CommitMessage(partition, bucket, -1, files) for partition, bucket, files in written],
+        partition_filter=lambda p: deserialize_row(p, table.partition_types) == ["2024-01-01"],
+    )
+    before = {row["id"] for row in our_read(table.path, ("snapshot", "4"))}
+    _name, lost = lose_manifest(table, 0)
+    assert lost - before  # the lost manifest added files that snapshot 4 deleted
+    record = remove_unexisting_manifests(open_table(warehouse), max_missing_ratio=0.5)
+    rows = our_read(table.path, ("snapshot", "5"))
+    assert {row["id"] for row in rows} == before - lost
+    assert record.counts["dangling_deletes_dropped"] == 1 and record.counts["manifests_rewritten"] == 1
+    assert open_table(warehouse).snapshot_manager.snapshot(5).total_record_count == len(rows)
+    # and the table takes the next overwrite of that partition (its conflict check merges the base)
+    again = write_table_files(table.file_io, table.path, table.schema, batch(800, 2, days=1), 9100)
+    SnapshotCommit(open_table(warehouse)).overwrite(
+        [CommitMessage(partition, bucket, -1, files) for partition, bucket, files in again],
+        partition_filter=lambda p: deserialize_row(p, table.partition_types) == ["2024-01-01"],
+    )
