@@ -80,6 +80,11 @@ register("delete-branch", "jobs.delete_branch", "delete branches by name or glob
 register("rename-branch", "jobs.rename_branch", "rename a branch (its metadata moves, data files are shared)")
 register("fast-forward", "jobs.fast_forward", "make main the state of a branch, as Paimon's fast_forward")
 register(
+    "merge-branch",
+    "jobs.merge_branch",
+    "add a branch's new data files to main or another branch (append tables), as Paimon's merge_branch",
+)
+register(
     "remove-unexisting-files",
     "jobs.remove_unexisting_files",
     "repair: remove the latest snapshot's entries of lost data files (one commit)",

@@ -59,6 +59,7 @@ JOBS: dict[str, dict] = {
     "delete-branch": {"branches": ["tmp-*"], "strict": False},
     "rename-branch": {"from_branch": "b", "to_branch": "c"},
     "fast-forward": {"branch": "b"},
+    "merge-branch": {"source_branch": "b"},
     "mark-partition-done": {"partitions": [{"dt": "2024-01-02"}]},
     "purge-files": {"confirm": True},  # reads no manifest: it lists and deletes
     # checks manifests exist, never reads one (a missing one is what it repairs)
@@ -70,7 +71,7 @@ JOBS: dict[str, dict] = {
     "expire-changelogs": {"retain_max": 1, "retain_min": 1},
 }
 # Branch jobs whose branch the corpus table lacks: exit 2 on a clean table, so no hint comparison.
-NEEDS_A_BRANCH = {"rename-branch", "fast-forward"}
+NEEDS_A_BRANCH = {"rename-branch", "fast-forward", "merge-branch"}
 # Jobs that read no manifest here, so the broken-manifest cases cannot reach them.
 BRANCH_JOBS = {"create-branch", "delete-branch", *NEEDS_A_BRANCH}
 CONSUMER_JOBS = {"reset-consumer", "clear-consumers", "expire-changelogs"}

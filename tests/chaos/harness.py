@@ -43,6 +43,7 @@ from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage import faults
 from paimon_format.storage.faults import FaultPlan, SimulatedCrash
 from paimon_format.table import Table
+from tests.support.merge_tables import build_mergeable_table
 from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
@@ -215,6 +216,15 @@ JOBS: dict[str, ChaosJob] = {
     # consumers deleted one by one (a rerun deletes the rest)
     "reset-consumer": ChaosJob({"consumer_id": "chaos", "next_snapshot": 4}, ci=False),
     "clear-consumers": ChaosJob({"include": "etl-.*"}, setup="three_consumers", ci=False),
+    # issue 30: branch b's own files (600-602, 660-662) join main in one APPEND snapshot; a rerun after
+    # it landed finds nothing to add. On its own table (`mergeable_table`): the template's OVERWRITE
+    # snapshot 5 is a history Paimon's merge refuses
+    "merge-branch": ChaosJob(
+        {"source_branch": "b"},
+        setup="mergeable_table",
+        ci=False,
+        named_steps=("merge-branch:planned", "merge-branch:committed"),
+    ),
 }
 OLD = time.time() - 3 * 86400  # mtime of the planted orphans: older than any older_than floor
 ORPHAN_CLEANUP = {"older_than": "1s", "force": True}
@@ -348,6 +358,14 @@ def expire_first_two(table: Table) -> None:
     for snapshot_id in (1, 2):
         table.file_io.delete(manager.snapshot_path(snapshot_id))
     manager.write_earliest_hint(3)
+
+
+def mergeable_table(table: Table) -> None:
+    """The table replaced by one Paimon's branch merge accepts (`merge_tables.build_mergeable_table`:
+    append-only histories from snapshot 1, `branch-merge.enabled`), with the template's orphans."""
+    warehouse = table.path.rsplit("/", 2)[0]
+    shutil.rmtree(table.path)
+    plant_orphans(build_mergeable_table(warehouse))
 
 
 def three_consumers(table: Table) -> None:
