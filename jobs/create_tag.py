@@ -3,7 +3,9 @@
 The tagged snapshot is `snapshot` (an id that must still exist), the latest snapshot committed at or
 before `timestamp`, the latest snapshot whose watermark is at or before `watermark` (issue #30), or
 else the latest snapshot: by time or watermark the tag holds the table as it was at that moment
-(as Iceberg's and Delta's "as of" reads). The tag file `tag/tag-<name>` is the snapshot's JSON; with a
+(as Iceberg's and Delta's "as of" reads, and Paimon's rollback_to_timestamp; Paimon's
+create_tag_from_timestamp / _watermark take the earliest snapshot at or after instead: see
+docs/operations/create-tag.md). The tag file `tag/tag-<name>` is the snapshot's JSON; with a
 retention (`time_retained`, else the table's `tag.default-time-retained`) it also carries
 `tagCreateTime` and `tagTimeRetained`, exactly as Paimon's TagManager writes them, and expire-tags
 deletes it once that time has passed.

@@ -153,6 +153,10 @@ public final class PaimonOracle {
                 return readChangelog(request);
             case "stream_consumer":
                 return streamConsumer(request);
+            case "reset_consumer":
+                return resetConsumer(request);
+            case "clear_consumers":
+                return clearConsumers(request);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -615,6 +619,45 @@ public final class PaimonOracle {
             result.put("next", next);
         }
         return result;
+    }
+
+    private static org.apache.paimon.consumer.ConsumerManager consumers(JsonNode request) {
+        FileStoreTable table = table(request);
+        String branch = request.hasNonNull("branch") ? request.get("branch").asText() : "main";
+        return new org.apache.paimon.consumer.ConsumerManager(table.fileIO(), table.location(), branch);
+    }
+
+    /** Paimon's reset_consumer procedure (ResetConsumerAction): with "next_snapshot" the snapshot must
+     * exist and the consumer is (re)written; without, the consumer is deleted. */
+    private static JsonNode resetConsumer(JsonNode request) {
+        org.apache.paimon.consumer.ConsumerManager consumers = consumers(request);
+        String id = request.get("consumer_id").asText();
+        if (request.hasNonNull("next_snapshot")) {
+            long next = request.get("next_snapshot").asLong();
+            table(request).snapshotManager().snapshot(next);
+            consumers.resetConsumer(id, new org.apache.paimon.consumer.Consumer(next));
+        } else {
+            consumers.deleteConsumer(id);
+        }
+        return NODES.nullNode();
+    }
+
+    /** Paimon's clear_consumers (ConsumerManager.clearConsumers of later versions: the ids that fully
+     * match "include" and not "exclude" are deleted), built from the 1.0 bundle's listAllIds and
+     * deleteConsumer, which has no clearConsumers. The deleted ids. */
+    private static JsonNode clearConsumers(JsonNode request) {
+        org.apache.paimon.consumer.ConsumerManager consumers = consumers(request);
+        java.util.regex.Pattern include = java.util.regex.Pattern.compile(request.get("include").asText());
+        java.util.regex.Pattern exclude =
+                request.hasNonNull("exclude") ? java.util.regex.Pattern.compile(request.get("exclude").asText()) : null;
+        ArrayNode deleted = NODES.arrayNode();
+        for (String id : consumers.listAllIds()) {
+            if (include.matcher(id).matches() && (exclude == null || !exclude.matcher(id).matches())) {
+                consumers.deleteConsumer(id);
+                deleted.add(id);
+            }
+        }
+        return deleted;
     }
 
     // ----------------------------------------------------------------------------------------------

@@ -333,6 +333,36 @@ class JavaPaimon:
         checkpointing (which writes its consumer): {"rows": rows read, "next": its next snapshot}."""
         return self._call({"op": "stream_consumer", "path": str(path), "consumer_id": consumer_id})
 
+    def reset_consumer(
+        self, path: str, consumer_id: str, next_snapshot: int | None = None, branch: str | None = None
+    ) -> None:
+        """Paimon's reset_consumer: the consumer reads `next_snapshot` next (which must exist), or
+        (None) it is deleted."""
+        self._call(
+            {
+                "op": "reset_consumer",
+                "path": str(path),
+                "consumer_id": consumer_id,
+                "next_snapshot": next_snapshot,
+                "branch": branch,
+            }
+        )
+
+    def clear_consumers(
+        self, path: str, include: str = ".*", exclude: str | None = None, branch: str | None = None
+    ) -> list[str]:
+        """Paimon's clear_consumers rule (ids fully matching `include`, not `exclude`) from the 1.0
+        bundle's ConsumerManager calls; the ids deleted."""
+        return self._call(
+            {
+                "op": "clear_consumers",
+                "path": str(path),
+                "include": include,
+                "exclude": exclude,
+                "branch": branch,
+            }
+        )
+
     def read(
         self,
         path: str,
