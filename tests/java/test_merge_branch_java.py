@@ -4,10 +4,13 @@ rows added, and every snapshot, tag and branch that was there reads as before.
 No differential: `Table.mergeBranch` came with Paimon 2.0, and the bundle the oracle runs is Paimon
 1.0, which has none (tests/jobs/test_merge_branch.py holds the rules as read in Paimon's sources).
 Two tables: one Java wrote (main, tag t1 on snapshot 1, branch b from t1 with Java's own commits,
-then main again), and ours (tests/support/merge_tables.py).
+then main again), and ours (tests/support/merge_tables.py). Then Java deletes the branch and cleans
+orphans: the merged files are main's, and main still reads them.
 """
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pytest
 
@@ -63,6 +66,12 @@ def _merge_and_check(java, tmp_path, warehouse: str) -> None:
     merged = ("snapshot", str(main_latest + 1))
     assert after[merged] == sorted(before[("snapshot", str(main_latest))] + added, key=sort_key)
     assert {ref: rows for ref, rows in after.items() if ref != merged} == before
+    assert missing_needed(Table(FileIO.for_path(path), path)) == set()
+
+    # the merged files are main's: Java drops the branch and cleans orphans, main still reads them all
+    java.delete_branch(path, BRANCH)
+    java.remove_orphan_files(path, dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=1))
+    assert java.read(path, snapshot_id=main_latest + 1) == after[merged]
     assert missing_needed(Table(FileIO.for_path(path), path)) == set()
 
 

@@ -17,6 +17,7 @@ import yaml
 
 from jobs.__main__ import main
 from jobs.create_branch import CreateBranchRequest, create_branch
+from jobs.delete_branch import DeleteBranchRequest, delete_branch
 from jobs.merge_branch import STEP_COMMITTED, STEP_PLANNED, merge_branch
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
@@ -37,6 +38,7 @@ from tests.support.table_states import (
     missing_needed,
     open_table,
     table_root,
+    unreferenced,
 )
 
 
@@ -259,3 +261,16 @@ def test_crash_then_rerun_merges_exactly_once(warehouse, tmp_path, step):
     assert table.snapshot_manager.latest_id() == 4
     assert ids_at(table, ("snapshot", "4")) == sorted(MAIN_IDS + BRANCH_IDS)
     assert missing_needed(table) == set()
+
+
+def test_the_merged_files_outlive_the_branch(spark_session, warehouse):
+    """Merged files are main's now: deleting the branch keeps every one of them (its own manifests and
+    lists go), and leaves nothing unreferenced."""
+    table = open_table(warehouse)
+    merge_branch(table, BRANCH)
+    record = delete_branch(spark_session, open_table(warehouse), DeleteBranchRequest([BRANCH]))
+    assert record.counts.get("files_deleted", 0) == 0  # every data file of b is main's too
+    table = open_table(warehouse)
+    assert table.branch_manager.branch_names() == []
+    assert ids_at(table, ("snapshot", "4")) == sorted(MAIN_IDS + BRANCH_IDS)
+    assert missing_needed(table) == set() and unreferenced(table) == set()
