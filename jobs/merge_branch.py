@@ -1,12 +1,12 @@
 """merge-branch: add a branch's new data files to another branch (main by default), as Paimon's
 `merge_branch` procedure (issue #30). For append tables with `branch-merge.enabled` = true.
 
-What Paimon does (read in apache/paimon's sources, 2.x: `FileSystemBranchManager.mergeBranch` and
-`BranchMergeHandler` in paimon-core's `utils`, behind `Table.mergeBranch(source, target)`; the Spark
-procedure `MergeBranchProcedure` registered in `SparkProcedures.java`, the Flink procedure and
-action `MergeBranchProcedure` / `MergeBranchAction`; arguments `table`, `source_branch` and an
-optional `target_branch` defaulting to main; added in Paimon 2.0, so the 1.0 bundle our Java tests
-use has no mergeBranch and no differential test is possible):
+What Paimon does (read in apache/paimon at 5dacde5, PRs 7882/7930/7931 added it for Paimon 2.0:
+`FileSystemBranchManager.mergeBranch` and `BranchMergeHandler` in paimon-core's `utils`, behind
+`Table.mergeBranch(source, target)`; the Spark procedure `MergeBranchProcedure` registered in
+`SparkProcedures.java`, the Flink procedure and action `MergeBranchProcedure` / `MergeBranchAction`;
+arguments `table`, `source_branch` and an optional `target_branch` defaulting to main. The 1.0
+bundle our Java tests use has no mergeBranch, so no differential test is possible):
 
 * refusals, all before anything is written: a blank name, a branch merged into itself, a source or
   target branch that does not exist, a branch without any snapshot; a branch whose history is not
@@ -28,9 +28,10 @@ use has no mergeBranch and no differential test is possible):
 
 `branch-merge.enabled`: Paimon's Spark and Flink procedure docs say the table must be created with
 it = true (an option that rejects compaction and INSERT OVERWRITE so that the history stays
-append-only, and is incompatible with deletion vectors); the sources read define no such option and
-rely on the history check alone. Here both hold: the target's latest schema must set it (exit 2
-otherwise), deletion-vector tables are refused, and the history is checked as Paimon checks it.
+append-only, and is incompatible with deletion vectors); the sources read define no such option
+(in `CoreOptions` or elsewhere) and rely on the history check alone. Here both hold: the target's
+latest schema must set it to true (unset counts as false; exit 2 otherwise), deletion-vector
+tables are refused, and the history is checked as Paimon checks it.
 Our other differences: row-tracking tables are refused (exit 2: our commit assigns no row ids), and
 a snapshot another writer commits on the target while this job runs stops it with exit 3, nothing
 committed (the history check was of the planned snapshots; the rerun plans again). The frame holds
