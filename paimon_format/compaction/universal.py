@@ -53,7 +53,9 @@ for deletion vectors (the older row of each rewritten key gets deleted in its ve
 lookup merge (which merges level-0 rows with only the newest upper row, trusting it holds all the
 older ones). This job cannot look into runs it does not read, so on tables with deletion vectors, a
 lookup changelog, or a lookup merge (`uses_lookup_merge`), a unit that leaves a run out is widened to
-the whole bucket at the top level: correct, but a full compaction of that bucket.
+the whole bucket at the top level: correct, but a full compaction of that bucket. So is a unit of a
+bucket holding any deletion vector (left from before `deletion-vectors.enabled` was turned off):
+the job replaces a compacted bucket's vectors as a whole.
 """
 
 from __future__ import annotations
@@ -192,7 +194,9 @@ def pick_primary_key_minor(
     unit = pick_universal(runs, top, settings)
     if unit is None:
         return []
-    if settings.lookup_whole_bucket and len(unit.runs) < len(runs):
+    # a bucket's deletion vectors leave the index together (the job drops the bucket's entries)
+    vectors = any(f.has_deletion_vector for f in files)
+    if (settings.lookup_whole_bucket or vectors) and len(unit.runs) < len(runs):
         unit = CompactUnit(top, tuple(runs))
     chosen = unit.files
     if not chosen or (len(chosen) == 1 and chosen[0].meta.level == unit.output_level):

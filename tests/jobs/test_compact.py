@@ -129,8 +129,15 @@ def test_a_rival_that_removes_an_input_makes_the_run_exit_3_and_clean_up(spark_s
             [], partition_filter=lambda p: rival.partition_spec(p)["dt"] == "2024-01-01"
         )
 
+    # one commit (partial progress off); with partial progress the group is replanned and retried
+    # (tests/jobs/test_compact_groups.py)
     with pytest.raises(CommitRaceLost, match="removed"):
-        compact(spark_session, table, CompactRequest(), before_commit=rival_overwrites_a_partition)
+        compact(
+            spark_session,
+            table,
+            CompactRequest(partial_progress=False),
+            before_commit=rival_overwrites_a_partition,
+        )
     assert table.snapshot_manager.latest().commit_kind == "OVERWRITE"
     data_files = {path for path in listed_files(table) if "/bucket-" in path}
     assert data_files == {path for path in files_before if "/bucket-" in path}, "the run's files are gone"
@@ -361,7 +368,7 @@ def test_pypaimon_primary_key_tables_compact_with_their_merge_engine(spark_sessi
     table = Table.open(warehouse, "db.pk")
     index_before = table.snapshot_manager.latest().index_manifest
 
-    compact(spark_session, table, CompactRequest())
+    compact(spark_session, table, CompactRequest(strategy="full"))
 
     snapshot = table.snapshot_manager.latest()
     assert snapshot.id == 4 and snapshot.commit_kind == "COMPACT"
