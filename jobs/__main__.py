@@ -4,10 +4,12 @@ option table) and `python -m jobs docs [--write DIR | --check DIR]` (the option 
 docs/operations/<operation>.md, generated from the same models).
 
 The same `main()` serves `paimon-jobs ...` (console script) and `spark-submit jobs/<module>.py ...`
-(through `jobs.entry.run_entry`). Exit codes: 0 done, 2 bad input, 3 refused by a safety check or a
-lost commit race, 1 unexpected. The run record (JSON) goes to stdout or --output, also when the job
-fails, so a scheduler always has one document per run; stdout carries nothing else (log lines go
-to stderr, also under spark-submit, see `reclaim_stderr_from_spark_submit`).
+(through `jobs.entry.run_entry`). Exit codes: 0 done, 2 bad input, 3 refused by a safety check, a
+lost commit race or the table's lock held by another run, 1 unexpected. A table-management
+operation runs under the table's lock (`jobs.runtime.run_lock`). The run record (JSON) goes to
+stdout or --output, also when the job fails, so a scheduler always has one document per run;
+stdout carries nothing else (log lines go to stderr, also under spark-submit, see
+`reclaim_stderr_from_spark_submit`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from jobs.runtime.live_writers import race_or_bad_input
 from jobs.runtime.logs import LOG_LEVELS, JobLogging, reclaim_stderr_from_spark_submit
 from jobs.runtime.registry import OPERATIONS, JobContext, load
 from jobs.runtime.report import RunRecord
+from jobs.runtime.run_lock import held_for_run
 
 _STATUS = {EXIT_OK: "done", EXIT_REFUSED: "refused"}
 
@@ -36,9 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m jobs",
         description="Write and maintain Apache Paimon tables with Spark.",
-        epilog=f"operations:\n{listing}\n\nexit codes: 0 done, 2 bad input, 3 refused or lost a commit "
-        "race, 1 unexpected\n\nalso: python -m jobs schema <operation> [--markdown], python -m jobs docs "
-        "[--write DIR | --check DIR]",
+        epilog=f"operations:\n{listing}\n\nexit codes: 0 done, 2 bad input, 3 refused, lost a commit "
+        "race or the table is locked by another run, 1 unexpected\n\nalso: python -m jobs schema "
+        "<operation> [--markdown], python -m jobs docs [--write DIR | --check DIR]",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("operation", choices=list(OPERATIONS), metavar="operation", help="see the list below")
@@ -181,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark_log_level=args.spark_log_level,
             console_progress=not args.quiet and sys.stderr.isatty(),
         )
-        operation.run(context, config)
+        with held_for_run(OPERATIONS[args.operation].takes_lock, config, args.dry_run, record, log):
+            operation.run(context, config)
         code, message = EXIT_OK, None
     except Exception as error:  # every failure ends in a record and an exit code
         code, message = exit_code_for(error), describe(error)

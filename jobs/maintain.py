@@ -44,11 +44,11 @@ from jobs.runtime.live_writers import race_or_bad_input
 from jobs.runtime.maintain_config import MaintainConfig, TablePlan, plan_tables, table_asks_for
 from jobs.runtime.registry import JobContext, load
 from jobs.runtime.report import RunRecord
+from jobs.runtime.run_lock import NOT_TAKEN_DRY_RUN, claim, log_takeover, release
 from jobs.runtime.table_globs import resolve_tables
-from jobs.runtime.table_lock import TableLock, default_lock_dir, lock_path
+from jobs.runtime.table_lock import TableLock, open_table_lock
 from jobs.runtime.table_open import open_existing_table
 from paimon_format.storage.crash_points import crash_point
-from paimon_format.storage.fileio import FileIO
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -222,11 +222,18 @@ def maintain_table(
     lock: TableLock | None = None
     try:
         if config.lock.enabled:
-            lock = _table_lock(config, plan.table)
+            lock = open_table_lock(
+                config.warehouse,
+                plan.table,
+                config.lock,
+                config.storage_options,
+                config.allow_unsafe_overwrite_commit,
+            )
             if not _take_lock(lock, outcome, dry_run, table_log):
                 return outcome
             lock = None if dry_run else lock
         crash_point("maintain:locked")
+        # the steps run through their run() here, never through the frame: none takes the lock again
         _run_steps(
             spark, _applicable(plan, config, table_log), dry_run, outcome, table_log, config.scheduler_pool
         )
@@ -235,13 +242,7 @@ def maintain_table(
         table_log.error("%s", outcome.reason)
     finally:
         if lock is not None:
-            try:
-                if not lock.release():
-                    table_log.warning(
-                        "lock %s was taken over before we released it (run longer than ttl)", lock.path
-                    )
-            except Exception as error:
-                table_log.error("cannot release lock %s: %s", lock.path, describe(error))
+            release(lock, table_log)
         outcome.duration_s = round(time.monotonic() - started, 3)
     return outcome
 
@@ -271,34 +272,15 @@ def _applicable(plan: TablePlan, config: MaintainConfig, log: logging.LoggerAdap
     return replace(plan, steps=tuple(kept))
 
 
-def _table_lock(config: MaintainConfig, table: str) -> TableLock:
-    directory = config.lock.dir or default_lock_dir(config.warehouse)
-    file_io = FileIO.for_path(directory, config.storage_options, config.allow_unsafe_overwrite_commit)
-    return TableLock(file_io, lock_path(directory, table), config.lock.ttl_ms)
-
-
 def _take_lock(lock: TableLock, outcome: TableOutcome, dry_run: bool, log: logging.LoggerAdapter) -> bool:
     """Take (or, in a dry run, only look at) the table's lock; False = skip the table."""
-    if dry_run:
-        holder = lock.read()
-        if holder is not None and holder.expires_ms > time.time() * 1000:
-            outcome.status, outcome.reason = "skipped", f"locked by {holder.owner} until {holder.expires}"
-            log.info("would skip: %s", outcome.reason)
-            return False
-        outcome.lock = "not taken (dry run)"
-        return True
-    acquired = lock.acquire()
+    acquired = claim(lock, dry_run)
     if not acquired.held:
         outcome.status, outcome.reason = "skipped", acquired.describe()
-        log.info("skipped: %s", outcome.reason)
+        log.info("%s: %s", "would skip" if dry_run else "skipped", outcome.reason)
         return False
-    outcome.lock = lock.path
-    if acquired.took_over is not None:
-        log.warning(
-            "took over an expired lock of %s (expired %s)",
-            acquired.took_over.owner,
-            acquired.took_over.expires,
-        )
+    outcome.lock = NOT_TAKEN_DRY_RUN if dry_run else lock.path
+    log_takeover(acquired, log)
     return True
 
 

@@ -21,7 +21,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jobs.runtime.errors import BadInputError
+from jobs.runtime.table_lock import LockConfig
 from paimon_format.errors import MissingDependencyError
+from paimon_format.model.instants import instant_ms
+from paimon_format.model.options import parse_duration_ms
 from paimon_format.scan.partition_predicate import PredicateError, parse_predicate
 from paimon_format.storage.urls import fsspec_backend_install, protocol_of
 
@@ -74,6 +77,11 @@ class TableJobConfig(StrictModel):
         description="storage requests each process keeps in flight (reads, checks, lists, deletes); "
         "default 64 on object stores, 4 on local disk",
     )
+    lock: LockConfig = Field(
+        default_factory=LockConfig,
+        description="the table's maintenance lock, shared with maintain: a run whose table another run "
+        "holds is refused (exit 3); write takes none",
+    )
 
     @field_validator("table")
     @classmethod
@@ -103,6 +111,21 @@ def check_predicate_syntax(value: str | None) -> str | None:
             parse_predicate(value)
         except PredicateError as error:
             raise ValueError(f"malformed predicate {value!r}: {error}") from None
+    return value
+
+
+def check_instant(value: str | None) -> str | None:
+    """A `timestamp:` / `older_than:` key: a UTC time ('2024-05-14 00:00:00') or a duration meaning
+    now minus it (1h, 7d); anything else fails validation, before Spark starts."""
+    if value is not None:
+        instant_ms(value, 0)
+    return value
+
+
+def check_positive_duration(value: str | None) -> str | None:
+    """A duration key (`time_retained: 1d`) that must be longer than zero."""
+    if value is not None and parse_duration_ms(value) <= 0:
+        raise ValueError(f"must be a positive duration, got {value!r}")
     return value
 
 

@@ -4,7 +4,7 @@ Every operation block (`expire_snapshots: {...}`) is validated with that operati
 CONFIG_MODEL, so a typo in a block fails at load time with its key path
 (`defaults.expire_snapshots.retain_mni: unknown key`) before any table is listed or Spark starts,
 whichever tables the block will apply to. The keys every single-table job has at its top level
-(warehouse, storage_options, spark, allow_unsafe_overwrite_commit; table) are given once, at the
+(warehouse, storage_options, spark, allow_unsafe_overwrite_commit, lock; table) are given once, at the
 top of the maintain file, and refused inside a block.
 
 A block is validated twice: at load time as a *partial* block (the operation's keys may be spread
@@ -33,7 +33,7 @@ from jobs.runtime.local_exec import LocalRunOptions
 from jobs.runtime.registry import OPERATIONS as REGISTERED
 from jobs.runtime.registry import OperationNotImplemented, load
 from jobs.runtime.table_globs import matches, split_pattern
-from paimon_format.model.options import parse_duration_ms
+from jobs.runtime.table_lock import LockConfig
 
 # The safe order: automatic tags created first (before any expiry can remove the snapshots they
 # tag), partitions dropped next (their files become unreferenced by the new snapshot; the idle ones
@@ -61,6 +61,7 @@ TOP_LEVEL_KEYS = (
     "spark",
     "allow_unsafe_overwrite_commit",
     "io_parallelism",
+    "lock",  # maintain's own lock covers its steps: they never take it again
     *LocalRunOptions.model_fields,  # local, local_max_entries, local_max_files: one choice per run
 )
 
@@ -182,23 +183,6 @@ class _OverrideBase(StrictModel):
 
 
 Override = create_model("MaintainOverride", __base__=_OverrideBase, **_BLOCK_FIELDS)
-
-
-class LockConfig(StrictModel):
-    enabled: bool = Field(default=True, description="take a maintenance lock per table")
-    ttl: str = Field(default="6h", description="a lock older than this may be taken over (crashed run)")
-    dir: str | None = Field(default=None, description="default: <warehouse>/_maintenance/locks")
-
-    @field_validator("ttl")
-    @classmethod
-    def _ttl(cls, value: str) -> str:
-        if parse_duration_ms(str(value)) <= 0:
-            raise ValueError("must be a positive duration such as 6h or 90 min")
-        return str(value)
-
-    @property
-    def ttl_ms(self) -> int:
-        return parse_duration_ms(self.ttl)
 
 
 class MaintainConfig(StrictModel, LocalRunOptions):

@@ -36,6 +36,10 @@ class Operation:
     name: str  # with dashes, as typed on the command line: expire-snapshots
     module: str  # importable module path: jobs.expire_snapshots
     description: str  # one line for `python -m jobs --help`
+    # whether the frame runs it under the table's lock (jobs.runtime.run_lock): every operation that
+    # changes a table but `write` (a writer races maintenance through its commit) and `maintain`
+    # (which locks each table it works on itself)
+    takes_lock: bool = True
 
 
 class OperationNotImplemented(BadInputError):
@@ -45,12 +49,14 @@ class OperationNotImplemented(BadInputError):
 OPERATIONS: dict[str, Operation] = {}
 
 
-def register(name: str, module: str, description: str) -> Operation:
-    operation = OPERATIONS[name] = Operation(name, module, description)
+def register(name: str, module: str, description: str, takes_lock: bool = True) -> Operation:
+    operation = OPERATIONS[name] = Operation(name, module, description, takes_lock)
     return operation
 
 
-register("write", "jobs.write", "write files or a query into a table, creating it if needed")
+register(
+    "write", "jobs.write", "write files or a query into a table, creating it if needed", takes_lock=False
+)
 register(
     "expire-snapshots", "jobs.expire_snapshots", "expire old snapshots and delete the files only they used"
 )
@@ -111,7 +117,12 @@ register(
     "jobs.remove_unexisting_manifests",
     "repair: commit the latest state without the manifests its lists name but storage lost",
 )
-register("maintain", "jobs.maintain", "maintain many tables in one run (expire, compact, remove orphans)")
+register(
+    "maintain",
+    "jobs.maintain",
+    "maintain many tables in one run (expire, compact, remove orphans)",
+    takes_lock=False,  # it takes each table's lock itself
+)
 
 
 def load(name: str) -> ModuleType:

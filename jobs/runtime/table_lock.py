@@ -1,8 +1,10 @@
 """A per-table maintenance lock: one file with an expiry, created with create-if-absent.
 
-Two maintenance runs on one table at once (an overlapping schedule, a manual rerun) would each
-plan deletions from a view the other is changing. Paimon's own commit protocol keeps snapshots
-consistent, but not a second run's plan, so maintenance takes a lock per table first.
+Two maintenance runs on one table at once (an overlapping schedule, a manual rerun, a standalone
+expire-snapshots or rollback while the nightly `maintain` works on the table) would each plan
+deletions from a view the other is changing. Paimon's own commit protocol keeps snapshots
+consistent, but not a second run's plan, so every table-management job takes a lock per table
+first: `maintain` per table it works on, a standalone job through the frame (`jobs.runtime.run_lock`).
 
 Where: `<warehouse>/_maintenance/locks/<db>.<table>.lock` by default (or `<lock dir>/<db>.<table>.lock`),
 outside the table directory on purpose: Paimon readers and remove-orphan-files never look there,
@@ -35,9 +37,13 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from paimon_format.errors import CorruptFileError, MissingFileError
 from paimon_format.model.instants import iso_utc
+from paimon_format.model.options import parse_duration_ms
 from paimon_format.storage.fileio import FileIO
 
 LOCK_DIR_NAME = "_maintenance/locks"
@@ -49,6 +55,27 @@ def default_lock_dir(warehouse: str) -> str:
 
 def lock_path(lock_dir: str, table: str) -> str:
     return f"{lock_dir.rstrip('/')}/{table}.lock"
+
+
+class LockConfig(BaseModel):
+    """The `lock:` block of maintain and of every table-management job (one model, one meaning)."""
+
+    model_config = ConfigDict(extra="forbid")  # as jobs.runtime.config.StrictModel, which imports this
+
+    enabled: bool = Field(default=True, description="take a maintenance lock per table")
+    ttl: str = Field(default="6h", description="a lock older than this may be taken over (crashed run)")
+    dir: str | None = Field(default=None, description="default: <warehouse>/_maintenance/locks")
+
+    @field_validator("ttl")
+    @classmethod
+    def _ttl(cls, value: str) -> str:
+        if parse_duration_ms(str(value)) <= 0:
+            raise ValueError("must be a positive duration such as 6h or 90 min")
+        return str(value)
+
+    @property
+    def ttl_ms(self) -> int:
+        return parse_duration_ms(self.ttl)
 
 
 def _owner() -> str:
@@ -109,8 +136,10 @@ class Acquired:
     took_over: LockState | None = None  # the expired lock we replaced
 
     def describe(self) -> str:
-        if self.held or self.holder is None:
+        if self.held:
             return "held"
+        if self.holder is None:  # released between our create and our read of it
+            return "locked by another run (released just now: run again)"
         return f"locked by {self.holder.owner} until {self.holder.expires}"
 
 
@@ -187,3 +216,16 @@ class TableLock:
             self._marker = None
         self.state = None
         return released
+
+
+def open_table_lock(
+    warehouse: str,
+    table: str,
+    config: LockConfig,
+    storage_options: dict[str, Any] | None = None,
+    allow_unsafe_overwrite_commit: bool = False,
+) -> TableLock:
+    """The lock of `table` (db.name) where `config` puts it: `<dir>/<db>.<name>.lock`."""
+    directory = config.dir or default_lock_dir(warehouse)
+    file_io = FileIO.for_path(directory, storage_options, allow_unsafe_overwrite_commit)
+    return TableLock(file_io, lock_path(directory, table), config.ttl_ms)

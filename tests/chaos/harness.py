@@ -36,6 +36,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from jobs.runtime.registry import OPERATIONS
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.consumers import ConsumerManager
 from paimon_format.data.writer import write_table_files
@@ -424,7 +425,11 @@ def snapshot_files(table: Table) -> dict[int, set[str]]:
 
 def write_config(job: str, warehouse: str, template: Template, path: str, extra: dict | None = None) -> str:
     keys = json.loads(json.dumps(JOBS[job].keys if job in JOBS else {}).replace("{source}", template.source))
-    config = {"warehouse": warehouse, "table": IDENTIFIER, **keys, **(extra or {})}
+    # No table lock: the matrix counts and crashes the table's own storage operations (a lock's
+    # create would become a delete-only job's "commit point"), and a halted run's lock would refuse
+    # the rerun for its ttl. The lock's crash behaviour is tested in tests/jobs/test_run_lock.py.
+    unlocked = {"lock": {"enabled": False}} if OPERATIONS[operation_of(job)].takes_lock else {}
+    config = {"warehouse": warehouse, "table": IDENTIFIER, **unlocked, **keys, **(extra or {})}
     with open(path, "w") as handle:
         yaml.safe_dump(config, handle)
     return path

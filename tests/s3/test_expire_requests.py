@@ -57,6 +57,7 @@ def test_expire_snapshots_reads_each_metadata_file_once(spark_session, s3, tmp_p
     proxy.reset()
 
     config = {"warehouse": warehouse, "table": IDENTIFIER, "storage_options": options}
+    config["lock"] = {"dir": str(tmp_path / "locks")}  # count the table alone (test_table_lock_on_s3)
     code, record = run_job(
         tmp_path, "expire-snapshots", {**config, "retain_min": 2, "older_than": FUTURE}, capsys
     )
@@ -87,6 +88,7 @@ def test_expire_tags_reads_each_tag_and_snapshot_once_and_deletes_tags_in_one_ba
     proxy.reset()
 
     config = {"warehouse": warehouse, "table": IDENTIFIER, "storage_options": options, "num_retained_max": 1}
+    config["lock"] = {"dir": str(tmp_path / "locks")}  # count the table alone (test_table_lock_on_s3)
     code, record = run_job(tmp_path, "expire-tags", config, capsys)
 
     assert code == 0, record["error"]

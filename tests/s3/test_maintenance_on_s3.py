@@ -233,7 +233,8 @@ def test_remove_orphan_files_on_s3_fails_with_nothing_deleted_when_a_listing_is_
         return listing and (f"prefix={denied_prefix}" in query or "start-after=" in query)
 
     proxy.reset(deny=deny_listing)  # one partition directory cannot be listed (403 AccessDenied)
-    code, record = run_job(tmp_path, "remove-orphan-files", job_config(warehouse, options), capsys)
+    config = job_config(warehouse, options, lock={"dir": str(tmp_path / "locks")})  # the table's deletes
+    code, record = run_job(tmp_path, "remove-orphan-files", config, capsys)
     denied = proxy.count(status=403)
     deletes = proxy.count("POST", "delete") + proxy.count("DELETE")
     proxy.reset()

@@ -303,6 +303,7 @@ def test_cli_runs_a_spark_free_operation_and_logs_with_operation_and_table(
     assert record["details"].pop("driver_peak_rss_mib") > 0
     assert record["counts"] == {"retain_min": 4} and record["details"] == {
         "dry_run_seen": True,
+        "lock": "not taken (dry run)",  # the table's lock, only looked at
         "storage": {"throttled_requests": 0},  # every record counts its run's 503 SlowDown answers
     }
     assert record["dry_run"] is True and record["table"] == "db.events" and record["error"] is None

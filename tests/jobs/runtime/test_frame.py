@@ -183,6 +183,7 @@ def test_spark_submit_runs_a_thin_entry_file_and_keeps_its_master(tmp_path):
     assert record["operation"] == "fake-submit" and record["status"] == "done"
     assert record["counts"] == {"rows": 1000}
     assert record["details"].pop("driver_peak_rss_mib") > 0
+    assert record["details"].pop("lock").endswith("/_maintenance/locks/db.events.lock")  # the table's lock
     assert record["details"] == {
         "master": "local[1]",
         "executor_pythons": [sys.executable],
