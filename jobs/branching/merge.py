@@ -17,9 +17,11 @@ from jobs.runtime.table_open import open_branch
 from paimon_format.commit import APPEND, SnapshotCommit
 from paimon_format.commit_conflicts import AttemptContext
 from paimon_format.errors import CommitConflictError
-from paimon_format.manifest.entries import ManifestEntry
+from paimon_format.manifest.codec import decode_manifest
+from paimon_format.manifest.entries import ManifestEntry, ManifestFileMeta
+from paimon_format.manifest.read_ahead import sized_bytes
 from paimon_format.model.schema import TableSchema
-from paimon_format.scan.snapshot_scan import live_entries
+from paimon_format.scan.snapshot_scan import EntryMerger, data_manifests
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
@@ -61,10 +63,9 @@ def plan_merge(table: Table, source: str, target: str) -> MergePlan:
     source_history = _append_only_history(source_table, source)
     target_history = _append_only_history(target_table, target)
     source_latest, target_latest = source_history[-1], target_history[-1]
-    present = {entry.identifier() for entry in live_entries(target_table, target_latest)}
-    files = [
-        entry for entry in live_entries(source_table, source_latest) if entry.identifier() not in present
-    ]
+    source_live, target_live = _live_files(source_table, source_latest, target_table, target_latest)
+    present = {entry.identifier() for entry in target_live}
+    files = [entry for entry in source_live if entry.identifier() not in present]
     _refuse_schema_history_mismatch(source_table, target_table, source, target, files)
     return MergePlan(
         source=source,
@@ -121,12 +122,37 @@ def _columns(schema: TableSchema) -> list[str]:
     return [f"{field.name} {field.type.to_json()}" for field in schema.fields]
 
 
+def _live_files(
+    source_table: Table, source_latest: Snapshot, target_table: Table, target_latest: Snapshot
+) -> tuple[list[ManifestEntry], list[ManifestEntry]]:
+    """The live data files of both latest snapshots. Branches share the table's manifest directory,
+    and two branches that forked share most of their manifests: each is read once (many in flight)."""
+    source_metas = data_manifests(source_table, source_latest)
+    target_metas = data_manifests(target_table, target_latest)
+    unique = list({meta.file_name: meta for meta in source_metas + target_metas}.values())
+    files = [(target_table.manifest_path(meta.file_name), meta.file_size) for meta in unique]
+    entries = {
+        meta.file_name: list(decode_manifest(data, path))
+        for meta, (path, _size), data in zip(
+            unique, files, sized_bytes(target_table.file_io, files), strict=True
+        )
+    }
+
+    def live(table: Table, snapshot: Snapshot, metas: list[ManifestFileMeta]) -> list[ManifestEntry]:
+        merger = EntryMerger(f"{table.metadata_root} snapshot {snapshot.id}")
+        return merger.add_all(entry for meta in metas for entry in entries[meta.file_name]).live()
+
+    return live(source_table, source_latest, source_metas), live(target_table, target_latest, target_metas)
+
+
 def _append_only_history(table: Table, branch: str) -> list[Snapshot]:
     """Every snapshot of the branch, oldest first, when they run from snapshot 1 without a gap and
     each is an APPEND (or ANALYZE): then no data file was ever deleted on it, so a file the other
     branch has and this one lacks was added there, never removed here (Paimon's rule, which keeps
     no record of where a branch forked). BadInputError otherwise."""
-    ids = table.snapshot_manager.snapshot_ids()
+    manager = table.snapshot_manager
+    checked = manager.latest(reuse_read=True)  # the table's open check read it: not again
+    ids = manager.snapshot_ids()
     where = f"{table.metadata_root}: cannot merge: branch {branch!r}"
     if not ids:
         raise BadInputError(f"{where} has no snapshot")
@@ -141,8 +167,10 @@ def _append_only_history(table: Table, branch: str) -> list[Snapshot]:
             f"{where}: snapshot {gaps[0]} is missing; branch merge requires its complete append-only "
             "snapshot history"
         )
-    manager = table.snapshot_manager
-    history = list(map_in_flight(manager.snapshot, ids, table.file_io.io_parallelism))
+    known = {checked.id: checked} if checked is not None else {}
+    history = list(
+        map_in_flight(lambda i: known.get(i) or manager.snapshot(i), ids, table.file_io.io_parallelism)
+    )
     for snapshot in history:
         if snapshot.commit_kind not in APPEND_ONLY_KINDS:
             raise BadInputError(
