@@ -43,7 +43,9 @@ def _compare_compactions(spark, java: JavaPaimon, tmp_path, warehouse: str, tabl
     before = _latest_id(ours)
     java_snapshot = java.compact(javas, full=True)
     code, record = run_job(
-        tmp_path / f"compact-{table.name}", "compact", {"warehouse": warehouse, "table": table.identifier}
+        tmp_path / f"compact-{table.name}",
+        "compact",
+        {"warehouse": warehouse, "table": table.identifier, "strategy": "full"},  # as Java's: full
     )
     assert code == 0, record.get("error")
     assert java_snapshot == before + 1 and record["snapshot_ids"]["committed"] == before + 1
