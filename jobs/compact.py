@@ -10,11 +10,16 @@ changelog manifest list, as Paimon's compaction does.
 
 The run, and why in this order (crash ordering):
 1. Plan on the executors from the latest snapshot's manifests (`jobs.compaction.plan`); the driver
-   gets one summary row per bin. Nothing is written.
-2-4. One task per bin writes the new data files (and changelog files), executors write the delta
-   manifests, and the driver commits one COMPACT snapshot naming them, create-if-absent, after
-   checking the snapshots that landed since the plan: `jobs.compaction.rewrite` gives each step's
-   crash ordering. Until the commit, a crash leaves only unreferenced files.
+   gets one summary row per bin. Nothing is written. `buckets` ranges and `max_bytes_per_run`
+   (in `job_order`) bound what one run takes; the next run plans the rest (`jobs.compaction.slices`).
+2-4. The bins are cut into commit groups (`max_commit_bins`, `max_commit_bytes`; one group without
+   `partial_progress`), and each group in turn: one task per bin writes the new data files (and
+   changelog files), executors write the delta manifests, and the driver commits one COMPACT
+   snapshot naming them, create-if-absent, after checking the snapshots that landed since the
+   plan (`jobs.compaction.rewrite` gives each step's crash ordering). A crash leaves the groups
+   committed before it committed and the group in flight's files unreferenced; a group a rival
+   commit conflicted with is planned again and retried once, else given up (exit 3 at the end,
+   the other groups committed): `jobs.compaction.groups`.
 5. Nothing is deleted: the inputs stay on storage for the older snapshots that still read them
    until expire-snapshots expires those snapshots.
 
@@ -33,6 +38,7 @@ from typing import TYPE_CHECKING, Literal
 from pydantic import Field, field_validator, model_validator
 
 from jobs.compaction.run import CompactRequest, compact_table
+from jobs.compaction.slices import parse_bucket_ranges
 from jobs.runtime.config import TableJobConfig, check_partition_specs, check_predicate_syntax
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
@@ -70,6 +76,33 @@ class CompactConfig(TableJobConfig):
         description="a table this job cannot compact (postpone bucket, row tracking, ...) is "
         "skipped with its reason in the record instead of exit 2 (for maintain over many tables)",
     )
+    buckets: str | None = Field(
+        default=None,
+        description="only these bucket ids, ranges and ids separated by commas, e.g. '0-3,7' (a slice of "
+        "a huge table; the next run takes the next slice)",
+    )
+    max_bytes_per_run: str | None = Field(
+        default=None,
+        description="take buckets in job_order while their input bytes fit, e.g. 500 gb (the first bucket "
+        "always); the next run continues with the rest",
+    )
+    job_order: Literal["files-desc", "bytes-desc", "partition-asc", "none"] = Field(
+        default="files-desc",
+        description="which partitions first: most files (most fragmented), most bytes, oldest "
+        "(partition values ascending), or none (as planned); also the order of the commits",
+    )
+    partial_progress: bool = Field(
+        default=True,
+        description="commit groups of bins as they finish (a crash or a rival commit loses only the group "
+        "in flight, which is retried once); false: one commit at the end, a rival's conflict is exit 3",
+    )
+    max_commit_bins: int = Field(
+        default=1000, ge=1, description="partial progress: bins per commit at most (a bucket is never split)"
+    )
+    max_commit_bytes: str = Field(
+        default="100 gb",
+        description="partial progress: input bytes per commit at most (a bucket is never split)",
+    )
 
     @field_validator("where")
     @classmethod
@@ -102,7 +135,17 @@ class CompactConfig(TableJobConfig):
                 raise ValueError(f"{value!r} is not a duration such as 1 h or 30 min: {error}") from None
         return value
 
-    @field_validator("target_file_size")
+    @field_validator("buckets", mode="before")
+    @classmethod
+    def _buckets(cls, value: object) -> str | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ValueError("give bucket ids and ranges as text, e.g. '0-3,7'")
+        parse_bucket_ranges(str(value))
+        return str(value)
+
+    @field_validator("target_file_size", "max_bytes_per_run", "max_commit_bytes")
     @classmethod
     def _size(cls, value: str | None) -> str | None:
         if value is not None:
@@ -137,7 +180,17 @@ def compact_request(config: CompactConfig) -> CompactRequest:
         max_buckets_per_run=config.max_buckets_per_run,
         target_file_size=config.target_file_size,
         skip_unsupported=config.skip_unsupported,
+        bucket_ranges=parse_bucket_ranges(config.buckets) if config.buckets is not None else None,
+        max_bytes_per_run=_bytes(config.max_bytes_per_run),
+        job_order=config.job_order,
+        partial_progress=config.partial_progress,
+        max_commit_bins=config.max_commit_bins,
+        max_commit_bytes=parse_memory_size(config.max_commit_bytes),
     )
+
+
+def _bytes(size: str | None) -> int | None:
+    return parse_memory_size(size) if size is not None else None
 
 
 def run(context: JobContext, config: CompactConfig) -> None:

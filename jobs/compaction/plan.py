@@ -17,14 +17,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import pickle
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from jobs.partitions.scan import manifest_frame
-from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small
+from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
 from paimon_format.compaction.rules import BucketFile, CompactionSettings, pick_bins
 from paimon_format.compaction.universal import Placement, placement_of
 from paimon_format.errors import InvalidTableStateError
@@ -345,6 +345,23 @@ def collect_summaries(bins: DataFrame) -> list[BinSummary]:
         )
         for row in rows
     ]
+
+
+def only_buckets(spark: SparkSession, frame: DataFrame, buckets: Collection[tuple[bytes, int]]) -> DataFrame:
+    """The rows of `frame` (live files, or planned bins) in the given (partition, bucket) pairs only:
+    a broadcast semi-join, so the filter runs in the JVM and only those rows reach Python."""
+    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
+
+    pairs = sorted(set(buckets))
+    chosen = driver_list_frame(
+        spark,
+        {
+            "partition": pa.array([p for p, _ in pairs], pa.binary()),
+            "bucket": pa.array([b for _, b in pairs], pa.int32()),
+        },
+        "buckets to compact",
+    )
+    return frame.join(F.broadcast(chosen), ["partition", "bucket"], "left_semi")
 
 
 def limit_buckets(summaries: list[BinSummary], max_buckets: int | None) -> list[BinSummary]:

@@ -8,14 +8,14 @@ job builds it from its validated config: `jobs.compact.compact_request`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
+from jobs.compaction.groups import Buckets, commit_in_groups, plan_groups, record_groups
 from jobs.compaction.plan import (
     BinSummary,
     PlanShape,
@@ -24,14 +24,14 @@ from jobs.compaction.plan import (
     idle_partitions_only,
     limit_buckets,
     live_files_frame,
+    only_buckets,
 )
 from jobs.compaction.refusals import UnsupportedTable, check_supported
-from jobs.compaction.rewrite import rewrite_and_commit
+from jobs.compaction.slices import BucketRanges, bucket_condition, check_bucket_ranges, order_and_cut
 from jobs.partitions.records import RECORD_PARTITION_LIMIT, partition_label
 from jobs.partitions.selection import selection_tests
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.report import RunRecord
-from jobs.runtime.spark import driver_list_frame
 from paimon_format.compaction.rewrite import RewriteSpec
 from paimon_format.compaction.rules import CompactionSettingError, CompactionSettings
 from paimon_format.index.deletion_vectors import snapshot_deletion_files
@@ -64,6 +64,12 @@ class CompactRequest:
     # only these (partition bytes, bucket) pairs (the write job compacts the buckets it wrote; the
     # driver holds them already)
     buckets: Collection[tuple[bytes, int]] | None = None
+    bucket_ranges: BucketRanges | None = None  # only these bucket ids, e.g. ((0, 3), (7, 7))
+    max_bytes_per_run: int | None = None  # buckets in job_order while their input bytes fit
+    job_order: str = "files-desc"  # files-desc | bytes-desc | partition-asc | none (`slices`)
+    partial_progress: bool = True  # commit groups as they finish (False: one commit, no retry)
+    max_commit_bins: int = 1000  # a commit group's bins at most (a bucket is never split)
+    max_commit_bytes: int = 100 * 1024**3  # a commit group's input bytes at most
 
 
 def compact_table(
@@ -93,21 +99,26 @@ def compact_table(
         table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse
     bins = _planned_bins(spark, table, latest, tests, settings, request)
     try:
-        summaries = limit_buckets(collect_summaries(bins), request.max_buckets_per_run)
+        summaries = _sliced(table, collect_summaries(bins), request, record)
         _record_plan(record, table, summaries, settings)
+        groups = plan_groups(
+            summaries, request.partial_progress, request.max_commit_bins, request.max_commit_bytes
+        )
+        record_groups(record, groups)
         log.info(
-            "snapshot %d: %d bins in %d buckets, %d files, %d bytes to rewrite",
+            "snapshot %d: %d bins in %d buckets, %d files, %d bytes to rewrite in %d commit groups",
             latest.id,
             len(summaries),
             record.counts["buckets"],
             record.counts["files_before"],
             record.bytes["files_before"],
+            len(groups),
         )
         if not summaries:
             log.info("nothing to compact")
             return record
         if dry_run:
-            log.info("dry run: %d bins would be rewritten", len(summaries))
+            log.info("dry run: %d bins would be rewritten in %d commits", len(summaries), len(groups))
             return record
         spec = RewriteSpec(
             target_file_size=settings.target_file_size,
@@ -115,10 +126,33 @@ def compact_table(
             order_by=tuple(request.order_by or ()),
             order_strategy=request.order_strategy,
         )
-        rewrite_and_commit(spark, table, latest, bins, summaries, spec, record, log, before_commit)
+
+        def replan(buckets: Buckets) -> tuple[Snapshot | None, DataFrame | None, list[BinSummary]]:
+            fresh = table.snapshot_manager.latest()
+            if fresh is None:
+                return None, None, []
+            again = dataclasses.replace(request, buckets=buckets)
+            planned = _planned_bins(spark, table, fresh, tests, settings, again)
+            return fresh, planned, collect_summaries(planned)
+
+        retry = replan if request.partial_progress else None
+        commit_in_groups(spark, table, latest, bins, groups, spec, record, log, before_commit, retry)
     finally:
         bins.unpersist()
     return record
+
+
+def _sliced(
+    table: Table, summaries: list[BinSummary], request: CompactRequest, record: RunRecord
+) -> list[BinSummary]:
+    """The bins this run takes: `max_buckets_per_run` (most files first), then in `job_order` the
+    buckets whose bytes fit `max_bytes_per_run`; what is left is counted for the next run."""
+    limited = limit_buckets(summaries, request.max_buckets_per_run)
+    cut = order_and_cut(table, limited, request.job_order, request.max_bytes_per_run)
+    if cut.buckets_left:
+        record.count("buckets_left_for_next_run", cut.buckets_left)
+        record.add_bytes("left_for_next_run", cut.bytes_left)
+    return cut.summaries
 
 
 # -- before anything is read ---------------------------------------------------------------------
@@ -181,29 +215,16 @@ def _planned_bins(
     )
     parallelism = spark.sparkContext.defaultParallelism
     files = live_files_frame(spark, table, latest, tests)
+    if request.bucket_ranges is not None:
+        check_bucket_ranges(request.bucket_ranges, bucket_option, table.path)
+        files = files.filter(bucket_condition(request.bucket_ranges))
     if request.buckets is not None:
-        files = _only_buckets(spark, files, request.buckets)
+        files = only_buckets(spark, files, request.buckets)
     if request.partition_idle_time is not None:
         files = idle_partitions_only(files, parse_duration_ms(request.partition_idle_time))
     source = f"{table.path} snapshot {latest.id}"
     bins = bins_frame(files, shape, settings, max(parallelism * 2, 1), source, deletions)
     return bins.persist(StorageLevel.MEMORY_AND_DISK)
-
-
-def _only_buckets(spark: SparkSession, files: DataFrame, buckets: Collection[tuple[bytes, int]]) -> DataFrame:
-    """The live files of the given (partition, bucket) pairs only (a broadcast semi-join)."""
-    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
-
-    pairs = sorted(set(buckets))
-    chosen = driver_list_frame(
-        spark,
-        {
-            "partition": pa.array([p for p, _ in pairs], pa.binary()),
-            "bucket": pa.array([b for _, b in pairs], pa.int32()),
-        },
-        "buckets to compact",
-    )
-    return files.join(F.broadcast(chosen), ["partition", "bucket"], "left_semi")
 
 
 def _record_plan(
