@@ -27,7 +27,8 @@ import re
 import shutil
 import tempfile
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,8 +104,15 @@ class ChaosJob:
 JOBS: dict[str, ChaosJob] = {
     "write": ChaosJob({"source": {"format": "parquet", "path": "{source}"}}, appends=True),
     "compact-manifests": ChaosJob({"mode": "full"}),
-    # every partition's small files rewritten into one; the inputs stay for the older snapshots
-    "compact": ChaosJob({"strategy": "full"}),
+    # every partition's small files rewritten into one, one commit group each (partial progress: a
+    # crash in group N keeps groups 1..N-1 committed, the rerun does the rest); the inputs stay for
+    # the older snapshots
+    "compact": ChaosJob(
+        {"strategy": "full", "max_commit_bins": 1, "job_order": "partition-asc"},
+        named_steps=tuple(
+            f"compact:{step}#{group}" for group in (1, 2, 3) for step in ("after-files-written", "after-commit")
+        ),
+    ),
     "remove-orphan-files": ChaosJob({"older_than": "1h"}),
     "drop-partition": ChaosJob({"partitions": [{"dt": "2024-01-02"}]}),
     # exactly dt=2024-01-01 is past its expiration time (no max_expires: a rerun after the commit
@@ -226,6 +234,28 @@ JOBS: dict[str, ChaosJob] = {
         ci=False,
         named_steps=("merge-branch:planned", "merge-branch:committed"),
     ),
+    # issue 30: long-lived changelogs 1-4 (snapshots 1-4 expired into them); counted from snapshot 6,
+    # retain_max 4 expires changelogs 1-2 with the files only they needed (3's dt=2024-01-03 file
+    # stays: changelog 3 keeps it), 3-4 stay
+    "expire-changelogs": ChaosJob(
+        {"retain_max": 4, "retain_min": 1, "older_than": "2100-01-01 00:00:00"},
+        same_files=True,
+        table_options={"changelog.num-retained.min": "10", "changelog.num-retained.max": "10"},
+        setup="expire_into_changelogs",
+        ci=False,
+        named_steps=(
+            "expire-snapshots:changelog-planned",
+            "expire-snapshots:changelog-files-deleted",
+            "expire-snapshots:changelog-manifests-deleted",
+            "expire-snapshots:changelog-manifest-lists-deleted",
+            "expire-snapshots:changelog-deleted",
+        ),
+    ),
+    # snapshot 1's manifest is lost: snapshot 6 is repaired into 7 without it, and snapshot 5's
+    # overwrite manifest (deleting the dt=2024-01-03 file the lost manifest added) is rewritten
+    # without that DELETE; snapshots 1-6 and tag t2 still name the lost manifest (the checks read
+    # them with it put back: `lost_files_back`)
+    "remove-unexisting-manifests": ChaosJob({"max_missing_ratio": 0.5}, setup="lose_a_manifest", ci=False),
 }
 OLD = time.time() - 3 * 86400  # mtime of the planted orphans: older than any older_than floor
 ORPHAN_CLEANUP = {"older_than": "1s", "force": True}
@@ -338,14 +368,59 @@ def for_job(template: Template, job: str, workdir: str) -> Template:
     if spec.setup:
         globals()[spec.setup](table)
         table = open_table(warehouse)
-    state = view(warehouse)
+    with lost_files_back(warehouse, warehouse):
+        state = view(warehouse)
+        files_by_snapshot = snapshot_files(table)
     return dataclasses.replace(
         template,
         warehouse=warehouse,
         rows_by_snapshot={i: row_ids(rows) for i, rows in state.rows_by_snapshot.items()},
         rows_by_tag={name: row_ids(rows) for name, rows in state.rows_by_tag.items()},
-        files_by_snapshot=snapshot_files(table),
+        files_by_snapshot=files_by_snapshot,
         fingerprint=fingerprint(warehouse),
+    )
+
+
+LOST = "lost"  # next to a variant's template warehouse: the files its setup took from the table
+
+
+def lose_a_manifest(table: Table) -> None:
+    """Snapshot 1's manifest (it added ids 0-5) taken away, kept in `LOST` for the checks."""
+    from paimon_format.scan.snapshot_scan import data_manifests
+
+    first = data_manifests(table, table.snapshot_manager.snapshot(1))[0].file_name
+    stash = os.path.join(os.path.dirname(table.path.rsplit("/", 2)[0]), LOST, "manifest")
+    os.makedirs(stash, exist_ok=True)
+    shutil.move(table.manifest_path(first), os.path.join(stash, first))
+
+
+@contextmanager
+def lost_files_back(template_warehouse: str, warehouse: str) -> Iterator[None]:
+    """The files the template's setup took from the table back in `warehouse` while the checks read
+    it (the older snapshots still name them: a repair leaves those as they are), gone again after:
+    the job and its rerun must find them missing. Nothing when the setup took nothing."""
+    stash = os.path.join(os.path.dirname(template_warehouse), LOST)
+    lost = [os.path.relpath(os.path.join(d, n), stash) for d, _, names in os.walk(stash) for n in names]
+    root = open_table(warehouse).path if lost else ""
+    for relpath in lost:
+        shutil.copyfile(os.path.join(stash, relpath), os.path.join(root, relpath))
+    try:
+        yield
+    finally:
+        for relpath in lost:
+            os.remove(os.path.join(root, relpath))
+
+
+def expire_into_changelogs(table: Table) -> None:
+    """Snapshots 1-4 expired by our expire-snapshots (retain 2); the variant's changelog retention
+    (10) keeps them all as long-lived changelogs."""
+    from pyspark.sql import SparkSession  # Spark only for the variants that need it
+
+    from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
+
+    spark = SparkSession.builder.getOrCreate()
+    expire_snapshots(
+        spark, table, ExpiryRequest(retain_min=2, retain_max=2, older_than="2100-01-01 00:00:00")
     )
 
 
@@ -497,7 +572,8 @@ def reference_run(job: str, template: Template, workdir: str) -> Reference:
     )
     if code != 0:
         raise AssertionError(f"clean run of {job} failed ({code}): {record.get('error')}")
-    state = view(warehouse)
+    with lost_files_back(template.warehouse, warehouse):
+        state = view(warehouse)
     ids = sorted(state.rows_by_snapshot)
     return Reference(
         row_ids(state.latest_rows),
@@ -574,7 +650,8 @@ def run_case(
             result.untouched = True
             return result
         table = open_table(warehouse)
-        _check_after_crash(table, template, reference, result)
+        with lost_files_back(template.warehouse, warehouse):
+            _check_after_crash(table, template, reference, result)
 
         landed = table.snapshot_manager.latest_id() != max(template.rows_by_snapshot)
         if result.exit_code != 0 and not (JOBS[job].appends and landed):
@@ -582,8 +659,9 @@ def run_case(
             code, record = run_job(operation_of(job), config, os.path.join(case_dir, "rerun.json"))
             if code != 0:
                 result.problems.append(f"rerun exited {code}: {record.get('error')}")
-        _check_final(warehouse, template, reference, result)
-        _check_leftovers(warehouse, template, case_dir, result, run_orphan_job)
+        with lost_files_back(template.warehouse, warehouse):
+            _check_final(warehouse, template, reference, result)
+            _check_leftovers(warehouse, template, case_dir, result, run_orphan_job)
     finally:
         shutil.rmtree(case_dir, ignore_errors=True)
     return result
@@ -591,9 +669,12 @@ def run_case(
 
 def _check_after_crash(table: Table, template: Template, reference: Reference, result: CaseResult) -> None:
     """Before any rerun, readers of every snapshot an uninterrupted run keeps, and of every tag, are
-    fine. Snapshots an uninterrupted run expires may be half-deleted: expiry deletes their files
-    before their snapshot files (as Paimon does), and the rerun finishes them."""
+    fine. Snapshots (and long-lived changelogs) an uninterrupted run expires may be half-deleted:
+    expiry deletes their files before their snapshot (changelog) files, as Paimon does, and the
+    rerun finishes them."""
     expiring = frozenset(template.files_by_snapshot) - frozenset(reference.snapshot_ids)
+    template_changelogs = open_table(template.warehouse).snapshot_manager.changelog_ids()
+    expiring_changelogs = frozenset(template_changelogs) - frozenset(reference.changelog_ids)
     expiring_branch = frozenset(
         (name, snapshot_id)
         for name, ids in branch_snapshot_ids(open_table(template.warehouse)).items()
@@ -601,7 +682,7 @@ def _check_after_crash(table: Table, template: Template, reference: Reference, r
         if snapshot_id not in reference.branch_snapshot_ids.get(name, ())
     )
     try:
-        result.lost_files += sorted(missing_needed(table, expiring, expiring_branch))
+        result.lost_files += sorted(missing_needed(table, expiring, expiring_branch, expiring_changelogs))
         kept = [i for i in table.snapshot_manager.changelog_ids() if i in reference.changelog_ids]
         result.lost_files += missing_changelog_needs(table, kept)
         present = set(table.snapshot_manager.snapshot_ids())
@@ -868,7 +949,8 @@ def race(
     for snapshot_id, user in history:
         if snapshot_id in present and manager.snapshot(snapshot_id).commit_user != user:
             result.lost_commits.append(f"snapshot {snapshot_id} is not the writer's commit")
-    state = view(warehouse)
+    with lost_files_back(template.warehouse, warehouse):
+        state = view(warehouse)
     latest = row_ids(state.latest_rows)
     missing = sorted(set(written) - set(latest))
     if missing:
@@ -881,6 +963,7 @@ def race(
         result.lost_commits.append(
             "the rows besides the writer's differ from an uninterrupted run of the job"
         )
-    result.lost_files = sorted(missing_needed(table))
+    with lost_files_back(template.warehouse, warehouse):
+        result.lost_files = sorted(missing_needed(table))
     shutil.rmtree(base, ignore_errors=True)
     return result

@@ -136,6 +136,7 @@ def needed_files(
     table: Table,
     expiring: frozenset[int] = frozenset(),
     expiring_branch: frozenset[tuple[str, int]] = frozenset(),
+    expiring_changelogs: frozenset[int] = frozenset(),
 ) -> set[str]:
     """What readers of every retained snapshot, tag, changelog and branch open, plus the metadata
     files themselves: like `referenced_files`, but a data file only while it is live (a file a
@@ -143,7 +144,8 @@ def needed_files(
 
     `expiring`: main-branch snapshot ids an interrupted expiry was removing; they are no root (the
     expiry deletes their files before their snapshot files, as Paimon does, so a reader must not
-    start from them) but their snapshot files still count as present."""
+    start from them) but their snapshot files still count as present. `expiring_changelogs`: the
+    same for main's long-lived changelogs an interrupted changelog expiry was removing."""
     from paimon_format.maintenance.references import (
         index_file_relpaths,
         manifest_names,
@@ -166,6 +168,9 @@ def needed_files(
             continue
         if source.kind == "snapshot" and (branch_table.branch, snapshot.id) in expiring_branch:
             continue  # likewise on a branch: (branch, snapshot id)
+        main = branch_table.branch == "main"
+        if source.kind == "changelog" and main and snapshot.id in expiring_changelogs:
+            continue
         with_changelog = source.kind == "changelog" or source.needs_changelog  # tags keep none (Paimon)
         if source.kind == "changelog" and branch_table.options.changelog_producer != "none":
             # Paimon's decoupled expiry deletes a produced changelog's data lists (only its changelog
@@ -219,9 +224,10 @@ def missing_needed(
     table: Table,
     expiring: frozenset[int] = frozenset(),
     expiring_branch: frozenset[tuple[str, int]] = frozenset(),
+    expiring_changelogs: frozenset[int] = frozenset(),
 ) -> set[str]:
     """Files a reader needs that do not exist (must always be empty, also after an expiry)."""
-    return needed_files(table, expiring, expiring_branch) - listed_files(table)
+    return needed_files(table, expiring, expiring_branch, expiring_changelogs) - listed_files(table)
 
 
 def unreferenced(table: Table) -> set[str]:
