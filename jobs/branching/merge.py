@@ -87,13 +87,9 @@ def _latest_schema(table: Table, branch: str) -> TableSchema:
 def _refuse_unmergeable_table(
     target_table: Table, target: str, target_schema: TableSchema, source: str, source_schema: TableSchema
 ) -> None:
-    """The table-level rules: the option set on the target, append-only tables without deletion
-    vectors, row tracking or data evolution, and the same columns on both sides."""
-    if target_schema.options.get(BRANCH_MERGE_ENABLED, "false").strip().lower() != "true":
-        raise BadInputError(
-            f"{target_table.path}: branch {target!r} does not set '{BRANCH_MERGE_ENABLED}' = 'true'; "
-            "Paimon merges branches only of tables created with it (ALTER TABLE ... SET TBLPROPERTIES)"
-        )
+    """The table-level rules: append tables without deletion vectors, row tracking or data evolution
+    on both sides (first: no option makes such a table mergeable), the option set on the target, and
+    the same columns on both sides."""
     for name, schema in ((source, source_schema), (target, target_schema)):
         if schema.primary_keys:
             raise BadInputError(
@@ -111,6 +107,11 @@ def _refuse_unmergeable_table(
                     f"{target_table.path}: branch {name!r} sets '{flag}' = 'true', which branch merge "
                     "does not support"
                 )
+    if target_schema.options.get(BRANCH_MERGE_ENABLED, "false").strip().lower() != "true":
+        raise BadInputError(
+            f"{target_table.path}: branch {target!r} does not set '{BRANCH_MERGE_ENABLED}' = 'true'; "
+            "Paimon merges branches only of tables created with it (ALTER TABLE ... SET TBLPROPERTIES)"
+        )
     if source_schema.fields != target_schema.fields:
         raise BadInputError(
             f"{target_table.path}: cannot merge branch {source!r} into {target!r}, schema mismatch: "

@@ -185,7 +185,7 @@ def test_refusals_are_exit_2_naming_the_reason_and_change_nothing(warehouse, tmp
 @pytest.mark.parametrize(
     ("options", "primary_keys", "expected"),
     [
-        ({"bucket": "1"}, ["id", "dt"], "has primary keys ['id', 'dt']"),
+        ({"bucket": "1", "branch-merge.enabled": "false"}, ["id", "dt"], "has primary keys ['id', 'dt']"),
         ({"deletion-vectors.enabled": "true"}, [], "sets 'deletion-vectors.enabled' = 'true'"),
         ({"row-tracking.enabled": "true"}, [], "sets 'row-tracking.enabled' = 'true'"),
     ],
