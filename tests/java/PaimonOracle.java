@@ -157,6 +157,8 @@ public final class PaimonOracle {
                 return resetConsumer(request);
             case "clear_consumers":
                 return clearConsumers(request);
+            case "snapshots_around":
+                return snapshotsAround(request);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -658,6 +660,31 @@ public final class PaimonOracle {
             }
         }
         return deleted;
+    }
+
+    /** The snapshots Paimon's time-travel procedures pick for "time_ms" (and "watermark"): rollback_to_*
+     * takes earlierOrEqual (the latest at or before), create_tag_from_* laterOrEqual (the earliest at or
+     * after). {"earlier_or_equal_time": id, "later_or_equal_time": id, "later_or_equal_watermark": id};
+     * absent when there is none. This bundle has no earlierOrEqualWatermark. */
+    private static JsonNode snapshotsAround(JsonNode request) {
+        org.apache.paimon.utils.SnapshotManager snapshots = table(request).snapshotManager();
+        ObjectNode result = NODES.objectNode();
+        long time = request.get("time_ms").asLong();
+        org.apache.paimon.Snapshot earlier = snapshots.earlierOrEqualTimeMills(time);
+        org.apache.paimon.Snapshot later = snapshots.laterOrEqualTimeMills(time);
+        if (earlier != null) {
+            result.put("earlier_or_equal_time", earlier.id());
+        }
+        if (later != null) {
+            result.put("later_or_equal_time", later.id());
+        }
+        if (request.hasNonNull("watermark")) {
+            org.apache.paimon.Snapshot byWatermark = snapshots.laterOrEqualWatermark(request.get("watermark").asLong());
+            if (byWatermark != null) {
+                result.put("later_or_equal_watermark", byWatermark.id());
+            }
+        }
+        return result;
     }
 
     // ----------------------------------------------------------------------------------------------

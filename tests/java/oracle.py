@@ -348,6 +348,13 @@ class JavaPaimon:
             }
         )
 
+    def snapshots_around(self, path: str, time_ms: int, watermark: int | None = None) -> dict[str, int]:
+        """The snapshot ids Paimon's SnapshotManager gives for `time_ms` (and `watermark`):
+        earlier_or_equal_time (rollback_to_timestamp's pick), later_or_equal_time and
+        later_or_equal_watermark (create_tag_from_timestamp's / _watermark's); absent when none."""
+        request = {"op": "snapshots_around", "path": str(path), "time_ms": time_ms, "watermark": watermark}
+        return self._call(request)
+
     def clear_consumers(
         self, path: str, include: str = ".*", exclude: str | None = None, branch: str | None = None
     ) -> list[str]:
