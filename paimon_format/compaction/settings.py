@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from paimon_format.errors import UnsupportedOperationError
 from paimon_format.manifest.entries import DataFileMeta
 from paimon_format.merge.interface import option_flag
-from paimon_format.merge.table_engine import uses_lookup_merge
 from paimon_format.model.options import CoreOptions, parse_memory_size
 
 MIN_FILE_NUM = "compaction.min.file-num"
@@ -115,7 +114,7 @@ def _lookup_flags(core: CoreOptions) -> dict[str, bool]:
     return {
         "needs_lookup": core.merge_engine == "first-row" or lookup_producer or vectors or force_lookup,
         "deletion_vectors": vectors,
-        "lookup_whole_bucket": vectors or lookup_producer or uses_lookup_merge(core),
+        "lookup_whole_bucket": core.merge_engine == "first-row" or lookup_producer or vectors or force_lookup,
     }
 
 

@@ -49,11 +49,13 @@ is the job's full compaction).
 What this job does differently. Paimon's task moves a large file that overlaps nothing to the output
 level by metadata alone (an "upgrade"); this job rewrites every file of a unit. Paimon's lookup
 rewriters look keys up in the runs left out of a unit: for the lookup changelog ("before" rows),
-for deletion vectors (the older row of each rewritten key gets deleted in its vector), and for the
-lookup merge (which merges level-0 rows with only the newest upper row, trusting it holds all the
-older ones). This job cannot look into runs it does not read, so on tables with deletion vectors, a
-lookup changelog, or a lookup merge (`uses_lookup_merge`), a unit that leaves a run out is widened to
-the whole bucket at the top level: correct, but a full compaction of that bucket. So is a unit of a
+for deletion vectors (the older row of each rewritten key gets deleted in its vector), for
+first-row (a new row of a key an upper level holds is dropped: Paimon's first-row batch read does
+not merge levels, it trusts that no key is in two levels above 0) and for the lookup merge (which
+merges level-0 rows with only the newest upper row, trusting it holds all the older ones). This
+job cannot look into runs it does not read, so on every table that needs lookup a unit that leaves
+a run out is widened to the whole bucket at the top level: correct, but a full compaction of that
+bucket (ForceUpLevel0 then means: a bucket with level-0 files is compacted whole). So is a unit of a
 bucket holding any deletion vector (left from before `deletion-vectors.enabled` was turned off):
 the job replaces a compacted bucket's vectors as a whole.
 """

@@ -154,7 +154,7 @@ def test_pick_bins_minor_vs_full_on_primary_key_tables() -> None:
     ("options", "flags"),
     [
         ({}, (False, False, False)),
-        ({"merge-engine": "first-row"}, (True, False, False)),
+        ({"merge-engine": "first-row"}, (True, False, True)),
         ({"force-lookup": "true"}, (True, False, True)),
         ({"changelog-producer": "lookup"}, (True, False, True)),
         ({"changelog-producer": "full-compaction"}, (False, False, False)),
