@@ -104,8 +104,17 @@ class ChaosJob:
 JOBS: dict[str, ChaosJob] = {
     "write": ChaosJob({"source": {"format": "parquet", "path": "{source}"}}, appends=True),
     "compact-manifests": ChaosJob({"mode": "full"}),
-    # every partition's small files rewritten into one; the inputs stay for the older snapshots
-    "compact": ChaosJob({"strategy": "full"}),
+    # every partition's small files rewritten into one, one commit group each (partial progress: a
+    # crash in group N keeps groups 1..N-1 committed, the rerun does the rest); the inputs stay for
+    # the older snapshots
+    "compact": ChaosJob(
+        {"strategy": "full", "max_commit_bins": 1, "job_order": "partition-asc"},
+        named_steps=tuple(
+            f"compact:{step}#{group}"
+            for group in (1, 2, 3)
+            for step in ("after-files-written", "after-commit")
+        ),
+    ),
     "remove-orphan-files": ChaosJob({"older_than": "1h"}),
     "drop-partition": ChaosJob({"partitions": [{"dt": "2024-01-02"}]}),
     # exactly dt=2024-01-01 is past its expiration time (no max_expires: a rerun after the commit

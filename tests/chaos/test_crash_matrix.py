@@ -70,7 +70,10 @@ def test_crash_then_rerun_loses_nothing(spark_session, template, workdir, job):
     for fault, run_orphan_job in cases:
         result = harness.run_case(job, fault, template, ref, workdir, run_orphan_job=run_orphan_job)
         assert result.injected >= 1, f"{job} {fault}: the fault never hit"
-        assert result.exit_code != 0 or fault.endswith(("create:1", "delete:1")), result
+        # a failed snapshot create is retried by the commit: the last create (the commit point of a
+        # job that commits several snapshots, as compact's groups) may end well, as create:1 may
+        retried = fault == f"create:{_counts[job].get('create')}"
+        assert result.exit_code != 0 or retried or fault.endswith(("create:1", "delete:1")), result
         assert result.ok, result
 
 

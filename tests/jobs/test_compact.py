@@ -232,6 +232,10 @@ def test_primary_key_table_of_20_upserts_ends_with_one_top_level_file_per_bucket
         ('where: "dt =="\n', "where"),
         ("order_by: [nope]\n", "order_by: no column 'nope'"),
         ("where: \"x = '1'\"\n", "where"),
+        ("buckets: '3-1'\n", "buckets"),
+        ("max_bytes_per_run: lots\n", "max_bytes_per_run"),
+        ("job_order: random\n", "job_order"),
+        ("max_commit_bins: 0\n", "max_commit_bins"),
     ],
 )
 def test_bad_config_exits_2_with_the_reason(spark_session, append_table, tmp_path, capsys, body, message):
