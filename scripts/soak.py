@@ -13,7 +13,15 @@ compare Java's reads of the latest snapshot and every tag with the ledger, check
 root names exists and that orphans left are younger than remove-orphan-files' cutoff; a thread
 watches that snapshot ids are never skipped or overwritten. See docs/safety.md, "Live tables".
 
-Prints commits by Java, our runs by operation, exit-3 conflicts, what was checked, and the losses.
+    .venv/bin/python scripts/soak.py --s3 --minutes 30 [--throttle 0.01] [--writers 2] [--seed 7]
+
+With --s3 the tables live on moto's S3 server behind the throttling proxy (tests/s3/proxy.py, in a
+process of its own, `--throttle` of the requests answered 503 SlowDown), and two writers of ours
+(the write job, scripts/soak/our_writer.py) take the Java writer's place, since Java's S3 file
+system is not in the test bundle; checkpoints read with our own reader (scripts/soak/s3_run.py).
+
+Prints commits by Java (with --s3: by each writer of ours), our runs by operation, exit-3 conflicts,
+what was checked and the losses; with --s3 also the store's requests and 503s.
 Exit code 1 when anything was lost, doubled, missing, or a writer or job failed. Logs: soak.log in
 the work directory (the warehouse's parent unless --warehouse is given, then kept for inspection).
 """
@@ -24,6 +32,7 @@ import argparse
 import os
 import sys
 import tempfile
+from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,7 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="the rows and keys the writer picks")
     parser.add_argument("--tables", default="", help="comma-separated soak tables (default: all)")
     parser.add_argument("--checkpoint-seconds", type=float, default=60.0, help="seconds between checks")
+    parser.add_argument("--s3", action="store_true", help="on moto's S3 behind the proxy, our writers")
+    parser.add_argument("--throttle", type=float, default=0.01, help="--s3: share of requests answered 503")
+    parser.add_argument("--writers", type=int, default=2, help="--s3: writers of ours at once")
     args = parser.parse_args(argv)
+    if args.s3 and args.warehouse:
+        parser.error("--warehouse is for the local soak; the S3 soak's tables live in moto")
 
     from scripts.chaos import quiet
     from scripts.soak.ledger import SPECS
@@ -53,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown tables {unknown}; choose from {sorted(SPECS)}")
     workdir = tempfile.mkdtemp(prefix="paimon-soak-")
+    if args.s3:
+        return s3_main(args, tables, workdir)
     warehouse = os.path.abspath(args.warehouse) if args.warehouse else os.path.join(workdir, "warehouse")
     if os.path.exists(os.path.join(warehouse, "soak.db")):
         parser.error(f"{warehouse}/soak.db exists: give an empty or new --warehouse")
@@ -69,6 +85,45 @@ def main(argv: list[str] | None = None) -> int:
             result = soak(options, java, workdir)
         finally:
             java.close()
+    report(result, out)
+    out.write(f"logs: {log_path}\n")
+    return 1 if result.failed else 0
+
+
+def s3_main(args: argparse.Namespace, tables: tuple[str, ...], workdir: str) -> int:
+    """The S3 soak: moto and the proxy in a process of their own (scripts/s3bench/store.py), the
+    writers and our jobs in this one."""
+    # after argument parsing, as in main(): --help and bad arguments load neither Spark nor moto
+    from scripts.chaos import quiet
+    from scripts.s3bench.store import AWS_ENV, Store
+    from scripts.soak.s3_run import S3SoakOptions, report, s3_soak
+
+    os.environ.update(AWS_ENV)
+    out = os.fdopen(os.dup(1), "w", buffering=1)
+    log_path = os.path.join(workdir, "soak.log")
+    store = Store.start(Path(workdir))
+    try:
+        empty = Path(workdir) / "empty"
+        empty.mkdir()
+        store.upload(empty, "soak", "wh")  # creates the bucket
+        store.reset(latency_ms=0, throttle_ratio=args.throttle, seed=args.seed)
+        options = S3SoakOptions(
+            args.minutes,
+            "s3://soak/wh",
+            store.storage_options(),
+            args.seed,
+            tables,
+            args.writers,
+            args.checkpoint_seconds,
+        )
+        with quiet(log_path):
+            from jobs.runtime.spark import get_or_create_spark  # Spark's output goes to the log
+
+            spark = get_or_create_spark("soak", {"spark.master": "local[2]", "spark.ui.enabled": "false"})
+            spark.sparkContext.setLogLevel("OFF")
+            result = s3_soak(options, workdir, store.ledger)
+    finally:
+        store.stop()
     report(result, out)
     out.write(f"logs: {log_path}\n")
     return 1 if result.failed else 0

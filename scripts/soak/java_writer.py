@@ -8,19 +8,17 @@ A commit that fails is judged by a read: if the batch's marker is there the batc
 append that Paimon committed before its compaction lost a conflict), otherwise a conflict is retried
 (at most `RETRIES` times) and anything else is a writer failure.
 
-`hold()` waits until the writer is between two steps and keeps it there (checkpoints read a table
-that stands still); `release()` lets it go on.
+The loop, `hold()` and `release()` are `writer_loop.WriterLoop`'s.
 """
 
 from __future__ import annotations
 
-import threading
-import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 
 from scripts.soak.checks import latest_id
 from scripts.soak.ledger import Ledger
+from scripts.soak.writer_loop import WriterLoop
 from tests.java.oracle import JavaError, JavaPaimon
 
 RETRIES = 3
@@ -44,7 +42,7 @@ def is_conflict(error: Exception) -> bool:
     return "conflict" in str(error).lower()
 
 
-class JavaWriter(threading.Thread):
+class JavaWriter(WriterLoop):
     def __init__(
         self,
         java: JavaPaimon,
@@ -53,56 +51,11 @@ class JavaWriter(threading.Thread):
         tag_every: int,
         compact_every: int,
     ) -> None:
-        super().__init__(name="java-writer", daemon=True)
+        super().__init__("java-writer", list(ledgers))
         self.java, self.ledgers, self.paths = java, ledgers, paths
         self.tag_every, self.compact_every = tag_every, compact_every
-        self.stats = JavaStats()
+        self.stats = JavaStats(self.commits, failures=self.failures)
         self.branched: set[str] = set()
-        self._cond = threading.Condition()
-        self._held = self._busy = self._stopping = False
-        self.started = threading.Event()  # every table has its first commit (or the writer gave up)
-
-    # ----- control from the soak's main thread -----------------------------------------------------
-
-    def hold(self) -> None:
-        with self._cond:
-            self._held = True
-            self._cond.wait_for(lambda: not self._busy)
-
-    def release(self) -> None:
-        with self._cond:
-            self._held = False
-            self._cond.notify_all()
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopping = True
-            self._cond.notify_all()
-        self.join()
-
-    # ----- the writer ------------------------------------------------------------------------------
-
-    def run(self) -> None:
-        try:
-            while True:
-                for name in self.ledgers:
-                    with self._cond:
-                        self._cond.wait_for(lambda: not self._held or self._stopping)
-                        if self._stopping:
-                            return
-                        self._busy = True
-                    try:
-                        self.step(name)
-                    finally:
-                        with self._cond:
-                            self._busy = False
-                            self._cond.notify_all()
-                if all(self.stats.commits[name] for name in self.ledgers):
-                    self.started.set()
-        except Exception:  # noqa: BLE001 - the soak reports it and fails; the thread must not vanish
-            self.stats.failures.append(f"writer thread died: {traceback.format_exc(limit=3)}")
-        finally:
-            self.started.set()
 
     def step(self, name: str) -> None:
         """One batch to table `name`, then Java's tag and compaction when their turn has come."""

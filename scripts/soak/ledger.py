@@ -28,6 +28,7 @@ BATCHES_PER_DAY = 6
 # Days this far behind the writer's current day are dropped by our drop-partition; the writer writes
 # only to its current day and the one before.
 DROP_AGE_DAYS = 3
+ID_SPAN = 10**9  # the ids (keys) of writer w: w * ID_SPAN + 1 .. (w + 1) * ID_SPAN - 1
 
 Row = dict[str, Any]
 
@@ -53,6 +54,11 @@ class TableSpec:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.fields)
+
+    @property
+    def skips_level0(self) -> bool:
+        """Batch reads skip level 0 (deletion vectors): a commit's rows show once compacted."""
+        return self.options.get("deletion-vectors.enabled") == "true"
 
 
 _PK_FIELDS = (
@@ -121,6 +127,7 @@ class Batch:
     rows: list[Row]
     committed: bool | None = None
     latest_after: int | None = None  # the latest snapshot id Java answered after committing it
+    first_landed: int | None = None  # the batch's first snapshot when known (our writers: the APPEND)
 
 
 @dataclass
@@ -142,6 +149,11 @@ class Ledger:
     drops: dict[str, Drop] = field(default_factory=dict)
     _live: dict[tuple[Any, ...], Row] = field(default_factory=dict)  # state after the last commit
     _next_id: int = 0
+    writer: int = 0  # which writer's keys and marker (see the module docstring)
+    deletes: bool = True  # False: this writer sends no deletes even where the table would take them
+
+    def __post_init__(self) -> None:
+        self._next_id = max(self._next_id, self.writer * ID_SPAN)
 
     @property
     def last_committed(self) -> int:
@@ -168,7 +180,7 @@ class Ledger:
         touched = rng.sample(recent, min(len(recent), rng.randint(0, 6)))
         for index, key in enumerate(touched):
             old = self._live[key]
-            if self.spec.deletes and index % 3 == 2:
+            if self.spec.deletes and self.deletes and index % 3 == 2:
                 rows.append({**old, "_kind": "-D"})
             elif self.spec.engine == "partial-update":  # a partial row: unset columns keep their value
                 column = rng.choice(("v", "n"))
@@ -195,12 +207,22 @@ class Ledger:
 
     def _marker(self, number: int) -> Row:
         if self.spec.engine == "append":
-            return {"id": -number, "dt": MARKER_DAY, "v": "marker", "batch": number}
-        return {"dt": MARKER_DAY, "k": 0, "v": "marker", "n": number, "batch": number}
+            return {"id": -(self.writer * ID_SPAN + number), "dt": MARKER_DAY, "v": "marker", "batch": number}
+        return {"dt": MARKER_DAY, "k": -self.writer, "v": "marker", "n": number, "batch": number}
 
-    def settle(self, batch: Batch, committed: bool, latest: int | None) -> None:
-        """Record the outcome of a batch; a committed one moves the writer's view of live rows on."""
-        batch.committed, batch.latest_after = committed, latest
+    def owns(self, row: Row) -> bool:
+        """Whether `row` is one of this writer's (its keys or ids, its marker)."""
+        value = int(row["id"] if self.spec.engine == "append" else row["k"])
+        if row["dt"] == MARKER_DAY:
+            return (
+                (-value) // ID_SPAN == self.writer if self.spec.engine == "append" else -value == self.writer
+            )
+        return value // ID_SPAN == self.writer
+
+    def settle(self, batch: Batch, committed: bool, latest: int | None, first: int | None = None) -> None:
+        """Record the outcome of a batch; a committed one moves the writer's view of live rows on.
+        `first`: the first snapshot the batch's commit made, when it made several."""
+        batch.committed, batch.latest_after, batch.first_landed = committed, latest, first
         if committed:
             self._apply(self._live, batch.rows)
 
@@ -230,8 +252,8 @@ class Ledger:
         return Counter(self.canonical(row) for row in state.values())
 
     def marker_of(self, rows: list[Row]) -> int:
-        """The last batch a read ends with (0: none yet)."""
-        return max((int(r["batch"]) for r in rows if r["dt"] == MARKER_DAY), default=0)
+        """The last batch of this writer a read ends with (0: none yet)."""
+        return max((int(r["batch"]) for r in rows if r["dt"] == MARKER_DAY and self.owns(r)), default=0)
 
     def bad_marker(self, marker: int) -> str | None:
         """A read may only end with a batch that was committed (or whose outcome is unknown)."""
@@ -256,9 +278,59 @@ class Ledger:
         day_index = self.spec.names.index("dt")
         return Counter({row: n for row, n in expected.items() if row[day_index] not in gone})
 
+    def torn_batch(self, snapshot_id: int) -> int | None:
+        """The batch whose rows `snapshot_id` may hold only in part, else None.
+
+        On a table whose reads skip level 0 a batch lands as an APPEND of level-0 files (invisible)
+        and shows once compacted, by its writer's compaction right after. In between, a compaction by
+        anyone else (the other writer's, ours in maintain) may compact some of the buckets the batch
+        wrote and not others, so a snapshot inside that window shows the batch in some buckets only,
+        as Paimon's own readers would: not a loss, the batch's compaction makes it whole."""
+        if not self.spec.skips_level0:
+            return None
+        for batch in self.batches.values():
+            first, last = batch.first_landed, batch.latest_after
+            if batch.committed and first is not None and last is not None and first <= snapshot_id < last:
+                return batch.number
+        return None
+
+    def torn_differences(
+        self, torn: int, snapshot_id: int, actual: list[Row], all_rows: list[Row]
+    ) -> tuple[Counter, Counter]:
+        """(lost, extra) of a read inside batch `torn`'s window: every key must hold its row before
+        the batch or after it (absent where that state has none); append tables are checked as a
+        range, at least the rows before and at most those after."""
+        before = self.expected(torn - 1, snapshot_id, all_rows)
+        after = self.expected(torn, snapshot_id, all_rows)
+        found = Counter(self.canonical(row) for row in actual)
+        if self.spec.engine == "append":
+            return before - found, found - after
+        index = [self.spec.names.index(k) for k in self.spec.primary_keys]
+
+        def by_key(rows: Counter) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+            return {tuple(row[i] for i in index): row for row in rows}
+
+        old, new, got = by_key(before), by_key(after), by_key(found)
+        lost, extra = Counter(), found - Counter(got.values())  # a key twice: the second is extra
+        for key in old.keys() | new.keys() | got.keys():
+            allowed = {old.get(key), new.get(key)}
+            if got.get(key) not in allowed:
+                if got.get(key) is None:
+                    lost[old.get(key) or new.get(key)] += 1
+                else:
+                    extra[got[key]] += 1
+        return lost, extra
+
     def droppable_days(self) -> list[str]:
         """Days old enough to drop that are not dropped yet (the writer left them for good)."""
-        newest = max((b.day for b in self.batches.values()), default=0)
-        days = {row["dt"] for b in self.batches.values() if b.committed for row in b.rows}
-        old = {d for d in days if d != MARKER_DAY and d < day_name(newest - DROP_AGE_DAYS)}
-        return sorted(old - {d for d, drop in self.drops.items() if drop.by is not None})
+        return droppable_days([self])
+
+
+def droppable_days(ledgers: list[Ledger]) -> list[str]:
+    """Days every writer of a table left for good (old enough to drop by the slowest writer's current
+    day) that are not dropped yet."""
+    newest = min(max((b.day for b in ledger.batches.values()), default=0) for ledger in ledgers)
+    days = {row["dt"] for ledger in ledgers for b in ledger.batches.values() if b.committed for row in b.rows}
+    old = {d for d in days if d != MARKER_DAY and d < day_name(newest - DROP_AGE_DAYS)}
+    dropped = {d for ledger in ledgers for d, drop in ledger.drops.items() if drop.by is not None}
+    return sorted(old - dropped)

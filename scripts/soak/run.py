@@ -16,20 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from scripts.soak.checks import (
-    Findings,
-    SnapshotWatcher,
-    branch_names,
-    check_files,
-    check_read,
-    latest_id,
-    snapshot_id_of_tag,
-    tag_names,
-)
+from scripts.soak import checks
+from scripts.soak.checks import Findings, SnapshotWatcher
 from scripts.soak.java_writer import JavaWriter
 from scripts.soak.ledger import SPECS, Ledger
 from scripts.soak.our_jobs import OurJobs
-from tests.java.oracle import JavaError, JavaPaimon
+from tests.java.oracle import JavaPaimon
 
 
 @dataclass
@@ -104,7 +96,8 @@ def soak(options: SoakOptions, java: JavaPaimon, workdir: str) -> SoakResult:
     paths = create_tables(java, options.warehouse, options.tables)
     ledgers = {name: Ledger(SPECS[name], random.Random(f"{options.seed}-{name}")) for name in options.tables}
     writer = JavaWriter(java, ledgers, paths, options.tag_every, options.compact_every)
-    ours = OurJobs(options.warehouse, workdir, ledgers, paths, options.orphan_older_than_s)
+    every = {name: [ledger] for name, ledger in ledgers.items()}
+    ours = OurJobs(options.warehouse, workdir, every, paths, options.orphan_older_than_s)
     watcher = SnapshotWatcher(paths)
     result = SoakResult(options, paths, ledgers, writer, ours, watcher)
     started = time.monotonic()
@@ -144,36 +137,10 @@ def checkpoint(result: SoakResult, java: JavaPaimon, final: bool) -> None:
 
 
 def check_table(result: SoakResult, java: JavaPaimon, name: str, path: str, final: bool) -> Findings:
-    ledger = result.ledgers[name]
-    found = Findings()
-    latest = latest_id(path)
-    if latest is None:
-        found.problems.append(f"{name}: no snapshot")
-        return found
-    found.add(check_read(ledger, name, "latest", latest, java.read(path, snapshot_id=latest), True))
-    for tag in tag_names(path):
-        tagged = snapshot_id_of_tag(path, tag)
-        try:
-            rows = java.read(path, tag=tag)
-        except JavaError as error:
-            if snapshot_id_of_tag(path, tag) is None:
-                found.tags_gone += 1
-                continue
-            found.problems.append(f"{name} tag {tag}: Java cannot read it: {error}")
-            continue
-        if tagged is not None:
-            found.add(check_read(ledger, name, f"tag {tag}", tagged, rows, False))
-    for branch in branch_names(path):  # made from a tag, no commits of its own: the tag's rows
-        branch_latest = latest_id(path, branch)
-        if branch_latest is not None:
-            rows = java.read(path, branch=branch)
-            found.add(check_read(ledger, name, f"branch {branch}", branch_latest, rows, False))
-    if final:
-        for snapshot_id in sorted(result.watcher.seen[name]):
-            if os.path.exists(os.path.join(path, "snapshot", f"snapshot-{snapshot_id}")):
-                rows = java.read(path, snapshot_id=snapshot_id)
-                found.add(check_read(ledger, name, "snapshot", snapshot_id, rows, False))
+    """Java reads the table (checks.check_table); at the end every retained snapshot too, and the
+    orphans are judged against the final remove-orphan-files run."""
     cutoff = None
+    found = Findings()
     if final:  # only here is remove-orphan-files the last thing that ran (mid-run, a tag deleted
         # after its run leaves older files unreferenced until the next run: not orphans it missed)
         cleaned_ms = result.ours.stats.orphans_cleaned_ms.get(name)
@@ -181,7 +148,8 @@ def check_table(result: SoakResult, java: JavaPaimon, name: str, path: str, fina
             found.problems.append(f"{name}: remove-orphan-files did not finish in the final maintenance")
         else:
             cutoff = cleaned_ms - result.options.orphan_older_than_s * 1000
-    found.add(check_files(name, path, cutoff))
+    seen = result.watcher.seen[name] if final else ()
+    found.add(checks.check_table(java.read, [result.ledgers[name]], name, path, seen, cutoff))
     return found
 
 
@@ -216,7 +184,7 @@ def report(result: SoakResult, out: TextIO) -> None:
         file=out,
     )
     grouped = Counter(
-        _first_lines(line)
+        first_lines(line)
         for line in [*found.problems, *result.watcher.problems, *java.failures, *ours.failures]
     )
     for line, count in grouped.most_common(30):
@@ -231,7 +199,7 @@ def report(result: SoakResult, out: TextIO) -> None:
         print("RESULT: FAILED: nothing lost, but a writer or a job failed (see above)", file=out)
 
 
-def _first_lines(text: str) -> str:
+def first_lines(text: str) -> str:
     """A failure in one line: its first line and, for a traceback, its last (the exception)."""
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[0] if len(lines) < 2 else f"{lines[0]} ... {lines[-1].strip()}"

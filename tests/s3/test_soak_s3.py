@@ -1,0 +1,141 @@
+"""The S3 soak, short (scripts/soak.py --s3, issue #28): two writers of ours and our maintenance on
+the same tables, on moto behind the proxy answering 1% of the requests 503 SlowDown, and nothing lost.
+
+One run of about half a minute on the session's SparkSession and proxy, then the checks it relied on shown
+to fail: a row no writer wrote, a row a writer's ledger has that the read lacks, a batch the ledger
+says landed that the table does not have, and a referenced file deleted from the bucket. The
+two-writer ledger rules (keys apart, days dropped only once the slowest writer left them) are unit
+tests of their own.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import uuid
+
+import pytest
+
+from paimon_format.scan.snapshot_scan import live_entries
+from paimon_format.storage.fileio import FileIO
+from paimon_format.table import Table
+from scripts.soak.checks import check_files, check_reads, latest_id, our_read
+from scripts.soak.ledger import DROP_AGE_DAYS, ID_SPAN, SPECS, Ledger, day_name, droppable_days
+from scripts.soak.s3_run import S3SoakOptions, S3SoakResult, report, s3_soak
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def soaked(spark_session, moto_s3, s3_proxy, tmp_path_factory) -> S3SoakResult:
+    _, bucket, _ = moto_s3
+    workdir = tmp_path_factory.mktemp("s3soak")
+    storage = {"endpoint_url": s3_proxy.endpoint_url, "client_kwargs": {"region_name": "us-east-1"}}
+    options = S3SoakOptions(
+        minutes=0.4,
+        warehouse=f"s3://{bucket}/soak-{uuid.uuid4().hex[:8]}",
+        storage_options=storage,
+        tables=("dedup", "dv_lookup"),
+        checkpoint_s=10.0,  # a checkpoint after every maintain round
+        orphan_older_than_s=20,
+        watch_interval_s=0.5,
+    )
+    s3_proxy.reset(throttle_ratio=0.01, seed=7)
+    try:
+        return s3_soak(options, str(workdir), s3_proxy.summary)
+    finally:
+        s3_proxy.reset()  # the tests below and other modules' run unthrottled
+
+
+def test_two_writers_and_our_maintenance_on_throttled_s3_lose_nothing(soaked: S3SoakResult) -> None:
+    printed = io.StringIO()
+    report(soaked, printed)
+    found, ours = soaked.findings, soaked.ours.stats
+    assert not soaked.lost, printed.getvalue()
+    assert not found.problems and not soaked.writer_failures and not ours.failures, printed.getvalue()
+    assert soaked.bill["throttled"] > 0, printed.getvalue()  # the store did answer 503s
+    for writer in soaked.writers:
+        assert all(writer.commits[name] >= 2 for name in soaked.paths), printed.getvalue()
+    for operation in ("create-tag", "expire-snapshots", "compact", "remove-orphan-files"):
+        assert ours.runs[operation] + ours.conflicts[operation] > 0, printed.getvalue()
+    assert soaked.checkpoints >= 2 and found.reads_checked > 2 * len(soaked.paths)
+    assert found.rows_checked > 0 and found.files_checked > 0
+    assert found.rows_lost == found.rows_doubled == found.files_missing == found.old_orphans == 0
+
+
+def test_a_row_of_no_writer_or_a_row_a_writer_lost_is_reported(soaked: S3SoakResult) -> None:
+    name = "dedup"
+    path, ledgers = soaked.paths[name], soaked.ledgers[name]
+    storage = soaked.options.storage_options
+    latest = latest_id(path, None, storage)
+    rows = our_read(path, storage, snapshot_id=latest)
+    assert check_reads(ledgers, name, "latest", latest, rows, True).rows_lost == 0
+    assert {ledger.writer for ledger in ledgers for row in rows if ledger.owns(row)} == {0, 1}
+
+    stray = {**rows[0], "k": 5 * ID_SPAN + 1}  # a key in no writer's range
+    found = check_reads(ledgers, name, "latest", latest, [*rows, stray], True)
+    assert found.rows_doubled == 1 and found.problems
+
+    second = [row for row in rows if ledgers[1].owns(row) and row["dt"] != "9999-12-31"][0]
+    found = check_reads(ledgers, name, "latest", latest, [row for row in rows if row is not second], True)
+    assert found.rows_lost == 1 and found.problems
+
+    # writer 0's ledger with one more landed batch the table never saw
+    extra = Ledger(
+        ledgers[0].spec, ledgers[0].rng, dict(ledgers[0].batches), dict(ledgers[0].drops), writer=0
+    )
+    extra.settle(extra.new_batch(), True, latest + 1)
+    assert check_reads([extra, ledgers[1]], name, "latest", latest, rows, True).problems
+    assert not check_reads([extra, ledgers[1]], name, "latest", latest, rows, False).problems  # ends earlier
+
+
+def test_a_deleted_referenced_file_on_s3_is_reported(soaked: S3SoakResult) -> None:
+    name = "dv_lookup"
+    path, storage = soaked.paths[name], soaked.options.storage_options
+    assert check_files(name, path, None, storage).files_missing == 0
+    table = Table(FileIO.for_path(path, storage), path)
+    entry = live_entries(table, table.snapshot_manager.latest())[0]
+    table.file_io.delete(table.full_path(table.entry_relpaths(entry)[0]))
+    found = check_files(name, path, None, storage)
+    assert found.files_missing == 1 and found.problems
+
+
+def test_writers_keys_stay_apart_and_a_day_is_dropped_once_the_slowest_writer_left_it() -> None:
+    spec = SPECS["dedup"]
+    fast, slow = (Ledger(spec, random.Random(w), writer=w, deletes=False) for w in (0, 1))
+    for _ in range(60):
+        fast.settle(fast.new_batch(), True, None)
+    for _ in range(6):
+        slow.settle(slow.new_batch(), True, None)
+    rows = [row for ledger in (fast, slow) for batch in ledger.batches.values() for row in batch.rows]
+    assert all(fast.owns(row) != slow.owns(row) for row in rows)  # each row has exactly one owner
+    assert not any(row.get("_kind") == "-D" for row in rows)  # deletes off for our writers
+    assert fast.droppable_days()  # alone, the fast writer's old days could go
+    assert droppable_days([fast, slow]) == []  # the slow writer still writes day 0 and 1
+    for _ in range(6 * (DROP_AGE_DAYS + 2)):
+        slow.settle(slow.new_batch(), True, None)
+    assert droppable_days([fast, slow])[0] == day_name(0)
+
+
+def test_a_batch_seen_in_some_buckets_only_is_allowed_inside_its_window_alone() -> None:
+    """Deletion-vector tables: between a batch's APPEND (invisible level 0) and its compaction, another
+    writer's compaction may show some of its buckets; inside that window alone a part is no loss."""
+    ledger = Ledger(SPECS["dv_lookup"], random.Random(3), writer=1, deletes=False)
+    ledger.settle(ledger.new_batch(), True, 3, 2)
+    second = ledger.new_batch()
+    ledger.settle(second, True, 7, 5)  # APPEND 5, compaction 7
+    before = ledger_rows(ledger, 1)
+    part = [row for row in second.rows if row["dt"] != "9999-12-31"][:2]  # two rows, no marker
+    assert ledger.torn_batch(6) == 2 and ledger.torn_batch(7) is None
+    assert check_reads([ledger], "dv", "snapshot", 6, [*before, *part], False).problems == []
+    missing = check_reads([ledger], "dv", "snapshot", 6, [*before[1:], *part], False)
+    assert missing.rows_lost == 1  # a row of the batch before is missing: a loss, window or not
+    outside = check_reads([ledger], "dv", "snapshot", 7, [*before, *part], False)
+    assert outside.problems  # after the compaction the batch is whole or it is a loss
+    spec = SPECS["dedup"]  # a table whose reads see level 0 has no such window
+    assert Ledger(spec, random.Random(3), batches=dict(ledger.batches)).torn_batch(6) is None
+
+
+def ledger_rows(ledger: Ledger, marker: int) -> list[dict]:
+    """The rows the ledger expects after batch `marker`, as a reader returns them."""
+    return [dict(zip(ledger.spec.names, row, strict=True)) for row in ledger.rows_at(marker).elements()]
