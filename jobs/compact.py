@@ -216,7 +216,8 @@ def compact(
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
     """Compact `table` as `request` asks (the job's `run`, and Python callers such as tests and
-    benchmarks); `before_commit` is a test hook (a rival commits there)."""
+    benchmarks); `before_commit` is a test hook, called before each commit attempt (of each commit
+    group, and of a group's retry): a rival commits there."""
     return compact_table(
         spark, table, request, dry_run=dry_run, record=record, log=log, before_commit=before_commit
     )

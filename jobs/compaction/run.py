@@ -82,7 +82,8 @@ def compact_table(
     log: Log | None = None,
     before_commit: Callable[[], None] | None = None,
 ) -> RunRecord:
-    """Compact the table's latest snapshot; `before_commit` is a test hook (a rival commits there)."""
+    """Compact the table's latest snapshot in commit groups (`jobs.compaction.groups`); `before_commit`
+    is a test hook called before each commit attempt (a rival commits there)."""
     log = log or logging.getLogger("jobs.compact")
     record = record or RunRecord(operation="compact", table=table.path, dry_run=dry_run)
     if _skipped(table, request, record, log):
