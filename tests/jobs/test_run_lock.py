@@ -6,6 +6,7 @@ never ask for the lock their maintain run holds."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -141,8 +142,14 @@ def test_a_crashed_run_leaves_its_lock_until_it_expires_then_the_rerun_takes_it_
     warehouse, tmp_path, capsys
 ):
     config = {"warehouse": warehouse, "table": IDENTIFIER, "tag": "crashed"}
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     with faults.injected("create:2:halt"), pytest.raises(SimulatedCrash):  # the lock, then the tag
         run(tmp_path, "create-tag", config, capsys)
+    for handler in root.handlers[:]:  # a dead process leaves no log handler; this one lives on
+        if handler not in handlers:
+            root.removeHandler(handler)
+    root.setLevel(level)
     left = TableLock(FileIO.for_path(default_lock_dir(warehouse)), lock_file(warehouse), 1).read()
     assert left is not None and left.owner.endswith(f"pid {os.getpid()}"), "a dead run cannot release"
 
