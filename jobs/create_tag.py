@@ -27,82 +27,36 @@ from dataclasses import dataclass
 
 from pydantic import Field, field_validator, model_validator
 
-from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
-from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
-from paimon_format.errors import SnapshotNotFoundError
+from jobs.runtime.table_open import open_branch, open_existing_table
+from jobs.tagging.target import TagTargetConfig, check_tag_name, choose_snapshot, retention_ms
 from paimon_format.maintenance.tag_periods import missing_automatic_tags
-from paimon_format.model.instants import instant_ms
-from paimon_format.model.options import parse_duration_ms
-from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
-from paimon_format.tags import latest_snapshot_at_or_before, validate_tag_name
 
 OPERATION = "create-tag"
-DEFAULT_TIME_RETAINED = "tag.default-time-retained"
 
 
-class CreateTagConfig(TableJobConfig):
-    branch: str | None = Field(
-        default=None, description="the branch whose tags (branch/branch-NAME/tag/); default: main"
-    )
+class CreateTagConfig(TagTargetConfig):
     tag: str | None = Field(default=None, description="the tag name")
     automatic: bool = Field(
         default=False,
         description="instead of one tag: the missing tags the table's tag.automatic-creation asks for",
-    )
-    snapshot: int | None = Field(default=None, ge=1, description="snapshot id to tag; default: the latest")
-    timestamp: str | None = Field(
-        default=None,
-        description="tag the latest snapshot committed at or before this UTC time ('2024-05-14 00:00:00', "
-        "or a duration such as 1d meaning now - 1d)",
-    )
-    watermark: int | None = Field(
-        default=None,
-        description="tag the latest snapshot whose watermark (epoch ms) is at or before this; not with "
-        "snapshot or timestamp",
-    )
-    time_retained: str | None = Field(
-        default=None, description="how long the tag lives (1d, 12h); default: tag.default-time-retained"
     )
     replace: bool = Field(default=False, description="overwrite an existing tag of the same name")
 
     @field_validator("tag")
     @classmethod
     def _tag(cls, value: str | None) -> str | None:
-        if value is not None:
-            validate_tag_name(value)
-        return value
-
-    @field_validator("timestamp")
-    @classmethod
-    def _timestamp(cls, value: str | None) -> str | None:
-        if value is not None:
-            instant_ms(value, 0)
-        return value
-
-    @field_validator("time_retained")
-    @classmethod
-    def _time_retained(cls, value: str | None) -> str | None:
-        if value is not None and parse_duration_ms(value) <= 0:
-            raise ValueError(f"must be a positive duration, got {value!r}")
-        return value
+        return check_tag_name(value)
 
     @model_validator(mode="after")
-    def _one_source(self) -> CreateTagConfig:
-        if sum(x is not None for x in (self.snapshot, self.timestamp, self.watermark)) > 1:
-            raise ValueError("give either snapshot or timestamp or watermark, not several")
+    def _automatic_alone(self) -> CreateTagConfig:
         sources = (self.tag, self.snapshot, self.timestamp, self.watermark, self.time_retained)
         if self.automatic and sources != (None,) * 5:
             raise ValueError("automatic: true takes the tag names, snapshots and retention from the table")
         return self
-
-    @field_validator("branch")
-    @classmethod
-    def _branch(cls, value: str | None) -> str | None:
-        return check_branch_name(value)
 
 
 CONFIG_MODEL = CreateTagConfig
@@ -131,12 +85,12 @@ class CreateTagRequest:
 def run(context: JobContext, config: CreateTagConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
     if config.automatic:
-        create_automatic_tags(table, dry_run=context.dry_run, record=context.record, log=context.log)
+        create_automatic_tags(table, **context.job_keywords())
         return
     if config.tag is None:
         raise BadInputError(f"{table.path}: create-tag needs tag: NAME (or automatic: true)")
     request = CreateTagRequest.of(config, config.tag)
-    create_tag(table, request, dry_run=context.dry_run, record=context.record, log=context.log)
+    create_tag(table, request, **context.job_keywords())
 
 
 def create_tag(
@@ -179,55 +133,6 @@ def create_tag(
     record.count("tags_replaced", 1 if exists else 0)
     log.info("tagged snapshot %d as %r%s", snapshot.id, tag, " (replaced)" if exists else "")
     return record
-
-
-def choose_snapshot(
-    table: Table, snapshot_id: int | None, timestamp: str | None, now_ms: int, watermark: int | None = None
-) -> Snapshot:
-    """The snapshot to tag: by id, the latest at or before `timestamp` or `watermark`, or the latest."""
-    manager = table.snapshot_manager
-    if snapshot_id is not None:
-        try:
-            return manager.snapshot(snapshot_id)
-        except SnapshotNotFoundError:
-            ids = manager.snapshot_ids()
-            span = f"[{ids[0]}, {ids[-1]}]" if ids else "none"
-            raise BadInputError(
-                f"{manager.snapshot_path(snapshot_id)}: snapshot {snapshot_id} does not exist "
-                f"(snapshots present: {span})"
-            ) from None
-    latest = manager.latest()
-    if latest is None:
-        raise BadInputError(f"{table.path}: the table has no snapshot to tag")
-    if watermark is not None:
-        found = latest_snapshot_at_or_before(manager, watermark=watermark)
-        if found is None:
-            raise BadInputError(
-                f"{table.path}: no retained snapshot has a watermark at or before {watermark} "
-                f"(snapshots {manager.earliest_id()}..{latest.id}; the latest one's: {latest.watermark})"
-            )
-        return found
-    if timestamp is None:
-        return latest
-    found = latest_snapshot_at_or_before(manager, time_ms=instant_ms(timestamp, now_ms))
-    if found is None:
-        raise BadInputError(
-            f"{table.path}: no snapshot was committed at or before {timestamp!r} "
-            f"(the earliest retained one, {manager.earliest_id()}, is newer)"
-        )
-    return found
-
-
-def retention_ms(table: Table, time_retained: str | None) -> int | None:
-    """The tag's retention: the job's, else the table's `tag.default-time-retained`, else none."""
-    text = time_retained if time_retained is not None else table.schema.options.get(DEFAULT_TIME_RETAINED)
-    if text is None:
-        return None
-    try:
-        value = parse_duration_ms(text)
-    except ValueError as error:
-        raise BadInputError(f"{table.path}: {DEFAULT_TIME_RETAINED}: {error}") from None
-    return value
 
 
 def create_automatic_tags(

@@ -26,7 +26,6 @@ Spark-submit entry: `spark-submit jobs/delete_branch.py --config conf/delete-bra
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,7 +39,8 @@ from jobs.deletion.expire_candidates import future_changelog_roots
 from jobs.deletion.roots import dropped_root_candidates
 from jobs.deletion.stages import delete_stages, report_candidates_if_any
 from jobs.runtime.config import TableJobConfig
-from jobs.runtime.errors import BadInputError, SafetyRefusal
+from jobs.runtime.errors import SafetyRefusal
+from jobs.runtime.name_patterns import check_name_patterns, matching_names, report_unmatched
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import open_existing_table
@@ -63,7 +63,6 @@ STEP_METADATA = f"{OPERATION}:metadata-deleted"
 STEP_FILES = f"{OPERATION}:files-deleted"
 STEP_MANIFESTS = f"{OPERATION}:manifests-deleted"
 STEP_LISTS = f"{OPERATION}:manifest-lists-deleted"
-_GLOB_CHARACTERS = "*?["
 
 Root = tuple[str, str, str]
 
@@ -79,13 +78,8 @@ class DeleteBranchConfig(TableJobConfig):
     @field_validator("branches")
     @classmethod
     def _branches(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("name at least one branch or glob")
-        for pattern in value:
-            if not pattern.strip() or "/" in pattern:
-                raise ValueError(f"{pattern!r} is no branch name or glob (blank or with '/')")
-            if pattern == MAIN_BRANCH:
-                raise ValueError("'main' is the table itself and cannot be deleted")
+        if MAIN_BRANCH in check_name_patterns(value, "branch"):
+            raise ValueError("'main' is the table itself and cannot be deleted")
         return value
 
 
@@ -111,27 +105,14 @@ def run(context: JobContext, config: DeleteBranchConfig) -> None:
         lambda: context.spark,  # started only when a deleted branch has a snapshot, tag or changelog
         open_existing_table(config),
         DeleteBranchRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
+        **context.job_keywords(),
     )
 
 
 def matching_branches(names: list[str], patterns: list[str]) -> tuple[list[str], list[str]]:
-    """(branches matched by any pattern, sorted; patterns matching none). Globs by `fnmatch`,
-    case-sensitive; main never matches."""
-    matched: set[str] = set()
-    unmatched: list[str] = []
-    for pattern in patterns:
-        if any(char in pattern for char in _GLOB_CHARACTERS):
-            found = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
-        else:
-            found = [pattern] if pattern in names else []
-        found = [name for name in found if name != MAIN_BRANCH]
-        if not found:
-            unmatched.append(pattern)
-        matched.update(found)
-    return sorted(matched), unmatched
+    """(branches matched by any pattern, sorted; patterns matching none): `matching_names`; main
+    never matches."""
+    return matching_names(names, patterns, never=(MAIN_BRANCH,))
 
 
 def delete_branch(
@@ -149,15 +130,11 @@ def delete_branch(
     table, record, log = deletion.table, deletion.record, deletion.log
     existing = table.branch_manager.branch_names()
     names, unmatched = matching_branches(existing, request.branches)
-    record.details["unmatched"] = unmatched
-    if unmatched:
-        message = (
-            f"{table.path}: no branch matches {', '.join(repr(p) for p in unmatched)} "
-            f"(branches: {', '.join(existing) or 'none'})"
-        )
-        if request.strict:
-            raise BadInputError(message + " (strict: true)")
-        log.warning(message)
+    message = (
+        f"{table.path}: no branch matches {', '.join(repr(p) for p in unmatched)} "
+        f"(branches: {', '.join(existing) or 'none'})"
+    )
+    report_unmatched(record, log, unmatched, message, request.strict)
     dropped = [root for name in names for root in _branch_roots(table, name)]
     record.details["branches_to_delete"] = names
     record.count("branches_to_delete", len(names))

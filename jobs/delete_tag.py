@@ -10,7 +10,6 @@ Spark-submit entry: `spark-submit jobs/delete_tag.py --config conf/delete-tag.ya
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from pydantic import Field, field_validator
 from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.tags import TagSteps, delete_tags
 from jobs.runtime.config import TableJobConfig
-from jobs.runtime.errors import BadInputError
+from jobs.runtime.name_patterns import check_name_patterns, matching_names, report_unmatched
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
 
 OPERATION = "delete-tag"
 STEPS = TagSteps.of(OPERATION)
-_GLOB_CHARACTERS = "*?["
 
 
 class DeleteTagConfig(TableJobConfig):
@@ -47,12 +45,7 @@ class DeleteTagConfig(TableJobConfig):
     @field_validator("tags")
     @classmethod
     def _tags(cls, value: list[str]) -> list[str]:
-        if not value:
-            raise ValueError("name at least one tag or glob")
-        for pattern in value:
-            if not pattern.strip() or "/" in pattern:
-                raise ValueError(f"{pattern!r} is no tag name or glob (blank or with '/')")
-        return value
+        return check_name_patterns(value, "tag")
 
     @field_validator("branch")
     @classmethod
@@ -83,26 +76,13 @@ def run(context: JobContext, config: DeleteTagConfig) -> None:
         lambda: context.spark,  # started only when a deleted tag's snapshot has expired
         table,
         DeleteTagRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
+        **context.job_keywords(),
     )
 
 
 def matching_tags(names: list[str], patterns: list[str]) -> tuple[list[str], list[str]]:
-    """(tags matched by any pattern, sorted; patterns matching none). Exact names match themselves,
-    globs by `fnmatch` rules, case-sensitive."""
-    matched: set[str] = set()
-    unmatched: list[str] = []
-    for pattern in patterns:
-        if any(char in pattern for char in _GLOB_CHARACTERS):
-            found = [name for name in names if fnmatch.fnmatchcase(name, pattern)]
-        else:
-            found = [pattern] if pattern in names else []
-        if not found:
-            unmatched.append(pattern)
-        matched.update(found)
-    return sorted(matched), unmatched
+    """(tags matched by any pattern, sorted; patterns matching none): `matching_names`."""
+    return matching_names(names, patterns)
 
 
 def delete_tag(
@@ -120,12 +100,8 @@ def delete_tag(
     deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     manager = table.tag_manager
     names, unmatched = matching_tags(manager.tag_names(), request.tags)
-    deletion.record.details["unmatched"] = unmatched
-    if unmatched:
-        message = f"{table.path}: no tag matches {', '.join(repr(p) for p in unmatched)}"
-        if request.strict:
-            raise BadInputError(message + " (strict: true)")
-        deletion.log.warning(message)
+    message = f"{table.path}: no tag matches {', '.join(repr(p) for p in unmatched)}"
+    report_unmatched(deletion.record, deletion.log, unmatched, message, request.strict)
     delete_tags(deletion, {name: manager.tag(name) for name in names}, STEPS)
     return deletion.record
 

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING
 from pydantic import Field, field_validator, model_validator
 
 from jobs.deletion.changelogs import expire_changelogs, live_consumers_next
-from jobs.deletion.context import DeletePace, DeletionContext
+from jobs.deletion.context import DeletionContext
+from jobs.deletion.retention import RetentionRequest, retention_keys
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.registry import JobContext
@@ -39,7 +40,7 @@ from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
 from paimon_format.maintenance.expire import ChangelogSettings, ExpireRange
 from paimon_format.maintenance.read_memo import with_read_memo
-from paimon_format.model.instants import instant_ms, iso_utc
+from paimon_format.model.instants import iso_utc
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -48,26 +49,9 @@ if TYPE_CHECKING:
 OPERATION = "expire-changelogs"
 
 
-class ExpireChangelogsConfig(TableJobConfig):
-    retain_max: int | None = Field(default=None, ge=1, description="default: changelog.num-retained.max")
-    retain_min: int | None = Field(default=None, ge=1, description="default: changelog.num-retained.min")
-    older_than: str | None = Field(
-        default=None,
-        description="duration (1h, 7d) or UTC timestamp ('2024-05-14 00:00:00'); "
-        "default: changelog.time-retained",
-    )
-    max_deletes: int | None = Field(default=None, ge=1, description="default: snapshot.expire.limit")
+class ExpireChangelogsConfig(TableJobConfig, retention_keys("changelog")):
     delete_all: bool = Field(default=False, description="expire every long-lived changelog")
-    delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
-    max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall file delete rate")
     branch: str | None = Field(default=None, description="the branch whose changelogs go (default main)")
-
-    @field_validator("older_than")
-    @classmethod
-    def _older_than(cls, value: str | None) -> str | None:
-        if value is not None:
-            instant_ms(value, 0)
-        return value
 
     @field_validator("branch")
     @classmethod
@@ -86,38 +70,20 @@ CONFIG_MODEL = ExpireChangelogsConfig
 
 
 @dataclass(frozen=True)
-class ChangelogExpiryRequest:
-    """What a run asks for; None takes the table's option (Paimon's default where that is unset)."""
+class ChangelogExpiryRequest(RetentionRequest):
+    """What a run asks for; None takes the table's option (Paimon's default where that is unset);
+    `delete_all` expires every long-lived changelog."""
 
-    retain_max: int | None = None
-    retain_min: int | None = None
-    older_than: str | None = None
-    max_deletes: int | None = None
     delete_all: bool = False
-    pace: DeletePace = DeletePace()
 
     @staticmethod
     def of(config: ExpireChangelogsConfig) -> ChangelogExpiryRequest:
-        return ChangelogExpiryRequest(
-            config.retain_max,
-            config.retain_min,
-            config.older_than,
-            config.max_deletes,
-            config.delete_all,
-            DeletePace.of(config),
-        )
+        return ChangelogExpiryRequest(**RetentionRequest.keys_of(config), delete_all=config.delete_all)
 
 
 def run(context: JobContext, config: ExpireChangelogsConfig) -> None:
     table = open_branch(open_existing_table(config), config.branch)
-    expire_changelogs_of(
-        context.spark,
-        table,
-        ChangelogExpiryRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-    )
+    expire_changelogs_of(context.spark, table, ChangelogExpiryRequest.of(config), **context.job_keywords())
 
 
 def expire_changelogs_of(
@@ -160,12 +126,13 @@ def changelog_settings_of(table: Table, request: ChangelogExpiryRequest, now_ms:
     options = table.options
     try:
         settings = ChangelogSettings(
-            retain_min=_or(request.retain_min, options.changelog_num_retained_min),
-            retain_max=_or(request.retain_max, options.changelog_num_retained_max),
-            cutoff_ms=instant_ms(request.older_than, now_ms)
-            if request.older_than is not None
-            else now_ms - options.changelog_time_retained_ms,
-            max_deletes=_or(request.max_deletes, options.snapshot_expire_limit),
+            **request.over(
+                options.changelog_num_retained_min,
+                options.changelog_num_retained_max,
+                options.changelog_time_retained_ms,
+                options.snapshot_expire_limit,
+                now_ms,
+            )
         )
         if settings.retain_min > settings.retain_max:
             raise ValueError(
@@ -174,10 +141,6 @@ def changelog_settings_of(table: Table, request: ChangelogExpiryRequest, now_ms:
     except ValueError as error:
         raise BadInputError(f"{table.path}: {error}") from None
     return settings
-
-
-def _or(asked: int | None, option: int) -> int:
-    return asked if asked is not None else option
 
 
 if __name__ == "__main__":

@@ -54,7 +54,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, model_validator
 
 from jobs.deletion.changelogs import (
     STEP_CHANGELOG_DELETED,
@@ -65,13 +65,14 @@ from jobs.deletion.changelogs import (
     expire_changelogs,
     live_consumers_next,
 )
-from jobs.deletion.context import DeletePace, DeletionContext
+from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import (
     SNAPSHOT_LIMIT,
     expiry_candidates,
     future_changelog_roots,
     snapshot_range_reader,
 )
+from jobs.deletion.retention import RetentionRequest, retention_keys
 from jobs.deletion.stages import delete_stages, report_candidates
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, SafetyRefusal
@@ -92,7 +93,7 @@ from paimon_format.maintenance.expire import (
 )
 from paimon_format.maintenance.read_memo import ReadMemoFileIO, with_read_memo
 from paimon_format.maintenance.references import CHANGELOG_TO_WRITE_ROOT, SNAPSHOT_ROOT
-from paimon_format.model.instants import instant_ms, iso_utc
+from paimon_format.model.instants import iso_utc
 from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,
     CHANGELOG_NUM_RETAINED_MIN,
@@ -127,17 +128,7 @@ STEPS = (
 )
 
 
-class ExpireSnapshotsConfig(TableJobConfig, LocalRunOptions):
-    retain_min: int | None = Field(default=None, ge=1, description="default: snapshot.num-retained.min")
-    retain_max: int | None = Field(default=None, ge=1, description="default: snapshot.num-retained.max")
-    older_than: str | None = Field(
-        default=None,
-        description="duration (1h, 7d) or UTC timestamp ('2024-05-14 00:00:00'); "
-        "default: snapshot.time-retained",
-    )
-    max_deletes: int | None = Field(default=None, ge=1, description="default: snapshot.expire.limit")
-    delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
-    max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall file delete rate")
+class ExpireSnapshotsConfig(TableJobConfig, LocalRunOptions, retention_keys("snapshot")):
     branch: str | None = Field(default=None, description="expire this branch's snapshots (default: main)")
     branches: Literal["all"] | None = Field(
         default=None, description="'all': main and every branch, each by its own retention options"
@@ -151,32 +142,17 @@ class ExpireSnapshotsConfig(TableJobConfig, LocalRunOptions):
             raise ValueError(f"branch: {self.branch!r} is no branch name")
         return self
 
-    @field_validator("older_than")
-    @classmethod
-    def _older_than(cls, value: str | None) -> str | None:
-        if value is not None:
-            instant_ms(value, 0)
-        return value
-
 
 CONFIG_MODEL = ExpireSnapshotsConfig
 
 
 @dataclass(frozen=True)
-class ExpiryRequest:
+class ExpiryRequest(RetentionRequest):
     """What a run asks for; None takes the table's option (and Paimon's default where that is unset)."""
-
-    retain_min: int | None = None
-    retain_max: int | None = None
-    older_than: str | None = None  # a duration ago, or a UTC timestamp (`instant_ms`)
-    max_deletes: int | None = None
-    pace: DeletePace = DeletePace()
 
     @staticmethod
     def of(config: ExpireSnapshotsConfig) -> ExpiryRequest:
-        return ExpiryRequest(
-            config.retain_min, config.retain_max, config.older_than, config.max_deletes, DeletePace.of(config)
-        )
+        return ExpiryRequest(**RetentionRequest.keys_of(config))
 
 
 def run(context: JobContext, config: ExpireSnapshotsConfig) -> None:
@@ -250,21 +226,18 @@ def settings_for(table: Table, request: ExpiryRequest, now_ms: int) -> ExpireSet
     options = table.options
     try:
         settings = ExpireSettings(
-            retain_min=_or(request.retain_min, options.snapshot_num_retained_min),
-            retain_max=_or(request.retain_max, options.snapshot_num_retained_max),
-            cutoff_ms=instant_ms(request.older_than, now_ms)
-            if request.older_than is not None
-            else now_ms - options.snapshot_time_retained_ms,
-            max_deletes=_or(request.max_deletes, options.snapshot_expire_limit),
+            **request.over(
+                options.snapshot_num_retained_min,
+                options.snapshot_num_retained_max,
+                options.snapshot_time_retained_ms,
+                options.snapshot_expire_limit,
+                now_ms,
+            )
         )
         settings.validate()
     except ValueError as error:
         raise BadInputError(f"{table.path}: {error}") from None
     return settings
-
-
-def _or(asked: int | None, option: int) -> int:
-    return asked if asked is not None else option
 
 
 def changelog_settings_for(table: Table, settings: ExpireSettings, now_ms: int) -> ChangelogSettings:

@@ -38,7 +38,6 @@ Spark-submit entry: `spark-submit jobs/fast_forward.py --config conf/fast-forwar
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.table_open import open_existing_table
+from jobs.tagging.target import without_missing_changelog
 from paimon_format.branches import MAIN_BRANCH, validate_branch_name
 from paimon_format.maintenance.references import SNAPSHOT_ROOT, TAG_ROOT
 from paimon_format.snapshot import Snapshot
@@ -104,9 +104,7 @@ def run(context: JobContext, config: FastForwardConfig) -> None:
         lambda: context.spark,  # started only when main snapshots or tags are dropped
         open_existing_table(config),
         FastForwardRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
+        **context.job_keywords(),
     )
 
 
@@ -196,13 +194,8 @@ def _readable(table: Table, data: bytes) -> bytes:
     snapshot's file, whose changelog list expiry had deleted): then without it, as rollback restores
     such a snapshot, so that main names no missing file (Paimon copies it as it is)."""
     snapshot = Snapshot.from_json(data)
-    listed = snapshot.changelog_manifest_list
-    if not listed or table.file_io.file_exists(table.manifest_path(listed)):
-        return data
-    trimmed = dataclasses.replace(
-        snapshot, changelog_manifest_list=None, changelog_manifest_list_size=None, changelog_record_count=None
-    )
-    return trimmed.to_json().encode("utf-8")
+    trimmed = without_missing_changelog(table, snapshot)
+    return data if trimmed is snapshot else trimmed.to_json().encode("utf-8")
 
 
 def fast_forward(

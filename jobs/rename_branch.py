@@ -72,13 +72,7 @@ class RenameBranchRequest:
 
 
 def run(context: JobContext, config: RenameBranchConfig) -> None:
-    rename_branch(
-        open_existing_table(config),
-        RenameBranchRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
-    )
+    rename_branch(open_existing_table(config), RenameBranchRequest.of(config), **context.job_keywords())
 
 
 def copy_order(relative: str) -> tuple[int, str]:

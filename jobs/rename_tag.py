@@ -31,11 +31,11 @@ from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
 from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
-from paimon_format.errors import MissingFileError
+from jobs.tagging.target import tag_bytes
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
-from paimon_format.tags import TagManager, validate_tag_name
+from paimon_format.tags import validate_tag_name
 
 OPERATION = "rename-tag"
 STEP_PLANNED = f"{OPERATION}:planned"
@@ -85,18 +85,8 @@ def run(context: JobContext, config: RenameTagConfig) -> None:
     rename_tag(
         open_branch(open_existing_table(config), config.branch),
         RenameTagRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
+        **context.job_keywords(),
     )
-
-
-def _read_or_none(manager: TagManager, name: str) -> bytes | None:
-    """The tag file's bytes, None when absent (one GET; any other failed read is an error)."""
-    try:
-        return manager.file_io.read_bytes(manager.tag_path(name))
-    except MissingFileError:
-        return None
 
 
 def rename_tag(
@@ -111,7 +101,7 @@ def rename_tag(
     log = log or logging.getLogger("jobs.rename_tag")
     record = record or RunRecord(operation=OPERATION, table=table.path, dry_run=dry_run)
     manager, source, target = table.tag_manager, request.from_tag, request.to_tag
-    data = _read_or_none(manager, source)
+    data = tag_bytes(manager, source)
     if data is None and manager.tag_exists(target):
         log.warning("tag %r does not exist and %r does: renamed already, nothing to do", source, target)
         record.details["rename"] = {"from": source, "to": target, "already_done": True}
@@ -121,7 +111,7 @@ def rename_tag(
         raise BadInputError(
             f"{manager.tag_path(source)}: tag {source!r} does not exist (tags: {manager.tag_names()[:20]})"
         )
-    there = _read_or_none(manager, target)
+    there = tag_bytes(manager, target)
     if there is not None and there != data:
         raise BadInputError(
             f"{manager.tag_path(target)}: tag {target!r} already exists (on snapshot "
@@ -141,13 +131,13 @@ def rename_tag(
         record.count("tags_renamed", 0)
         return record
     if there is None and not manager.file_io.create_if_absent(manager.tag_path(target), data):
-        if _read_or_none(manager, target) != data:
+        if tag_bytes(manager, target) != data:
             raise CommitRaceLost(
                 f"{manager.tag_path(target)}: tag {target!r} was created by another writer while renaming; "
                 f"tag {source!r} is left as it was"
             )
     crash_point(STEP_COPIED)
-    if _read_or_none(manager, source) != data:
+    if tag_bytes(manager, source) != data:
         raise CommitRaceLost(
             f"{manager.tag_path(source)}: tag {source!r} was replaced or deleted by another writer while "
             f"renaming; {target!r} holds it as it was when read (delete-tag one of them if unwanted)"

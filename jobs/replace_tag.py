@@ -34,22 +34,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.tags import TagSteps, delete_tags
-from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import RunRecord
-from jobs.runtime.table_open import check_branch_name, open_branch, open_existing_table
-from paimon_format.errors import MissingFileError, SnapshotNotFoundError
-from paimon_format.model.instants import instant_ms
-from paimon_format.model.options import parse_duration_ms
+from jobs.runtime.table_open import open_branch, open_existing_table
+from jobs.tagging.target import TagTargetConfig, choose_snapshot, retention_ms, tag_bytes
+from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
-from paimon_format.tags import latest_snapshot_at_or_before, validate_tag_name
+from paimon_format.tags import validate_tag_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -58,26 +56,10 @@ OPERATION = "replace-tag"
 STEPS = TagSteps.of(OPERATION)
 STEP_PARKED = f"{OPERATION}:old-tag-parked"
 STEP_REPLACED = f"{OPERATION}:tag-replaced"
-DEFAULT_TIME_RETAINED = "tag.default-time-retained"
 
 
-class ReplaceTagConfig(TableJobConfig):
-    branch: str | None = Field(
-        default=None, description="the branch whose tags (branch/branch-NAME/tag/); default: main"
-    )
+class ReplaceTagConfig(TagTargetConfig):
     tag: str = Field(description="the existing tag to point at another snapshot")
-    snapshot: int | None = Field(default=None, ge=1, description="the snapshot id; default: the latest")
-    timestamp: str | None = Field(
-        default=None,
-        description="or the latest snapshot committed at or before this UTC time ('2024-05-14 00:00:00', "
-        "or a duration such as 1d meaning now - 1d)",
-    )
-    watermark: int | None = Field(
-        default=None, description="or the latest snapshot whose watermark (epoch ms) is at or before this"
-    )
-    time_retained: str | None = Field(
-        default=None, description="how long the tag lives (1d, 12h); default: tag.default-time-retained"
-    )
     delete_batch_size: int = Field(default=1000, ge=1, le=1000, description="files per delete call")
     max_deletes_per_second: float | None = Field(default=None, gt=0, description="overall file delete rate")
 
@@ -86,31 +68,6 @@ class ReplaceTagConfig(TableJobConfig):
     def _tag(cls, value: str) -> str:
         validate_tag_name(value)
         return value
-
-    @field_validator("timestamp")
-    @classmethod
-    def _timestamp(cls, value: str | None) -> str | None:
-        if value is not None:
-            instant_ms(value, 0)
-        return value
-
-    @field_validator("time_retained")
-    @classmethod
-    def _time_retained(cls, value: str | None) -> str | None:
-        if value is not None and parse_duration_ms(value) <= 0:
-            raise ValueError(f"must be a positive duration, got {value!r}")
-        return value
-
-    @field_validator("branch")
-    @classmethod
-    def _branch(cls, value: str | None) -> str | None:
-        return check_branch_name(value)
-
-    @model_validator(mode="after")
-    def _one_source(self) -> ReplaceTagConfig:
-        if sum(x is not None for x in (self.snapshot, self.timestamp, self.watermark)) > 1:
-            raise ValueError("give either snapshot or timestamp or watermark, not several")
-        return self
 
 
 CONFIG_MODEL = ReplaceTagConfig
@@ -145,9 +102,7 @@ def run(context: JobContext, config: ReplaceTagConfig) -> None:
         lambda: context.spark,  # started only when the old tag's snapshot has expired
         open_branch(open_existing_table(config), config.branch),
         ReplaceTagRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
+        **context.job_keywords(),
     )
 
 
@@ -166,7 +121,7 @@ def replace_tag(
     tag's snapshot has expired; `now_ms` is a test hook for a duration `timestamp`."""
     deletion = DeletionContext.of_call(OPERATION, table, spark, request.pace, dry_run, record, log)
     record, log, manager = deletion.record, deletion.log, table.tag_manager
-    old_bytes = _tag_bytes(table, request.tag)
+    old_bytes = tag_bytes(manager, request.tag)
     if old_bytes is None:
         raise BadInputError(
             f"{manager.tag_path(request.tag)}: tag {request.tag!r} does not exist "
@@ -174,8 +129,8 @@ def replace_tag(
         )
     old = Snapshot.from_json(old_bytes, manager.tag_path(request.tag))
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    new = _choose_snapshot(table, request, now_ms)
-    retained_ms = _retention_ms(table, request.time_retained)
+    new = choose_snapshot(table, request.snapshot_id, request.timestamp, now_ms, request.watermark)
+    retained_ms = retention_ms(table, request.time_retained)
     frees_files = not _snapshot_still_there(table, old)
     record.snapshot_ids.update(old=old.id, tagged=new.id)
     record.details["replace"] = {"tag": request.tag, "old_snapshot": old.id, "new_snapshot": new.id}
@@ -205,16 +160,9 @@ def replace_tag(
     return record
 
 
-def _tag_bytes(table: Table, name: str) -> bytes | None:
-    try:
-        return table.file_io.read_bytes(table.tag_manager.tag_path(name))
-    except MissingFileError:
-        return None
-
-
 def _refuse_changed_tag(table: Table, name: str, expected: bytes) -> None:
     """Exit 3 when another writer replaced or deleted the tag since it was read."""
-    if _tag_bytes(table, name) != expected:
+    if tag_bytes(table.tag_manager, name) != expected:
         raise CommitRaceLost(
             f"{table.tag_manager.tag_path(name)}: tag {name!r} was replaced or deleted by another writer "
             "while this job ran; nothing was deleted: run the job again"
@@ -228,48 +176,6 @@ def _snapshot_still_there(table: Table, tagged: Snapshot) -> bool:
         return manager.snapshot(tagged.id).base_manifest_list == tagged.base_manifest_list
     except SnapshotNotFoundError:
         return False
-
-
-def _choose_snapshot(table: Table, request: ReplaceTagRequest, now_ms: int) -> Snapshot:
-    """The new snapshot: by id, the latest at or before the time or watermark, or the latest."""
-    manager = table.snapshot_manager
-    if request.snapshot_id is not None:
-        try:
-            return manager.snapshot(request.snapshot_id)
-        except SnapshotNotFoundError:
-            raise BadInputError(
-                f"{manager.snapshot_path(request.snapshot_id)}: snapshot {request.snapshot_id} does not "
-                f"exist (snapshots {manager.earliest_id()}..{manager.latest_id()})"
-            ) from None
-    if request.timestamp is None and request.watermark is None:
-        latest = manager.latest()
-        if latest is None:
-            raise BadInputError(f"{table.path}: the table has no snapshot to tag")
-        return latest
-    if request.timestamp is not None:
-        moment = instant_ms(request.timestamp, now_ms)
-        found = latest_snapshot_at_or_before(manager, time_ms=moment)
-        what = f"committed at or before {request.timestamp!r}"
-    else:
-        found = latest_snapshot_at_or_before(manager, watermark=request.watermark)
-        what = f"with a watermark at or before {request.watermark}"
-    if found is None:
-        raise BadInputError(
-            f"{table.path}: no retained snapshot was {what} "
-            f"(snapshots {manager.earliest_id()}..{manager.latest_id()})"
-        )
-    return found
-
-
-def _retention_ms(table: Table, time_retained: str | None) -> int | None:
-    """The tag's retention: the job's, else the table's `tag.default-time-retained`, else none."""
-    text = time_retained if time_retained is not None else table.schema.options.get(DEFAULT_TIME_RETAINED)
-    if text is None:
-        return None
-    try:
-        return parse_duration_ms(text)
-    except ValueError as error:
-        raise BadInputError(f"{table.path}: {DEFAULT_TIME_RETAINED}: {error}") from None
 
 
 if __name__ == "__main__":

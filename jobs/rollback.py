@@ -40,19 +40,18 @@ from pydantic import Field, field_validator, model_validator
 from jobs.deletion.context import DeletePace, DeletionContext
 from jobs.deletion.roots import dropped_root_candidates
 from jobs.deletion.stages import delete_stages, report_candidates_if_any
-from jobs.runtime.config import TableJobConfig
+from jobs.runtime.config import TableJobConfig, check_instant
 from jobs.runtime.errors import BadInputError, CommitRaceLost
 from jobs.runtime.registry import JobContext
 from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
 from jobs.runtime.table_open import open_existing_table
+from jobs.tagging.target import snapshot_at_or_before, without_missing_changelog
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import SnapshotNotFoundError
 from paimon_format.maintenance.references import CHANGELOG_ROOT, SNAPSHOT_ROOT, TAG_ROOT
-from paimon_format.model.instants import instant_ms
 from paimon_format.snapshot import Snapshot
 from paimon_format.storage.crash_points import crash_point
 from paimon_format.table import Table
-from paimon_format.tags import latest_snapshot_at_or_before
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -85,9 +84,7 @@ class RollbackConfig(TableJobConfig):
     @field_validator("to_timestamp")
     @classmethod
     def _timestamp(cls, value: str | None) -> str | None:
-        if value is not None:
-            instant_ms(value, 0)
-        return value
+        return check_instant(value)
 
     @model_validator(mode="after")
     def _one_target(self) -> RollbackConfig:
@@ -126,21 +123,9 @@ class RollbackRequest:
         retained snapshot is newer); None for `to_tag`."""
         if self.to_timestamp is None and self.to_watermark is None:
             return self.to_snapshot
-        manager = table.snapshot_manager
-        if self.to_timestamp is not None:
-            now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-            moment = instant_ms(self.to_timestamp, now_ms)
-            found = latest_snapshot_at_or_before(manager, time_ms=moment)
-            what = f"committed at or before {self.to_timestamp!r}"
-        else:
-            found = latest_snapshot_at_or_before(manager, watermark=self.to_watermark)
-            what = f"with a watermark at or before {self.to_watermark}"
-        if found is None:
-            raise BadInputError(
-                f"{table.path}: no retained snapshot was {what} (snapshots {manager.earliest_id()}.."
-                f"{manager.latest_id()}); roll back to a tag or snapshot id instead"
-            )
-        return found.id
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        advice = "; roll back to a tag or snapshot id instead"
+        return snapshot_at_or_before(table, self.to_timestamp, self.to_watermark, now_ms, advice).id
 
 
 def run(context: JobContext, config: RollbackConfig) -> None:
@@ -148,9 +133,7 @@ def run(context: JobContext, config: RollbackConfig) -> None:
         lambda: context.spark,  # started only when there is something newer to delete
         open_existing_table(config),
         RollbackRequest.of(config),
-        dry_run=context.dry_run,
-        record=context.record,
-        log=context.log,
+        **context.job_keywords(),
     )
 
 
@@ -192,7 +175,7 @@ def plan_rollback(table: Table, to_snapshot: int | None, to_tag: str | None) -> 
         raise BadInputError(f"{table.path}: snapshot {target.id} is newer than the latest snapshot {latest}")
     restore = not manager.snapshot_exists(target.id)
     if restore:
-        target = _without_missing_changelog(table, target)
+        target = without_missing_changelog(table, target)
     if not restore and manager.snapshot(target.id).base_manifest_list != target.base_manifest_list:
         raise BadInputError(
             f"{table.path}: tag {to_tag!r} names snapshot {target.id}, but snapshot {target.id} of the "
@@ -202,19 +185,6 @@ def plan_rollback(table: Table, to_snapshot: int | None, to_tag: str | None) -> 
     changelogs = sorted((i for i in manager.changelog_ids() if i > target.id), reverse=True)
     newer_tags = [name for name, tag in tags.items() if tag.id > target.id]
     return RollbackPlan(target, restore, latest, snapshots, changelogs, newer_tags)
-
-
-def _without_missing_changelog(table: Table, target: Snapshot) -> Snapshot:
-    """The snapshot to restore without a changelog manifest list that is gone: tags keep no changelog,
-    so Paimon's expiry deletes the list of a tagged snapshot when it expires (and Java-written tags
-    still name it). A restored snapshot naming a missing file would fail every job that reads the
-    table's references; without it, it is a snapshot whose changelog has expired, as Paimon reads it."""
-    name = target.changelog_manifest_list
-    if not name or table.file_io.file_exists(table.manifest_path(name)):
-        return target
-    return dataclasses.replace(
-        target, changelog_manifest_list=None, changelog_manifest_list_size=None, changelog_record_count=None
-    )
 
 
 def _trimmed(tag: Snapshot) -> Snapshot:

@@ -177,6 +177,11 @@ class JobContext:
             )
         return self._spark
 
+    def job_keywords(self) -> dict[str, Any]:
+        """`dry_run`, `record` and `log`, as each operation's function takes them:
+        `delete_tag(spark, table, request, **context.job_keywords())`."""
+        return {"dry_run": self.dry_run, "record": self.record, "log": self.log}
+
     def progress(self, what: str, interval_s: float = 10.0) -> ProgressLogger:
         """A ProgressLogger on this job's log, e.g. `context.progress("files deleted")`."""
         return ProgressLogger(self.log, what, interval_s)

@@ -95,7 +95,7 @@ def test_create_tag_existing_name_replace_dry_run_and_defaults(small_table, tmp_
     assert table.tag_manager.tag("t2").id == 3
     with pytest.raises(BadInputError, match="snapshot 9 does not exist"):
         create_tag(table, CreateTagRequest("x", snapshot_id=9))
-    with pytest.raises(BadInputError, match="no snapshot was committed at or before"):
+    with pytest.raises(BadInputError, match="no retained snapshot was committed at or before"):
         create_tag(table, CreateTagRequest("x", timestamp="2001-01-01 00:00:00"))
     # the table's tag.default-time-retained is written into the tag, as Paimon does
     set_table_option(warehouse, "tag.default-time-retained", "3 h")
