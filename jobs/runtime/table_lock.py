@@ -210,7 +210,7 @@ class TableLock:
             current = None
         released = current is not None and current.token == self.state.token
         if released:
-            self.file_io.delete(self.path)
+            self.file_io.delete(self.path, just_read=True)
         if self._marker is not None:
             self.file_io.delete(self._marker)
             self._marker = None

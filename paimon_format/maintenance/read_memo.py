@@ -313,9 +313,9 @@ class ReadMemoFileIO(FileIO):
         self.forget(path)
         return self.inner.create_if_absent(path, data)
 
-    def delete(self, path: str) -> bool:
+    def delete(self, path: str, *, just_read: bool = False) -> bool:
         self.forget(path)
-        return self.inner.delete(path)
+        return self.inner.delete(path, just_read=just_read)
 
     def delete_many(self, paths: Sequence[str]) -> list[str]:
         state = self._state

@@ -369,10 +369,10 @@ class FaultyFileIO(FileIO):
             raise _fail("list", path)  # S3 lists flat in one call; elsewhere each list_dir counts
         yield from super().list_files_recursive(path)
 
-    def delete(self, path: str) -> bool:
+    def delete(self, path: str, *, just_read: bool = False) -> bool:
         if _before(self.plan, "delete", path):
             raise _fail("delete", path)
-        return super().delete(path)
+        return super().delete(path, just_read=just_read)
 
     def delete_many(self, paths: Sequence[str]) -> list[str]:
         first = paths[0] if paths else "(no paths)"

@@ -452,8 +452,12 @@ class FileIO:
 
     # -- deleting --------------------------------------------------------------------------------
 
-    def delete(self, path: str) -> bool:
-        """Delete one file; False if it did not exist. Directories are refused (StorageError)."""
+    def delete(self, path: str, *, just_read: bool = False) -> bool:
+        """Delete one file; False if it did not exist. Directories are refused (StorageError).
+
+        `just_read`: the caller has just read `path` as a file, so on an object store the existence
+        check (a HEAD: a round trip) is skipped and the answer is True.
+        """
         fs_path = self._fs_path(path)
         with _storage_errors("delete", path, missing_is_error=False):
             if self.protocol == "file":
@@ -463,6 +467,9 @@ class FileIO:
                     return False
                 return True
             self.fs.invalidate_cache(fs_path)
+            if just_read:
+                self.fs.rm_file(fs_path)
+                return True
             try:
                 info = self.fs.info(fs_path)
             except FileNotFoundError:

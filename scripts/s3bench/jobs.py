@@ -9,6 +9,9 @@ facts the builder counted (scripts/s3bench/tables.py), never from what a run sen
 - every file it writes is one PUT; deletes go in DeleteObjects batches of 1,000 keys;
 - READ_LATEST: the latest snapshot's chain, LATEST hint + snapshot + schema + base and delta list;
 - COMMIT: a new manifest, its base and delta list, the snapshot (a conditional PUT), the LATEST hint.
+- LOCK: every job that changes a table but `write` holds the table's lock (jobs/runtime/run_lock.py):
+  a conditional PUT to take it, then a GET (is it still ours?) and a DELETE to release it; added to
+  each such job's count and chain by `fewest_of` / `round_trips_of`.
 
 The round trips are the longest chain of requests that must wait for each other however many are in
 flight: a manifest cannot be read before the list that names it, a snapshot file is deleted only after
@@ -37,6 +40,8 @@ READ_LATEST = 5
 # it answers whether it exists.
 FIND_LATEST = 2
 COMMIT = 5
+LOCK = 3
+LOCK_CHAIN = 3  # the PUT before anything, the GET and the DELETE after everything
 # The commit's dependent steps: the new manifest, then the lists naming it (base and delta together),
 # the snapshot naming them, the LATEST hint naming the snapshot.
 COMMIT_CHAIN = 4
@@ -238,6 +243,17 @@ class Job:
     dry_run: bool = False
     destructive: bool = True  # runs on a fresh copy of its table's bucket
     has_local: bool = False  # accepts `local: never` (the --spark variant)
+    locked: bool = True  # holds the table lock (not `write`, not read_table)
+
+
+def fewest_of(job: Job, facts: Facts) -> int:
+    """The job's fewest requests, the table lock's included."""
+    return job.fewest(facts) + (LOCK if job.locked else 0)
+
+
+def round_trips_of(job: Job, facts: Facts) -> int:
+    """The job's chain of dependent requests, the table lock's included."""
+    return job.round_trips(facts) + (LOCK_CHAIN if job.locked else 0)
 
 
 def all_jobs() -> list[Job]:
@@ -341,6 +357,7 @@ def all_jobs() -> list[Job]:
                 "source": {"format": "parquet", "path": "s3://src-incoming/incoming/"},
                 "create": {"partition_keys": ["dt"], "options": {"bucket": "-1", "file.format": "parquet"}},
             },
+            locked=False,
         ),
         Job(
             "read_table",
@@ -350,6 +367,7 @@ def all_jobs() -> list[Job]:
             read_table_round_trips,
             {},
             destructive=False,
+            locked=False,
         ),
     ]
 
@@ -366,4 +384,5 @@ def with_spark(job: Job) -> Job:
         job.dry_run,
         job.destructive,
         job.has_local,
+        job.locked,
     )

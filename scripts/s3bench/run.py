@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from scripts.s3bench.jobs import Facts, Job
+from scripts.s3bench.jobs import Facts, Job, fewest_of, round_trips_of
 from scripts.s3bench.store import AWS_ENV, REPO, Store
 
 SOURCE_BUCKETS = {
@@ -144,9 +144,9 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
     if run.error:
         return f"{job.name:<32} FAILED {run.error}"
     ledger, kinds = run.ledger, run.ledger["by_kind"]
-    fewest = job.fewest(facts)
+    fewest = fewest_of(job, facts)
     # requests in flight bound the floor, and so does the chain of requests that wait for each other
-    floor = max(fewest / in_flight, job.round_trips(facts)) * run.latency_ms / 1000
+    floor = max(fewest / in_flight, round_trips_of(job, facts)) * run.latency_ms / 1000
     requests = ledger["requests"]
     zero_wall = f"{zero.wall_s:6.2f}" if zero and not zero.error else "     -"
     moto = zero.ledger if zero and not zero.error else ledger

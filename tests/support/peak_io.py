@@ -71,8 +71,8 @@ class PeakFileIO(FileIO):
     def exists(self, path: str) -> bool:
         return self.probe.run("exists", lambda: super(PeakFileIO, self).exists(path))
 
-    def delete(self, path: str) -> bool:
-        return self.probe.run("delete", lambda: super(PeakFileIO, self).delete(path))
+    def delete(self, path: str, *, just_read: bool = False) -> bool:
+        return self.probe.run("delete", lambda: super(PeakFileIO, self).delete(path, just_read=just_read))
 
     def delete_many(self, paths: Sequence[str]) -> list[str]:
         return self.probe.run("delete_many", lambda: super(PeakFileIO, self).delete_many(paths))
