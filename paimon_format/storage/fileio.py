@@ -454,10 +454,7 @@ class FileIO:
 
     def delete(self, path: str, *, just_read: bool = False) -> bool:
         """Delete one file; False if it did not exist. Directories are refused (StorageError).
-
-        `just_read`: the caller has just read `path` as a file, so on an object store the existence
-        check (a HEAD: a round trip) is skipped and the answer is True.
-        """
+        `just_read`: the caller just read `path` as a file: no existence check (an object store's HEAD)."""
         fs_path = self._fs_path(path)
         with _storage_errors("delete", path, missing_is_error=False):
             if self.protocol == "file":
