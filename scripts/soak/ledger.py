@@ -151,6 +151,7 @@ class Ledger:
     _next_id: int = 0
     writer: int = 0  # which writer's keys and marker (see the module docstring)
     deletes: bool = True  # False: this writer sends no deletes even where the table would take them
+    batches_per_day: int = BATCHES_PER_DAY  # fewer: the writer leaves days (for drop-partition) sooner
 
     def __post_init__(self) -> None:
         self._next_id = max(self._next_id, self.writer * ID_SPAN)
@@ -169,7 +170,7 @@ class Ledger:
         """The next batch: new rows, and on primary-key tables updates and deletes of live keys of the
         writer's current day or the day before (never of a day old enough to be dropped)."""
         number = len(self.batches) + 1
-        day = number // BATCHES_PER_DAY
+        day = number // self.batches_per_day
         rng, rows = self.rng, []
         for _ in range(rng.randint(3, 8)):
             row_day = day - 1 if day > 0 and rng.random() < 0.2 else day

@@ -51,6 +51,7 @@ class S3SoakOptions:
     tag_every: int = 5  # a writer's tag every this many of its commits to a table
     orphan_older_than_s: int = 60
     watch_interval_s: float = 1.0  # the snapshot watcher's polls (each a LIST and a few GETs per table)
+    batches_per_day: int = 2  # a writer's batches per day: our writers commit far less often than Java's
 
 
 @dataclass
@@ -103,13 +104,18 @@ def create_tables(warehouse: str, storage_options: dict[str, Any], names: tuple[
     return paths
 
 
+def rng(seed: int, table: str, writer: int) -> random.Random:
+    return random.Random(f"{seed}-{table}-{writer}")
+
+
 def s3_soak(options: S3SoakOptions, workdir: str, bill: Bill) -> S3SoakResult:
     """Run the S3 soak; the writers and our jobs run in this process, on its one SparkSession."""
     storage = options.storage_options
     paths = create_tables(options.warehouse, storage, options.tables)
+    per_day = options.batches_per_day
     ledgers = {
         name: [
-            Ledger(SPECS[name], random.Random(f"{options.seed}-{name}-{w}"), writer=w, deletes=False)
+            Ledger(SPECS[name], rng(options.seed, name, w), writer=w, deletes=False, batches_per_day=per_day)
             for w in range(options.writers)
         ]
         for name in options.tables

@@ -39,6 +39,7 @@ def soaked(spark_session, moto_s3, s3_proxy, tmp_path_factory) -> S3SoakResult:
         checkpoint_s=10.0,  # a checkpoint after every maintain round
         orphan_older_than_s=20,
         watch_interval_s=0.5,
+        batches_per_day=1,  # old days to drop within the half minute, on a fast machine
     )
     s3_proxy.reset(throttle_ratio=0.01, seed=7)
     try:
