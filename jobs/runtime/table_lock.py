@@ -17,7 +17,9 @@ expires. A run that crashed leaves its lock behind; once expired it may be taken
    several racing takers wins that file, because they all saw the same stale token;
 2. the winner re-reads the lock, and only if it still holds that stale token deletes it and creates
    its own with create-if-absent again (a third run that created a fresh lock meanwhile wins);
-3. the takeover marker is removed when the new lock is released.
+3. the takeover marker is removed when the new lock is released. A marker holds an expiry as a lock
+   does: a taker that died between steps 1 and 2 leaves one, and once it has expired the next taker
+   deletes it and tries step 1 again, so a crash there never locks the table out for good.
 
 The remaining race: a taker that read the stale token, then stalled for longer than the whole next
 run (until its marker was removed) could win a second marker for the same stale token. Step 2's
@@ -179,7 +181,11 @@ class TableLock:
 
     def _take_over(self, stale: LockState) -> Acquired:
         marker = f"{self.path}.takeover-{stale.token}"
-        if not self.file_io.create_if_absent(marker, self.owner.encode()):
+        mark = self._new_state().to_json()
+        taken = self.file_io.create_if_absent(marker, mark)
+        if not taken and self._cleared_dead_marker(marker, stale):
+            taken = self.file_io.create_if_absent(marker, mark)
+        if not taken:
             return Acquired(False, self.read() or stale)  # another run is taking it over
         current = self.read()
         if current is not None and current.token != stale.token:
@@ -193,6 +199,24 @@ class TableLock:
             self.file_io.delete(marker)
             self._marker = None
         return result
+
+    def _cleared_dead_marker(self, marker: str, stale: LockState) -> bool:
+        """Whether the takeover marker is gone now: a taker that died between creating its marker
+        and creating the new lock would leave the stale lock refusing every run for good, so a
+        marker past its own expiry (it is written as a lock: now + ttl) is deleted. A marker of an
+        older version holds only its owner: it counts as expiring a ttl after the stale lock."""
+        try:
+            data = self.file_io.read_bytes(marker)
+        except MissingFileError:
+            return True
+        try:
+            expires_ms = LockState.from_json(data, marker).expires_ms
+        except CorruptFileError:
+            expires_ms = stale.expires_ms + self.ttl_ms
+        if expires_ms > int(time.time() * 1000):
+            return False  # its taker may still be at work
+        self.file_io.delete(marker, just_read=True)
+        return True
 
     def _create(self, state: LockState, stale: LockState | None) -> Acquired:
         if self.file_io.create_if_absent(self.path, state.to_json()):

@@ -430,6 +430,33 @@ def test_an_expired_lock_is_taken_over_by_exactly_one_of_two_racing_runs(tmp_pat
     assert sorted(os.listdir(tmp_path / "locks")) == [], "the takeover marker goes with the new lock"
 
 
+def test_a_taker_that_died_after_its_marker_does_not_lock_the_table_out_for_good(tmp_path):
+    crashed = lock_at(tmp_path, ttl_ms=1, owner="crashed")
+    assert crashed.acquire().held
+    stale = crashed.read()
+    marker = f"{crashed.path}.takeover-{stale.token}"
+    dying = lock_at(tmp_path, ttl_ms=1, owner="dying taker")
+    assert dying.file_io.create_if_absent(marker, dying._new_state().to_json())  # then it died
+    time.sleep(0.01)  # let the 1 ms ttls pass; no synchronisation depends on it
+    fresh = lock_at(tmp_path, owner="fresh")
+    acquired = fresh.acquire()
+    assert acquired.held and acquired.took_over.owner == "crashed"
+    assert fresh.release()
+    assert sorted(os.listdir(tmp_path / "locks")) == []
+
+
+def test_a_live_takers_marker_is_respected(tmp_path):
+    crashed = lock_at(tmp_path, ttl_ms=1, owner="crashed")
+    assert crashed.acquire().held
+    time.sleep(0.01)  # let the 1 ms ttl pass; no synchronisation depends on it
+    stale = crashed.read()
+    taker = lock_at(tmp_path, owner="taker")
+    assert taker.file_io.create_if_absent(
+        f"{crashed.path}.takeover-{stale.token}", taker._new_state().to_json()
+    )  # the taker is between its marker and its new lock
+    assert not lock_at(tmp_path, owner="third").acquire().held
+
+
 def test_a_garbled_lock_fails_the_table_with_its_path(tmp_path):
     lock = lock_at(tmp_path)
     os.makedirs(os.path.dirname(lock.path))
