@@ -5,10 +5,13 @@ names. This job checks each data manifest of the latest snapshot (its base and d
 existence, many checks in flight, reports the missing ones (name, entries added and deleted), and
 commits one OVERWRITE snapshot whose base list holds every manifest that still exists and whose
 delta is empty: the latest state without the lost manifests (as Paimon's
-`remove_unexisting_manifests`). The data files only a lost manifest added leave the table with it;
-the files a lost manifest deleted come back, since nothing else records their deletion (reported
-as `deleted_entries_lost`; remove-unexisting-files repairs those whose file is gone too). Older
-snapshots and tags still name the lost manifests.
+`remove_unexisting_manifests`). The data files only a lost manifest added leave the table with it.
+The files a lost manifest deleted would come back, since nothing else records their deletion: a
+compaction's inputs beside its output (rows twice on an append, aggregation or first-row table), rows
+a deletion vector or a dropped retraction had removed. So when a lost manifest deleted files the job
+refuses (exit 2, naming the count), unless `revive_deleted_files: true` accepts that, as Paimon's
+repair does without asking (reported as `deleted_entries_lost`; remove-unexisting-files repairs
+those whose file is gone too). Older snapshots and tags still name the lost manifests.
 
 The new snapshot's `totalRecordCount` is recounted from the files left, and a kept manifest that
 deletes a file whose ADD was lost is rewritten without that DELETE (`jobs/repair/lost_manifests.py`
@@ -67,6 +70,10 @@ class RemoveUnexistingManifestsConfig(TableJobConfig):
     max_missing_ratio: float = Field(
         default=0.1, ge=0, le=1, description="refuse (exit 3) when more of the manifests are missing"
     )
+    revive_deleted_files: bool = Field(
+        default=False,
+        description="repair even when a lost manifest deleted files (they come back: rows twice, undeleted)",
+    )
 
 
 CONFIG_MODEL = RemoveUnexistingManifestsConfig
@@ -76,6 +83,7 @@ def run(context: JobContext, config: RemoveUnexistingManifestsConfig) -> None:
     remove_unexisting_manifests(
         open_existing_table(config),
         max_missing_ratio=config.max_missing_ratio,
+        revive_deleted_files=config.revive_deleted_files,
         dry_run=context.dry_run,
         record=context.record,
         log=context.log,
@@ -86,6 +94,7 @@ def remove_unexisting_manifests(
     table: Table,
     *,
     max_missing_ratio: float = 0.1,
+    revive_deleted_files: bool = False,
     dry_run: bool = False,
     record: RunRecord | None = None,
     log: logging.Logger | logging.LoggerAdapter | None = None,
@@ -118,6 +127,7 @@ def remove_unexisting_manifests(
         return record
     ratio = refuse_beyond_ratio(table.path, len(missing), len(manifests), max_missing_ratio, "manifests")
     record.details["missing_ratio"] = round(ratio, 6)
+    _refuse_revived_files(table, missing, revive_deleted_files)
     missing_names = {meta.file_name for meta in missing}
     kept = [meta for meta in manifests if meta.file_name not in missing_names]
     state = recount_kept(table, kept, f"{table.path} snapshot {latest.id} without its missing manifests")
@@ -229,3 +239,17 @@ if __name__ == "__main__":
     from jobs.entry import run_entry
 
     run_entry(OPERATION)
+
+
+def _refuse_revived_files(table: Table, missing: list[ManifestFileMeta], revive: bool) -> None:
+    """BadInputError (exit 2) when the lost manifests deleted files and `revive` was not given: their
+    DELETEs are gone, so the repaired snapshot would read those files again (module docstring)."""
+    deleted = sum(meta.num_deleted_files for meta in missing)
+    if deleted and not revive:
+        names = ", ".join(meta.file_name for meta in missing if meta.num_deleted_files)
+        raise BadInputError(
+            f"{table.path}: the missing manifests ({names}) deleted {deleted} data files; without them "
+            "those files would be read again (a compaction's inputs beside its output, rows a deletion "
+            "vector or a compaction removed). Restore the manifests if you can, or roll back to a "
+            "snapshot before them; set revive_deleted_files: true to repair anyway (as Paimon's repair)"
+        )

@@ -250,3 +250,32 @@ def test_a_kept_manifest_deleting_a_lost_file_is_rewritten_without_that_delete(t
         [CommitMessage(partition, bucket, -1, files) for partition, bucket, files in again],
         partition_filter=lambda p: deserialize_row(p, table.partition_types) == ["2024-01-01"],
     )
+
+
+def test_a_lost_manifest_that_deleted_files_is_refused_unless_reviving_them_is_accepted(tmp_path):
+    """Snapshot 4 overwrites dt=2024-01-01 and its delta manifest is lost: the files it deleted would
+    be read again beside nothing that replaced them, so the repair refuses (exit 2, nothing
+    committed) until `revive_deleted_files` accepts it."""
+    from jobs.remove_unexisting_manifests import remove_unexisting_manifests
+    from jobs.runtime.errors import BadInputError
+    from paimon_format.commit import CommitMessage
+    from paimon_format.data.writer import write_table_files
+    from paimon_format.model.binary_row import deserialize_row
+
+    warehouse = str(tmp_path / "wh")
+    table = build_sample_table(warehouse, commits=3)
+    written = write_table_files(table.file_io, table.path, table.schema, batch(700, 2, days=1), 9000)
+    SnapshotCommit(table).overwrite(
+        [CommitMessage(partition, bucket, -1, files) for partition, bucket, files in written],
+        partition_filter=lambda p: deserialize_row(p, table.partition_types) == ["2024-01-01"],
+    )
+    lose_manifest(table, -1)  # snapshot 4's delta: the overwrite's DELETEs and ADDs
+    with pytest.raises(BadInputError, match=r"deleted \d+ data files.*revive_deleted_files"):
+        remove_unexisting_manifests(open_table(warehouse), max_missing_ratio=0.5)
+    with pytest.raises(BadInputError, match="revive_deleted_files"):
+        remove_unexisting_manifests(open_table(warehouse), max_missing_ratio=0.5, dry_run=True)
+    assert open_table(warehouse).snapshot_manager.latest_id() == 4
+    record = remove_unexisting_manifests(
+        open_table(warehouse), max_missing_ratio=0.5, revive_deleted_files=True
+    )
+    assert record.snapshot_ids["committed"] == 5 and record.counts["deleted_entries_lost"] > 0
