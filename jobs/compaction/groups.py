@@ -46,6 +46,7 @@ from jobs.partitions.records import RECORD_PARTITION_LIMIT
 from jobs.runtime.errors import CommitRaceLost
 from jobs.runtime.report import RunRecord
 from paimon_format.compaction.rewrite import RewriteSpec
+from paimon_format.errors import CommitRetriesExhaustedError
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
@@ -147,6 +148,7 @@ def commit_in_groups(
     """Rewrite and commit each group in turn; `replan` (None: no retry, one group as before partial
     progress) plans a conflicted group's buckets again. Exit 3 at the end if a group was given up."""
     given_up: list[tuple[CommitGroup, str]] = []
+    own: set[int] = set()  # the snapshots this run's groups committed (the rival checks skip them)
     for key in ("groups_committed", "groups_retried", "groups_given_up"):
         record.count(key, 0)  # every key in every run's record, for dashboards
     for group in groups:
@@ -162,10 +164,10 @@ def commit_in_groups(
         group_bins = bins if len(groups) == 1 else only_buckets(spark, bins, group.buckets)
         try:
             snapshot_id = _attempt(
-                spark, table, planned, group_bins, group.summaries, spec, record, log, before_commit
+                spark, table, planned, group_bins, group.summaries, spec, record, log, before_commit, own
             )
             status = COMMITTED
-        except CommitRaceLost as lost:
+        except (CommitRaceLost, CommitRetriesExhaustedError) as lost:
             if replan is None:
                 raise
             log.warning(
@@ -173,10 +175,12 @@ def commit_in_groups(
             )
             record.count("groups_retried", 1)
             status, snapshot_id, reason = _retry(
-                spark, table, group, spec, record, log, before_commit, replan
+                spark, table, group, spec, record, log, before_commit, replan, own
             )
             if status == GIVEN_UP:
                 given_up.append((group, reason))
+        if snapshot_id is not None:
+            own.add(snapshot_id)
         _note(record, group, status, snapshot_id)
     if given_up:
         first_group, reason = given_up[0]
@@ -196,6 +200,7 @@ def _retry(
     log: Log,
     before_commit: Callable[[], None] | None,
     replan: Replan,
+    own: set[int],
 ) -> tuple[str, int | None, str]:
     """The conflicted group's buckets planned again on the latest snapshot and committed once more:
     (status, committed snapshot id, the reason it was given up)."""
@@ -205,8 +210,10 @@ def _retry(
             log.info("commit group %d: nothing left to compact in its buckets", group.index)
             return NOTHING_LEFT, None, ""
         try:
-            snapshot_id = _attempt(spark, table, latest, fresh, summaries, spec, record, log, before_commit)
-        except CommitRaceLost as again:
+            snapshot_id = _attempt(
+                spark, table, latest, fresh, summaries, spec, record, log, before_commit, own
+            )
+        except (CommitRaceLost, CommitRetriesExhaustedError) as again:
             log.warning("commit group %d: %s; given up", group.index, again)
             return GIVEN_UP, None, str(again)
         return COMMITTED_ON_RETRY, snapshot_id, ""
@@ -225,11 +232,14 @@ def _attempt(
     record: RunRecord,
     log: Log,
     before_commit: Callable[[], None] | None,
+    own: set[int],
 ) -> int | None:
     """One rewrite and commit of `summaries`' bins; its counts join `record` only once it committed
     (an attempt that lost its race rewrote files nobody will read, and removed them)."""
     scratch = RunRecord(operation=record.operation, table=record.table)
-    rewrite_and_commit(spark, table, planned, bins, list(summaries), spec, scratch, log, before_commit)
+    rewrite_and_commit(
+        spark, table, planned, bins, list(summaries), spec, scratch, log, before_commit, frozenset(own)
+    )
     _merge(record, scratch)
     committed = scratch.snapshot_ids.get("committed")
     if committed is not None:

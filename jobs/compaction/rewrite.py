@@ -89,9 +89,11 @@ def rewrite_and_commit(
     record: RunRecord,
     log: Log,
     before_commit: Callable[[], None] | None,
+    own_snapshots: frozenset[int] = frozenset(),
 ) -> None:
     """Rewrite every summarised bin, write the delta and changelog manifests, commit once; a failure
-    before the commit landed removes what this run wrote."""
+    before the commit landed removes what this run wrote. `own_snapshots`: ids this run's earlier
+    commit groups committed, on other buckets, so the rival check skips them unread."""
     compacted = frozenset((s.partition, s.bucket) for s in summaries)
     results, rewritten_bins, rewritten_rows = _rewrite_bins(spark, table, bins, summaries, spec)
     written_manifests: list[ManifestFileMeta] = []
@@ -113,7 +115,7 @@ def rewrite_and_commit(
             changelog_manifests,
             sum(r.changelog_rows for r in done),
         )
-        snapshot = _commit(table, planned, compacted, results, delta)
+        snapshot = _commit(table, planned, compacted, results, delta, own_snapshots)
         committed = True
         record.snapshot_ids["committed"] = snapshot.id if snapshot else None
         crash_point("compact:after-commit")
@@ -199,12 +201,13 @@ def _commit(
     compacted: frozenset[tuple[bytes, int]],
     results: RDD[tuple[int, Any]],
     delta: PrewrittenDelta,
+    own_snapshots: frozenset[int],
 ) -> Snapshot | None:
     """The COMPACT snapshot; each attempt first refuses rivals that removed an input or changed the
     deletion vectors of a compacted bucket, and drops the compacted buckets' old vectors."""
 
     def check_rivals(ctx: AttemptContext) -> list[ManifestEntry]:
-        _refuse_if_inputs_removed(table, planned.id, ctx.latest, results)
+        _refuse_if_inputs_removed(table, planned.id, ctx.latest, results, own_snapshots)
         _refuse_if_deletions_changed(table, planned, ctx.latest, compacted)
         return []
 
@@ -339,13 +342,21 @@ def _write_delta_manifests(
 
 
 def _refuse_if_inputs_removed(
-    table: Table, planned: int, latest: Snapshot | None, results: RDD[tuple[int, Any]]
+    table: Table,
+    planned: int,
+    latest: Snapshot | None,
+    results: RDD[tuple[int, Any]],
+    own_snapshots: frozenset[int] = frozenset(),
 ) -> None:
-    """Exit 3 when a snapshot after the plan removed one of the bins' inputs (read from its delta)."""
+    """Exit 3 when a snapshot after the plan removed one of the bins' inputs (read from its delta).
+    This run's own earlier groups are skipped: they compacted other buckets, and reading them would
+    hold every file the run compacted so far in the driver, and read them again at every group."""
     if latest is None or latest.id <= planned:
         return
     removed: set[tuple[bytes, int, str]] = set()
     for snapshot_id in range(planned + 1, latest.id + 1):
+        if snapshot_id in own_snapshots:
+            continue
         try:
             snapshot = latest if snapshot_id == latest.id else table.snapshot_manager.snapshot(snapshot_id)
         except SnapshotNotFoundError:

@@ -245,3 +245,21 @@ def test_bucket_ranges_compact_only_those_buckets(spark_session, tmp_path, capsy
     config.write_text(f"warehouse: {warehouse}\ntable: db.pk\nbuckets: '2-x'\n")
     assert main(["compact", "--config", str(config)]) == 2
     assert "'2-x' is not a bucket id" in capsys.readouterr().err
+
+
+def test_the_rival_check_skips_the_snapshots_of_the_runs_own_groups(spark_session, table):
+    """Group 1's snapshot expires (a writer's own expiry) before group 3 commits: group 3's check of
+    rivals since the plan does not read it (it compacted other buckets), so nothing is retried; the
+    check reading it would find it gone and throw group 3's work away."""
+    table, rows = table
+    seen: list[int] = []
+
+    def expire_group_1() -> None:
+        seen.append(1)
+        if len(seen) == 3:
+            os.remove(os.path.join(table.path, "snapshot", "snapshot-8"))
+
+    record = compact(spark_session, table, CompactRequest(**ONE_PER_GROUP), before_commit=expire_group_1)
+    assert [g["status"] for g in record.details["groups"]] == ["committed"] * 3
+    assert record.snapshot_ids["committed_ids"] == [8, 9, 10] and record.counts["groups_retried"] == 0
+    assert rows_of(table) == rows
