@@ -345,7 +345,7 @@ def all_jobs() -> list[Job]:
             compact_round_trips,
             {"strategy": "full"},
         ),
-        Job("compact pk", "compact", "pk", compact_pk_fewest, compact_round_trips, {}),
+        Job("compact pk", "compact", "pk", compact_pk_fewest, compact_round_trips, {"strategy": "full"}),
         Job(
             "write",
             "write",
