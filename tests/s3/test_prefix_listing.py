@@ -219,7 +219,13 @@ def test_remove_orphan_files_on_s3_lists_by_key_ranges_and_fails_when_a_range_is
     table.file_io.write_bytes(f"{table.path}/{orphan}", b"left behind")
     listed = listed_files(table)
     age_s3_objects([f"{table.path}/{path}" for path in listed], 2 * 86_400)
-    config = {"warehouse": warehouse, "table": IDENTIFIER, "storage_options": options}
+    # the table lock on local disk: the deletes counted below are the table's alone
+    config = {
+        "warehouse": warehouse,
+        "table": IDENTIFIER,
+        "storage_options": options,
+        "lock": {"dir": str(tmp_path / "locks")},
+    }
 
     proxy.reset()
     code, record = run_job(tmp_path, "remove-orphan-files", config, capsys, "--dry-run")
