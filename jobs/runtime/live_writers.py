@@ -6,8 +6,7 @@ that listed a snapshot or tag and then reads its manifests can find them gone: t
 (scripts/soak.py) saw expire-tags and remove-orphan-files fail that way in one run of four. The
 table is fine; the job only has to run again. Exit 2 would tell the operator to fix a table that
 needs no fixing, so a job that failed on a missing file is asked one more question: did another
-writer commit to the table while the job ran, or in the minutes before it, while its expiry may still
-have been deleting? If so the failure is reported as a race (exit 3,
+writer commit to the table while the job ran? If so the failure is reported as a race (exit 3,
 "retry"), with the missing file and the rival's snapshot named.
 
 What this cannot tell apart: a table that is really missing a file AND has a live writer gets exit
@@ -28,9 +27,6 @@ from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
 log = logging.getLogger(__name__)
-# A writer deletes what its expiry frees after its commit: a commit shortly before the run started
-# may still be deleting files while the run reads them (the CI soak saw it), so it counts as well.
-EXPIRY_LAG_MS = 5 * 60 * 1000
 
 
 def missing_file(error: BaseException) -> bool:
@@ -42,8 +38,7 @@ def missing_file(error: BaseException) -> bool:
 
 def committed_since(config: Any, started: str) -> Snapshot | None:
     """The table's latest snapshot when it was committed after `started` (a run record's ISO start
-    time) less EXPIRY_LAG_MS, else None; None too when the table cannot be read now (the original
-    error stands)."""
+    time), else None; None too when the table cannot be read now (the original error stands)."""
     warehouse, identifier = getattr(config, "warehouse", None), getattr(config, "table", None)
     if not warehouse or not identifier:
         return None
@@ -54,8 +49,7 @@ def committed_since(config: Any, started: str) -> Snapshot | None:
         log.debug("cannot tell whether another writer committed during the run: %s", error)
         return None
     started_ms = int(dt.datetime.fromisoformat(started).timestamp() * 1000)
-    since_ms = started_ms - EXPIRY_LAG_MS
-    return latest if latest is not None and latest.time_millis >= since_ms else None
+    return latest if latest is not None and latest.time_millis >= started_ms else None
 
 
 def race_or_bad_input(
