@@ -9,9 +9,13 @@ needs no fixing, so a job that failed on a missing file is asked one more questi
 writer commit to the table while the job ran? If so the failure is reported as a race (exit 3,
 "retry"), with the missing file and the rival's snapshot named.
 
+A live writer's expiry also runs after a commit made *before* the run, so a missing file with no
+commit during the run is asked a second question (`vanished_roots`): does anything present still
+name it? If its snapshot, tag or changelog was expired meanwhile, it is a race too.
+
 What this cannot tell apart: a table that is really missing a file AND has a live writer gets exit
-3 every run, naming the same missing file each time; without a commit during the run it stays exit
-2. Nothing here changes what a job deleted or committed before it failed: deleting jobs are
+3 every run, naming the same missing file each time; without a writer it stays exit 2. Nothing
+here changes what a job deleted or committed before it failed: deleting jobs are
 crash-safe and a rerun finishes their work (docs/safety.md).
 """
 
@@ -22,7 +26,8 @@ import logging
 from typing import Any
 
 from jobs.runtime.errors import EXIT_BAD_INPUT, EXIT_REFUSED, executor_error
-from paimon_format.errors import MissingFileError, PaimonFormatError
+from jobs.runtime.vanished_roots import missing_path, vanished_root
+from paimon_format.errors import MissingFileError, PaimonFormatError, SnapshotNotFoundError
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
@@ -30,20 +35,28 @@ log = logging.getLogger(__name__)
 
 
 def missing_file(error: BaseException) -> bool:
-    """Whether `error` (also one carried back from a Spark task) says a file does not exist."""
+    """Whether `error` (also one carried back from a Spark task) says a file does not exist: a
+    missing file, or a snapshot, tag or changelog read after it was listed."""
     remote = executor_error(error)
     error_class = remote[0] if remote else type(error)
-    return issubclass(error_class, MissingFileError)
+    return issubclass(error_class, (MissingFileError, SnapshotNotFoundError))
 
 
-def committed_since(config: Any, started: str) -> Snapshot | None:
-    """The table's latest snapshot when it was committed after `started` (a run record's ISO start
-    time), else None; None too when the table cannot be read now (the original error stands)."""
+def _open_table(config: Any) -> Table | None:
     warehouse, identifier = getattr(config, "warehouse", None), getattr(config, "table", None)
     if not warehouse or not identifier:
         return None
     try:
-        table = Table.open(warehouse, identifier, getattr(config, "storage_options", None))
+        return Table.open(warehouse, identifier, getattr(config, "storage_options", None))
+    except (PaimonFormatError, OSError, ValueError) as error:
+        log.debug("cannot open the table to judge a missing file: %s", error)
+        return None
+
+
+def committed_since(table: Table, started: str) -> Snapshot | None:
+    """The table's latest snapshot when it was committed after `started` (a run record's ISO start
+    time), else None; None too when the table cannot be read now (the original error stands)."""
+    try:
         latest = table.snapshot_manager.latest()
     except (PaimonFormatError, OSError, ValueError) as error:
         log.debug("cannot tell whether another writer committed during the run: %s", error)
@@ -56,14 +69,22 @@ def race_or_bad_input(
     error: BaseException, code: int, message: str, config: Any, started: str
 ) -> tuple[int, str]:
     """(exit code, message) for a failed run: a missing file while another writer committed during
-    the run becomes a race (exit 3) naming the rival's snapshot; anything else is unchanged."""
+    the run, or whose snapshot, tag or changelog was expired meanwhile (`vanished_roots`), becomes a
+    race (exit 3) saying why; anything else is unchanged."""
     if code != EXIT_BAD_INPUT or config is None or not missing_file(error):
         return code, message
-    rival = committed_since(config, started)
-    if rival is None:
+    table = _open_table(config)
+    if table is None:
         return code, message
-    return EXIT_REFUSED, (
-        f"{message} -- snapshot {rival.id} was committed during this run (commit user "
-        f"{rival.commit_user}): a live writer's own expiry removes the files of the snapshots and "
-        "tags it expires, so the file most likely went with them; run the job again"
-    )
+    rival = committed_since(table, started)
+    if rival is not None:
+        return EXIT_REFUSED, (
+            f"{message} -- snapshot {rival.id} was committed during this run (commit user "
+            f"{rival.commit_user}): a live writer's own expiry removes the files of the snapshots and "
+            "tags it expires, so the file most likely went with them; run the job again"
+        )
+    path = missing_path(error)
+    reason = vanished_root(table, path) if path else None
+    if reason is None:
+        return code, message
+    return EXIT_REFUSED, f"{message} -- {reason} (a live writer's own expiry); run the job again"
