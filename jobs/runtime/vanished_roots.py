@@ -134,13 +134,14 @@ def _holders(table: Table, name: str) -> tuple[list[_Holder], bool]:
 
 
 def _names(source: SnapshotSource, name: str) -> bool:
-    direct = {os.path.basename(path) for path in snapshot_metadata_files(source.snapshot)}
+    keeps_changelog = source.needs_changelog  # a tag's changelog is not its own: Java deletes it
+    direct = {os.path.basename(path) for path in snapshot_metadata_files(source.snapshot, keeps_changelog)}
     if name in direct:
         return True
     if not name.startswith("manifest-") or name.startswith("manifest-list-"):
         return False
     try:
-        return name in manifest_names(source.table, source.snapshot)
+        return name in manifest_names(source.table, source.snapshot, keeps_changelog)
     except MissingFileError:
         return True  # its lists are gone already: an expiry is deleting it, count it as a holder
 
