@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs.runtime.errors import executor_error
-from paimon_format.errors import MissingFileError, PaimonFormatError, SnapshotNotFoundError
+from paimon_format.errors import MissingFileError, SnapshotNotFoundError
 from paimon_format.maintenance.references import (
     SnapshotSource,
     manifest_names,
@@ -84,7 +84,7 @@ def vanished_root(table: Table, path: str, wait: Callable[[float], None] = time.
             return f"tag {tag['name']!r} was deleted during the run" if gone else None
         if relative.startswith("manifest/"):
             return _unnamed_manifest(table, os.path.basename(relative), wait)
-    except (PaimonFormatError, OSError) as error:
+    except Exception as error:  # judging the failure must never replace it: the original error stands
         log.debug("cannot tell whether %s went with an expired root: %s", path, error)
     return None
 
