@@ -149,6 +149,8 @@ public final class PaimonOracle {
                 return raceWrite(request);
             case "read":
                 return read(request);
+            case "read_system_table":
+                return readSystemTable(request);
             case "read_changelog":
                 return readChangelog(request);
             case "stream_consumer":
@@ -549,6 +551,40 @@ public final class PaimonOracle {
         ArrayNode fields = NODES.arrayNode();
         for (DataField field : rowType.getFields()) {
             fields.add(JSON.valueToTree(JSON.readTree(org.apache.paimon.utils.JsonSerdeUtil.toJson(field))));
+        }
+        result.set("fields", fields);
+        result.set("rows", rows);
+        return result;
+    }
+
+    /** The rows of system table "name" (snapshots, files, partitions, tags, branches, ...) of the table or
+     * a branch, as the bundle's SystemTableLoader builds it over the table (what `db.t$name` reads
+     * through a catalog), at the latest snapshot or "snapshot_id" / "tag": {"fields", "rows"}. */
+    private static JsonNode readSystemTable(JsonNode request) throws Exception {
+        FileStoreTable data = table(request);
+        Map<String, String> travel = new HashMap<>();
+        if (request.hasNonNull("snapshot_id")) {
+            travel.put("scan.snapshot-id", request.get("snapshot_id").asText());
+        }
+        if (request.hasNonNull("tag")) {
+            travel.put("scan.tag-name", request.get("tag").asText());
+        }
+        if (!travel.isEmpty()) {
+            data = data.copy(travel);
+        }
+        String name = request.get("name").asText();
+        org.apache.paimon.table.Table system = org.apache.paimon.table.system.SystemTableLoader.load(name, data);
+        if (system == null) {
+            throw new IllegalArgumentException("no system table " + name);
+        }
+        RowType rowType = system.rowType();
+        ReadBuilder builder = system.newReadBuilder();
+        ArrayNode rows = NODES.arrayNode();
+        builder.newRead().createReader(builder.newScan().plan()).forEachRemaining(row -> rows.add(toJson(row, rowType)));
+        ObjectNode result = NODES.objectNode();
+        ArrayNode fields = NODES.arrayNode();
+        for (DataField field : rowType.getFields()) {
+            fields.add(JSON.readTree(org.apache.paimon.utils.JsonSerdeUtil.toJson(field)));
         }
         result.set("fields", fields);
         result.set("rows", rows);

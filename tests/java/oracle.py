@@ -317,6 +317,29 @@ class JavaPaimon:
         fields = answer["fields"]
         return fields, [_decode_row(values, fields) for values in answer["rows"]]
 
+    def read_system_table(
+        self,
+        path: str,
+        name: str,
+        snapshot_id: int | None = None,
+        tag: str | None = None,
+        branch: str | None = None,
+    ) -> tuple[list[str], list[Row]]:
+        """Paimon's system table `name` (``snapshots``, ``files``, ...) of the table or a branch, at the
+        latest snapshot or a snapshot id / tag: (the column names in order, the rows in Java's order)."""
+        answer = self._call(
+            {
+                "op": "read_system_table",
+                "path": str(path),
+                "name": name,
+                "snapshot_id": snapshot_id,
+                "tag": tag,
+                "branch": branch,
+            }
+        )
+        fields = answer["fields"]
+        return [f["name"] for f in fields], [_decode_row(values, fields) for values in answer["rows"]]
+
     def read_changelog(self, path: str, after: int) -> list[tuple[str, Row]]:
         """The changelog of every snapshot after `after` as a streaming consumer reads it (Java's
         stream scan from snapshot after + 1 to the latest): (row kind, row) pairs, sorted."""
