@@ -1,5 +1,210 @@
-"""`df.write.format("paimon")`: owned by helper H4 (stub until it lands).
+"""`df.write.format("paimon")`: Spark's tasks write data files, the driver commits them once.
 
-Interface the data source (jobs/source/datasource.py) relies on:
+The data source (jobs/source/datasource.py) calls
 `make_writer(options: dict[str, str], schema: StructType, overwrite: bool) -> DataSourceArrowWriter`.
+
+Spark runs the three steps in three places, with no SparkSession in any of them:
+1. `make_writer`, in a Python worker on the driver: the write job's planning (`plan_write`): the
+   table created from `primary-key` / `partition` / other options when it is missing, else the
+   DataFrame's columns checked against it (missing, extra, wrongly typed: refused before any task
+   runs), and where the new files' sequence numbers begin (the latest snapshot's manifests).
+2. `write`, in each task: its Arrow batches become level-0 data files per (partition, bucket),
+   flushed at `target-file-size` of buffered rows; the task answers the files' metadata only. Spark
+   hands a data source rows in the DataFrame's own partitioning and a Python source cannot ask for
+   another, so unlike the write job (one task per bucket after a shuffle) several tasks may write
+   the same bucket. That is valid Paimon: level-0 files of a primary-key table may overlap, and the
+   merge orders a key's rows by sequence number. Each task therefore numbers its rows in a range of
+   its own (`SEQUENCE_STRIDE` apart by task), in input order: within a task the last write of a key
+   wins; between tasks Spark defines no order, as with Paimon's own Spark writer.
+3. `commit` (or `abort`), in a Python worker on the driver: one commit through `SnapshotCommit`
+   (`jobs.writing.commit.commit_written`, as the write job), or removal of what the tasks wrote.
+
+Crash ordering: data files are written before the commit and nothing names them until the snapshot
+(create-if-absent) lands. A task that fails removes the files it wrote; `abort` removes those of
+the tasks that finished; a failed commit removes them all (unless a snapshot of ours landed); a
+table this write created is removed after its files. A process killed in between leaves only
+unreferenced files (remove-orphan-files finds them) and no snapshot.
+
+Not written here (refused before any task runs, naming the table): dynamic-bucket primary-key
+tables, whose bucket of a new key needs every row of the key in one task (the write job shuffles
+for it: `python -m jobs write`), and tables whose batch reads skip level 0 (deletion vectors,
+first-row), which the write job compacts after its commit with Spark.
 """
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from jobs.runtime.errors import BadInputError
+from jobs.runtime.report import RunRecord
+from jobs.source.location import SourceOptionError, table_location
+from jobs.source.write_options import write_settings
+from jobs.writing.columns import written_file_rows
+from jobs.writing.commit import commit_written, remove_created_table
+from jobs.writing.data_files import next_sequence_number_on_driver
+from jobs.writing.dynamic_bucket import is_dynamic_bucket
+from jobs.writing.run import plan_write
+from jobs.writing.settings import WritePlan, WriteSettings
+from paimon_format.commit import SnapshotCommit
+from paimon_format.data.conform import conform, fit_string_lengths
+from paimon_format.data.writer import write_bucket_outputs
+from paimon_format.model.options import CoreOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+# Sequence numbers of task `p` begin at first + p * SEQUENCE_STRIDE: tasks never share a number (a
+# task writes far fewer than 2^32 rows), and 2^63 leaves room for millions of such writes.
+SEQUENCE_STRIDE = 1 << 32
+
+log = logging.getLogger("jobs.source.write")
+
+
+@dataclass
+class WrittenFiles(WriterCommitMessage):
+    """What one task wrote: the write job's result rows (`jobs.writing.columns`), one per file."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def make_writer(options: dict[str, str], schema: StructType, overwrite: bool) -> PaimonWriter:
+    """Plan the write `options` ask for (creating the table if missing and asked to); the writer
+    Spark ships to its tasks. Bad options or a DataFrame that does not fit the table: an error
+    naming what is wrong, before anything is written."""
+    location = table_location(options)
+    if location.system_table:
+        raise SourceOptionError(f"${location.system_table} is a system table: it cannot be written")
+    name = str(options.get("path") or options.get("table") or location.root)
+    settings = write_settings(options, location.root, name, overwrite)
+    target = location.open()
+    record = RunRecord(operation="spark-write", table=name)
+    plan = plan_write(
+        target,
+        _arrow_schema(schema),
+        False,
+        settings,
+        False,
+        record,
+        log,
+        next_sequence_number_on_driver,
+    )
+    try:
+        _check_writable(plan, name)
+    except BaseException:
+        if plan.created:
+            remove_created_table(target, log)
+        raise
+    return PaimonWriter(plan, settings)
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """The DataFrame's columns as Arrow types (for the check against the table; time zone: any)."""
+    from pyspark.sql.pandas.types import to_arrow_schema  # pyspark: a write loads it, not an import
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _check_writable(plan: WritePlan, name: str) -> None:
+    if is_dynamic_bucket(plan.schema):
+        raise BadInputError(
+            f"table {name}: a dynamic-bucket primary-key table (bucket=-1) needs every row of a key in "
+            "one task to give a new key one bucket, and a Python data source cannot shuffle its input: "
+            "write it with the write job (python -m jobs write), or use a fixed bucket count"
+        )
+    if plan.compacts_level0:
+        raise BadInputError(
+            f"table {name}: its batch reads skip level 0 (deletion vectors or first-row), so written rows "
+            "need a compaction after the commit, which needs Spark on the driver: write it with the "
+            "write job (python -m jobs write)"
+        )
+
+
+class PaimonWriter(DataSourceArrowWriter):
+    """The write a `make_writer` call planned: `write` in each task, `commit` or `abort` once."""
+
+    def __init__(self, plan: WritePlan, settings: WriteSettings) -> None:
+        self.plan = plan
+        self.settings = settings
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
+        """This task's rows -> level-0 data files; the files' rows. On failure, the files this task
+        wrote are deleted before the error goes on (the commit never names them)."""
+        from pyspark import TaskContext  # pyspark: only a task asks for its number
+
+        context = TaskContext.get()
+        task = context.partitionId() if context is not None else 0
+        next_sequence = self.plan.first_sequence + task * SEQUENCE_STRIDE
+        target, schema = self.plan.target, self.plan.schema
+        flush_bytes = CoreOptions(schema.options).target_file_size(bool(schema.primary_keys))
+        rows: list[dict[str, Any]] = []
+        pending: list[pa.RecordBatch] = []
+        pending_bytes = 0
+        try:
+            for batch in iterator:
+                if not batch.num_rows:
+                    continue
+                pending.append(batch)
+                pending_bytes += batch.nbytes
+                if pending_bytes >= flush_bytes:
+                    next_sequence = self._flush(pending, next_sequence, rows)
+                    pending, pending_bytes = [], 0
+            if pending:
+                self._flush(pending, next_sequence, rows)
+        except BaseException:
+            target.file_io.delete_many([target.full_path(row["path"]) for row in rows])
+            raise
+        return WrittenFiles(rows)
+
+    def _flush(self, batches: list[pa.RecordBatch], first_sequence: int, rows: list[dict[str, Any]]) -> int:
+        """Write buffered batches (sequence numbers from `first_sequence`, in input order); adds the
+        files' rows to `rows`, returns the next free sequence number."""
+        target, schema = self.plan.target, self.plan.schema
+        data = fit_string_lengths(conform(pa.Table.from_batches(batches), schema), schema)
+        outputs = write_bucket_outputs(target.file_io, target.path, schema, data, first_sequence)
+        rows.extend(written_file_rows(target, outputs))
+        return first_sequence + data.num_rows
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Every task finished: one snapshot of all their files (none for an empty append)."""
+        written = [row for message in messages if isinstance(message, WrittenFiles) for row in message.rows]
+        record = RunRecord(operation="spark-write", table=self.settings.table)
+        record.snapshot_ids["base"] = self.plan.previous
+        try:
+            if not written and self._truncates():
+                self._commit_empty_overwrite(record)
+            else:
+                commit_written(written, self.plan, self.settings, record, log)
+        except BaseException:
+            if self.plan.created:
+                remove_created_table(self.plan.target, log)
+            raise
+        log.info("spark write of %s: %s", self.settings.table, record.to_json())
+
+    def _truncates(self) -> bool:
+        """An overwrite of the whole table or of named partitions replaces them even with no rows."""
+        return self.settings.mode == "overwrite" and self.settings.overwrite_scope != "touched"
+
+    def _commit_empty_overwrite(self, record: RunRecord) -> None:
+        snapshot = SnapshotCommit(self.plan.target).overwrite([], partition_filter=self.plan.overwrite_filter)
+        if snapshot is not None:
+            record.committed(snapshot.id)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """A task failed (after its retries): remove the files of the tasks that finished, then a
+        table this write created. No snapshot was committed."""
+        target = self.plan.target
+        paths = [
+            row["path"] for message in messages if isinstance(message, WrittenFiles) for row in message.rows
+        ]
+        target.file_io.delete_many([target.full_path(path) for path in paths])
+        log.warning(
+            "spark write of %s aborted: removed the %d files its tasks wrote", self.settings.table, len(paths)
+        )
+        if self.plan.created:
+            remove_created_table(target, log)

@@ -31,7 +31,7 @@ from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
-from paimon_format.scan.snapshot_scan import data_manifests
+from paimon_format.scan.snapshot_scan import data_manifests, read_entries
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -55,6 +55,16 @@ def next_sequence_number(spark: SparkSession, table: Table) -> int:
 
     slices = min(len(names), max(spark.sparkContext.defaultParallelism, 1) * 4)
     return spark.sparkContext.parallelize(names, slices).map(max_in_manifest).fold(-1, max) + 1
+
+
+def next_sequence_number_on_driver(table: Table) -> int:
+    """`next_sequence_number` read where it is called (the Spark data source plans in a Python
+    worker with no SparkSession): the manifests stream through with read-ahead, one at a time."""
+    latest = table.snapshot_manager.latest(reuse_read=True)  # the plan's (the open check's) read
+    if latest is None:
+        return 0
+    entries = read_entries(table, data_manifests(table, latest))
+    return max((e.file.max_sequence_number for e in entries if e.kind == ADD), default=-1) + 1
 
 
 # -- through Spark ---------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ skip level 0, the buckets written are compacted after the commit (`jobs.writing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -58,7 +59,16 @@ def write_to_table(
     files = source if isinstance(source, ParquetFiles) else None
     spark = spark if files is not None else source.sparkSession
     arrow_schema = files.arrow_schema if files is not None else dataframe_arrow_schema(source)
-    plan = _plan(spark, target, arrow_schema, files is not None, settings, dry_run, record, log)
+    plan = plan_write(
+        target,
+        arrow_schema,
+        files is not None,
+        settings,
+        dry_run,
+        record,
+        log,
+        lambda table: next_sequence_number(spark, table),
+    )
     df = source
     if files is not None and not plan.direct:
         df = spark.read.parquet(*files.paths)
@@ -108,8 +118,7 @@ def _open_target(settings: WriteSettings) -> Table:
 # -- planning ------------------------------------------------------------------------------------
 
 
-def _plan(
-    spark: SparkSession,
+def plan_write(
     target: Table,
     arrow_schema: pa.Schema,
     from_files: bool,
@@ -117,9 +126,11 @@ def _plan(
     dry_run: bool,
     record: RunRecord,
     log: Log,
+    next_sequence: Callable[[Table], int],
 ) -> WritePlan:
     """Create (unless `dry_run`) or check the table, then everything decided before a data file is
-    written."""
+    written. `next_sequence(table)`: where the new files' sequence numbers begin (the write job reads
+    the manifests on the executors; the Spark data source, which has no session there, on the driver)."""
     existing = target.latest_schema()
     if existing is None:
         schema, compact_level0 = _create_table(target, arrow_schema, settings, dry_run, record, log)
@@ -140,7 +151,7 @@ def _plan(
     # dry run must share with the real run (a corrupt or missing manifest fails both, with exit 2)
     if existing is not None:
         log.info("reading the manifests of snapshot %s for the next sequence number", previous)
-    first_sequence = next_sequence_number(spark, target) if existing is not None else 0
+    first_sequence = next_sequence(target) if existing is not None else 0
     if compact_level0:
         record.details["compacts_written_buckets"] = True
     if is_dynamic_bucket(schema) and previous is not None:

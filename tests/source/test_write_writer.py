@@ -1,0 +1,226 @@
+"""`jobs.source.writer` driven as Spark drives it, without Spark: `make_writer` (the driver's plan),
+`write` once per task with Arrow batches, then `commit` or `abort`. What it writes is read back by
+Paimon's Java and by pypaimon; bad input writes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from jobs.runtime.errors import BadInputError
+from jobs.source.location import SourceOptionError
+from jobs.source.writer import SEQUENCE_STRIDE, make_writer
+from paimon_format.storage.fileio import FileIO
+from paimon_format.table import Table
+from tests.java.oracle import sort_key
+from tests.support.pypaimon_reads import pypaimon_rows
+
+SPARK_SCHEMA = StructType(
+    [StructField("k", LongType()), StructField("dt", StringType()), StructField("v", StringType())]
+)
+ARROW_SCHEMA = pa.schema([("k", pa.int64()), ("dt", pa.string()), ("v", pa.string())])
+
+
+class _Task:
+    """What `TaskContext.get()` answers inside a Spark task: its partition number."""
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+
+    def partitionId(self) -> int:  # noqa: N802 - Spark's name
+        return self.number
+
+
+def _batches(rows: list[tuple[Any, ...]], size: int = 2) -> Iterator[pa.RecordBatch]:
+    for start in range(0, len(rows), size):
+        chunk = rows[start : start + size]
+        yield pa.RecordBatch.from_pylist(
+            [dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in chunk], schema=ARROW_SCHEMA
+        )
+
+
+def _write(
+    monkeypatch: pytest.MonkeyPatch,
+    options: dict[str, str],
+    tasks: list[list[tuple]],
+    overwrite: bool = False,
+) -> None:
+    """One Spark write: the plan, each task's `write` (task i is Spark partition i), the commit."""
+    writer = make_writer(options, SPARK_SCHEMA, overwrite)
+    messages = []
+    for number, rows in enumerate(tasks):
+        monkeypatch.setattr("pyspark.TaskContext.get", lambda number=number: _Task(number))
+        messages.append(writer.write(_batches(rows)))
+    writer.commit(messages)
+
+
+def _table(warehouse: str) -> Table:
+    path = f"{warehouse}/db.db/t"
+    return Table(FileIO.for_path(path), path)
+
+
+def _dicts(rows: list[tuple]) -> list[dict[str, Any]]:
+    return sorted((dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows), key=sort_key)
+
+
+def _data_files(warehouse: str) -> list[str]:
+    return [
+        os.path.join(d, n)
+        for d, _, names in os.walk(f"{warehouse}/db.db/t")
+        for n in names
+        if n.startswith("data-")
+    ]
+
+
+@pytest.mark.java
+@pytest.mark.parametrize(
+    "create",
+    [
+        pytest.param({"partition": "dt"}, id="append"),
+        pytest.param({"primary-key": "dt,k", "partition": "dt", "bucket": "2"}, id="fixed-bucket-pk"),
+    ],
+)
+def test_tasks_write_one_snapshot_java_and_pypaimon_read_back(monkeypatch, java_paimon, tmp_path, create):
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t", **create}
+    first = [(1, "a", "x"), (2, "a", "y"), (3, "b", "z")]
+    second = [(4, "b", "w"), (5, "c", "u")]
+    _write(monkeypatch, options, [first, second])
+    table = _table(warehouse)
+    assert table.snapshot_manager.latest_id() == 1  # two tasks, one commit
+    expected = _dicts(first + second)
+    assert java_paimon.read(table.path) == expected
+    assert pypaimon_rows(warehouse, "db.t") == expected
+    if (
+        "primary-key" in create
+    ):  # keys written again: twice within a task (the last wins), and by another task
+        _write(monkeypatch, options, [[(1, "a", "old"), (1, "a", "new")], [(5, "c", "v2")]])
+        expected = _dicts([(1, "a", "new"), (2, "a", "y"), (3, "b", "z"), (4, "b", "w"), (5, "c", "v2")])
+        assert java_paimon.read(table.path) == expected
+        assert pypaimon_rows(warehouse, "db.t") == expected
+
+
+def test_tasks_number_their_rows_in_ranges_of_their_own(monkeypatch, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t", "primary-key": "k", "bucket": "1"}
+    _write(monkeypatch, options, [[(1, "a", "x")], [(1, "a", "y")], [(2, "a", "z")]])
+    table = _table(warehouse)
+    from paimon_format.scan.snapshot_scan import live_entries
+
+    ranges = sorted(
+        (e.file.min_sequence_number, e.file.max_sequence_number)
+        for e in live_entries(table, table.snapshot_manager.latest())
+    )
+    assert ranges == [(0, 0), (SEQUENCE_STRIDE, SEQUENCE_STRIDE), (2 * SEQUENCE_STRIDE, 2 * SEQUENCE_STRIDE)]
+
+
+@pytest.mark.parametrize(
+    ("overwrite_options", "kept"),
+    [
+        pytest.param({}, [], id="whole-table"),
+        pytest.param({"partitionOverwriteMode": "dynamic"}, [(3, "b", "z")], id="dynamic"),
+        pytest.param({"overwrite-partition": "dt=b"}, [(1, "a", "x"), (2, "a", "y")], id="static"),
+    ],
+)
+def test_overwrite(monkeypatch, tmp_path, overwrite_options, kept):
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t", "partition": "dt"}
+    _write(monkeypatch, options, [[(1, "a", "x"), (2, "a", "y"), (3, "b", "z")]])
+    new = [(7, "a", "n")] if "overwrite-partition" not in overwrite_options else [(7, "b", "n")]
+    _write(monkeypatch, {**options, **overwrite_options}, [new], overwrite=True)
+    assert pypaimon_rows(warehouse, "db.t") == _dicts(kept + new)
+
+
+def test_overwrite_with_no_rows_empties_the_table(monkeypatch, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t"}
+    _write(monkeypatch, options, [[(1, "a", "x")]])
+    _write(monkeypatch, options, [[]], overwrite=True)
+    assert _table(warehouse).snapshot_manager.latest_id() == 2
+    assert pypaimon_rows(warehouse, "db.t") == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        pytest.param(StructType(SPARK_SCHEMA.fields[:2]), "missing columns: v", id="missing"),
+        pytest.param(
+            StructType([*SPARK_SCHEMA.fields, StructField("extra", LongType())]),
+            "columns not in the table: extra",
+            id="extra",
+        ),
+        pytest.param(
+            StructType([StructField("k", StringType()), *SPARK_SCHEMA.fields[1:]]),
+            "incompatible types: k (STRING -> table BIGINT)",
+            id="wrong-type",
+        ),
+    ],
+)
+def test_a_dataframe_that_does_not_fit_the_table_is_refused_before_any_write(
+    monkeypatch, tmp_path, schema, message
+):
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t"}
+    _write(monkeypatch, options, [[(1, "a", "x")]])
+    before = sorted(_data_files(warehouse))
+    with pytest.raises(BadInputError, match="input does not match table db.t") as error:
+        make_writer(options, schema, False)
+    assert message in str(error.value)
+    assert sorted(_data_files(warehouse)) == before
+    assert _table(warehouse).snapshot_manager.latest_id() == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"overwrite-partition": "dt"}, "'dt' is not key=value"),
+        ({"partitionOverwriteMode": "sometimes"}, "must be static or dynamic"),
+        ({"snapshot-id": "1"}, "option 'snapshot-id' is for reads"),
+        ({"primary-key": "k,k"}, "names a column twice"),
+    ],
+)
+def test_bad_options_name_the_option(tmp_path, options, message):
+    with pytest.raises(SourceOptionError, match=message):
+        make_writer({"warehouse": str(tmp_path), "path": "db.t", **options}, SPARK_SCHEMA, True)
+    assert not os.path.exists(tmp_path / "db.db")
+
+
+def test_keys_that_differ_from_the_existing_table_are_refused(monkeypatch, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    _write(monkeypatch, {"warehouse": warehouse, "path": "db.t", "partition": "dt"}, [[(1, "a", "x")]])
+    with pytest.raises(BadInputError, match=r"primary_keys \['k'\] \(table: \[\]\)"):
+        make_writer({"warehouse": warehouse, "path": "db.t", "primary-key": "k"}, SPARK_SCHEMA, False)
+
+
+def test_dynamic_bucket_primary_key_tables_are_refused_and_not_created(tmp_path):
+    options = {"warehouse": str(tmp_path), "path": "db.t", "primary-key": "k"}
+    with pytest.raises(BadInputError, match="dynamic-bucket primary-key table"):
+        make_writer(options, SPARK_SCHEMA, False)
+    assert _table(str(tmp_path)).latest_schema() is None
+
+
+def test_a_failing_task_removes_its_files_and_abort_those_of_finished_tasks(monkeypatch, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    # a tiny target file size: the failing task has flushed files before its error
+    options = {"warehouse": warehouse, "path": "db.t", "partition": "dt", "target-file-size": "1 b"}
+    writer = make_writer(options, SPARK_SCHEMA, False)
+    finished = writer.write(_batches([(1, "a", "x"), (2, "b", "y")]))
+    assert len(finished.rows) == 2 and len(_data_files(warehouse)) == 2
+
+    def failing() -> Iterator[pa.RecordBatch]:
+        yield from _batches([(3, "a", "x"), (4, "b", "y")])
+        raise RuntimeError("the UDF failed on a row")
+
+    with pytest.raises(RuntimeError, match="the UDF failed"):
+        writer.write(failing())
+    assert len(_data_files(warehouse)) == 2  # only the finished task's
+    writer.abort([finished, None])
+    assert _data_files(warehouse) == []
+    assert _table(warehouse).snapshot_manager.latest_id() is None
+    assert _table(warehouse).latest_schema() is None  # the table this write created is gone
