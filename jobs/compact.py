@@ -63,7 +63,11 @@ class CompactConfig(TableJobConfig):
     order_by: list[str] | None = Field(
         default=None, description="append tables: sort each bin by these columns"
     )
-    order_strategy: Literal["order", "zorder"] = Field(default="order", description="order | zorder")
+    order_strategy: Literal["order", "zorder", "hilbert"] = Field(
+        default="order",
+        description="order | zorder | hilbert: sort by the columns, or along a Z-order or Hilbert curve "
+        "over them (hilbert needs at least two columns, as Paimon's)",
+    )
     partition_idle_time: str | None = Field(
         default=None, description="only partitions whose newest file is older than this, e.g. 1 h"
     )
@@ -162,6 +166,8 @@ class CompactConfig(TableJobConfig):
             raise ValueError("give partitions (specs) or where (a predicate), not both")
         if self.order_strategy == "zorder" and not self.order_by:
             raise ValueError("order_strategy zorder needs order_by columns")
+        if self.order_strategy == "hilbert" and len(self.order_by or ()) < 2:
+            raise ValueError("order_strategy hilbert needs at least two order_by columns")
         return self
 
 

@@ -56,7 +56,7 @@ class CompactRequest:
     specs: Sequence[Mapping[str, Any]] | None = None  # partition specs, or
     where: str | None = None  # a predicate on partition columns
     order_by: Sequence[str] | None = None  # append tables: sort each bin by these columns
-    order_strategy: str = "order"  # order | zorder
+    order_strategy: str = "order"  # order | zorder | hilbert
     partition_idle_time: str | None = None  # only partitions whose newest file is older than this
     max_buckets_per_run: int | None = None
     target_file_size: str | None = None  # overrides the table's target-file-size

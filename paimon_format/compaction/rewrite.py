@@ -7,8 +7,8 @@ are unreferenced files that `abort` (or, after a crash, remove-orphan-files) del
 Append bins: the files are read in sequence order (deletion vectors applied by the reader) and
 written again at level 0 with file source COMPACT; the output's sequence numbers start at the
 first input's, as Paimon's append compaction numbers them, so a fixed bucket keeps its order.
-`order_by` sorts the bin's rows by columns first (`order`), or by a Z-order value interleaving
-the bits of the columns' ranks (`zorder`), to cluster the data for file pruning.
+`order_by` sorts the bin's rows by columns first (`order`), or along a Z-order curve (`zorder`) or a
+Hilbert curve (`hilbert`) over the columns' ranks, to cluster the data for file pruning.
 
 Primary-key bins: the bin's sorted runs are merged by key with the table's merge engine
 (`paimon_format.merge.sorted_runs`) and the merged rows are written with their original sequence
@@ -34,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from paimon_format.compaction.changelog import CHANGELOG_FILE_SOURCE, ChangelogSink, changelog_rule
+from paimon_format.compaction.curves import hilbert_values, zorder_values
 from paimon_format.compaction.universal import Placement
 from paimon_format.data.conform import conform
 from paimon_format.data.prefetch import Prefetch
@@ -50,6 +51,9 @@ from paimon_format.scan.splits import sorted_runs
 from paimon_format.table import Table
 
 COMPACT_FILE_SOURCE = 1
+
+# order_strategy -> one uint64 per row along that curve (`order` is a plain multi-column sort)
+CURVES = {"zorder": zorder_values, "hilbert": hilbert_values}
 
 
 @dataclass(frozen=True)
@@ -270,35 +274,12 @@ def lookup_compaction(options: CoreOptions) -> bool:
 
 
 def sort_rows(rows: pa.Table, columns: Sequence[str], strategy: str) -> pa.Table:
-    """The rows ordered by `columns` (nulls last), or along a Z-order curve over them."""
+    """The rows ordered by `columns` (nulls last), or along a Z-order or Hilbert curve over them
+    (`paimon_format.compaction.curves`)."""
     if rows.num_rows <= 1:
         return rows
-    if strategy == "zorder":
-        return rows.take(np.argsort(zorder_values(rows, columns), kind="stable"))
+    if strategy in CURVES:
+        return rows.take(np.argsort(CURVES[strategy](rows, columns), kind="stable"))
     return rows.take(
         pc.sort_indices(rows, sort_keys=[(c, "ascending") for c in columns], null_placement="at_end")
     )
-
-
-def zorder_values(rows: pa.Table, columns: Sequence[str]) -> np.ndarray:
-    """One uint64 per row interleaving the bits of each column's normalised value.
-
-    Each column is normalised to its dense rank (any orderable type; nulls rank last), scaled to
-    `64 // len(columns)` bits, and the bits are interleaved most significant first, so rows close
-    in every column are close on the curve.
-    """
-    bits = max(64 // len(columns), 1)
-    scaled: list[np.ndarray] = []
-    for column in columns:
-        ranks = pc.rank(
-            rows.column(column), sort_keys="ascending", null_placement="at_end", tiebreaker="dense"
-        )
-        values = ranks.to_numpy().astype(np.float64) - 1.0
-        top = max(values.max(), 1.0)
-        limit = float((1 << bits) - 1)
-        scaled.append(np.floor(values / top * limit).astype(np.uint64))
-    result = np.zeros(rows.num_rows, dtype=np.uint64)
-    for bit in range(bits - 1, -1, -1):
-        for values in scaled:
-            result = (result << np.uint64(1)) | ((values >> np.uint64(bit)) & np.uint64(1))
-    return result

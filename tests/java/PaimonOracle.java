@@ -119,6 +119,10 @@ public final class PaimonOracle {
                 return write(request);
             case "compact":
                 return compact(request);
+            case "compact_procedure":
+                return compactProcedure(request);
+            case "hilbert_index":
+                return hilbertIndex(request);
             case "create_tag":
                 table(request).createTag(request.get("name").asText(), request.get("snapshot_id").asLong());
                 return NODES.nullNode();
@@ -316,6 +320,123 @@ public final class PaimonOracle {
             commit.commit(messages);
         }
         return latest(table);
+    }
+
+    /**
+     * Paimon's batch compaction of the whole table as its compact procedure runs it (the benchmark's
+     * Java peer), on "threads" threads as the procedure's tasks would run: a bucketed table's
+     * (partition, bucket) pairs are dealt to the threads, each with its own write of the same batch
+     * write builder calling compact(partition, bucket, full); an unaware-bucket append table (whose
+     * writes never compact: their compact manager is a no-op) gets its tasks from
+     * UnawareAppendTableCompactionCoordinator, run by AppendOnlyFileStoreWrite, as the 1.0 procedure
+     * does for such tables. One batch commit of every message. Answers the snapshot id and the files
+     * the compaction removed and added.
+     */
+    private static JsonNode compactProcedure(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        boolean full = !request.has("full") || request.get("full").asBoolean();
+        int threads = request.hasNonNull("threads") ? Math.max(request.get("threads").asInt(), 1) : 1;
+        BatchWriteBuilder builder = table.newBatchWriteBuilder();
+        List<java.util.concurrent.Callable<List<CommitMessage>>> work = new ArrayList<>();
+        int units;
+        if (table.bucketMode() == BucketMode.BUCKET_UNAWARE) {
+            List<org.apache.paimon.append.UnawareAppendCompactionTask> tasks =
+                    new org.apache.paimon.append.UnawareAppendTableCompactionCoordinator(table, false).run();
+            units = tasks.size();
+            for (int t = 0; t < threads; t++) {
+                List<org.apache.paimon.append.UnawareAppendCompactionTask> mine = dealt(tasks, t, threads);
+                work.add(() -> {
+                    List<CommitMessage> messages = new ArrayList<>();
+                    org.apache.paimon.operation.AppendOnlyFileStoreWrite write =
+                            (org.apache.paimon.operation.AppendOnlyFileStoreWrite)
+                                    table.store().newWrite(UUID.randomUUID().toString());
+                    try {
+                        for (org.apache.paimon.append.UnawareAppendCompactionTask task : mine) {
+                            messages.add(task.doCompact(table, write));
+                        }
+                    } finally {
+                        write.close();
+                    }
+                    return messages;
+                });
+            }
+        } else {
+            Set<List<Object>> targets = new LinkedHashSet<>();
+            for (Split split : table.newReadBuilder().newScan().plan().splits()) {
+                DataSplit data = (DataSplit) split;
+                List<Object> target = new ArrayList<>();
+                target.add(data.partition());
+                target.add(data.bucket());
+                targets.add(target);
+            }
+            List<List<Object>> all = new ArrayList<>(targets);
+            units = all.size();
+            for (int t = 0; t < threads; t++) {
+                List<List<Object>> mine = dealt(all, t, threads);
+                work.add(() -> {
+                    try (TableWriteImpl<?> write = (TableWriteImpl<?>) builder.newWrite()) {
+                        write.withIOManager(IO_MANAGER);
+                        for (List<Object> target : mine) {
+                            write.compact((BinaryRow) target.get(0), (Integer) target.get(1), full);
+                        }
+                        return write.prepareCommit(true, BatchWriteBuilder.COMMIT_IDENTIFIER);
+                    }
+                });
+            }
+        }
+        List<CommitMessage> messages = new ArrayList<>();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            for (java.util.concurrent.Future<List<CommitMessage>> done : pool.invokeAll(work)) {
+                messages.addAll(done.get());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        long removed = 0;
+        long added = 0;
+        for (CommitMessage message : messages) {
+            org.apache.paimon.io.CompactIncrement increment =
+                    ((org.apache.paimon.table.sink.CommitMessageImpl) message).compactIncrement();
+            removed += increment.compactBefore().size();
+            added += increment.compactAfter().size();
+        }
+        try (BatchTableCommit commit = builder.newCommit()) {
+            commit.commit(messages);
+        }
+        ObjectNode out = NODES.objectNode();
+        out.set("snapshot_id", latest(table));
+        out.put("units", units);
+        out.put("files_removed", removed);
+        out.put("files_added", added);
+        return out;
+    }
+
+    /** Every threads-th item from the t-th: one thread's share of the work. */
+    private static <T> List<T> dealt(List<T> items, int t, int threads) {
+        List<T> mine = new ArrayList<>();
+        for (int i = t; i < items.size(); i += threads) {
+            mine.add(items.get(i));
+        }
+        return mine;
+    }
+
+    /**
+     * The index on the Hilbert curve Paimon's HilbertIndexer uses (the davidmoten curve of the
+     * bundle) for each point of "points" at "bits" bits per dimension, as decimal strings.
+     */
+    private static JsonNode hilbertIndex(JsonNode request) {
+        int bits = request.get("bits").asInt();
+        ArrayNode out = NODES.arrayNode();
+        for (JsonNode point : request.get("points")) {
+            long[] values = new long[point.size()];
+            for (int i = 0; i < values.length; i++) {
+                values[i] = point.get(i).asLong();
+            }
+            out.add(org.apache.paimon.shade.org.davidmoten.hilbert.HilbertCurve.bits(bits)
+                    .dimensions(values.length).index(values).toString());
+        }
+        return out;
     }
 
     /** Paimon's partition drop (what truncatePartitions does): one OVERWRITE commit of DELETE entries. */

@@ -18,9 +18,11 @@ The product never imports this; tests reach it through the session-scoped ``java
 Requests (methods of `JavaPaimon`): ``create_table``, ``alter_table`` (add / rename / widen a column,
 set an option), ``write`` (one batch commit, or an overwrite of a partition; a dynamic-bucket table is
 written through Paimon's ``HashBucketAssigner`` as Flink does), ``compact`` (Paimon's own compaction of
-every partition and bucket, full by default), ``read_changelog`` (the changelog after a snapshot,
-with row kinds), ``race_write`` (a commit that starts at a FIFO rendezvous, for the commit race),
-``create_tag``, ``create_branch`` (from a tag, or empty),
+every partition and bucket, full by default), ``compact_procedure`` (the same as the compact procedure
+runs it, on threads, unaware-bucket append tables included: the benchmark's Java peer),
+``hilbert_index`` (the Hilbert curve of Paimon's sort compaction), ``read_changelog`` (the changelog
+after a snapshot, with row kinds), ``race_write`` (a commit that starts at a FIFO rendezvous, for the
+commit race), ``create_tag``, ``create_branch`` (from a tag, or empty),
 ``expire_snapshots`` / ``expire_changelog`` (Paimon's ``ExpireSnapshotsImpl`` / ``ExpireChangelogImpl``
 with an ``ExpireConfig``), ``drop_partitions`` and ``compact_manifests`` (Paimon's partition drop
 and manifest full compaction, which the benchmarks time as Java peers), ``remove_orphan_files``
@@ -210,6 +212,36 @@ class JavaPaimon:
     def compact(self, path: str, full: bool = True, branch: str | None = None) -> int:
         """Paimon's own compaction of every partition and bucket; the new latest snapshot id."""
         return self._call({"op": "compact", "path": str(path), "full": full, "branch": branch})
+
+    def compact_procedure(
+        self,
+        path: str,
+        full: bool = True,
+        threads: int = 1,
+        options: Mapping[str, str] | None = None,
+    ) -> dict[str, int]:
+        """Paimon's batch compaction of the whole table as its compact procedure runs it, on `threads`
+        threads: each bucket compacted by `compact(partition, bucket, full)` of a batch write; an
+        unaware-bucket append table by the tasks of Paimon's ``UnawareAppendTableCompactionCoordinator``
+        (its writes never compact; the coordinator packs files below 70% of ``target-file-size`` into
+        tasks of at least ``target-file-size`` bytes and ``compaction.min.file-num`` files, or
+        ``compaction.max.file-num`` files, and leaves a partition's last, smaller pack alone in a batch
+        run). One commit. ``options``: dynamic table options. Answers ``{"snapshot_id", "units"
+        (buckets or tasks), "files_removed", "files_added"}``."""
+        return self._call(
+            {
+                "op": "compact_procedure",
+                "path": str(path),
+                "full": full,
+                "threads": threads,
+                "options": dict(options or {}),
+            }
+        )
+
+    def hilbert_index(self, points: Sequence[Sequence[int]], bits: int) -> list[int]:
+        """The Hilbert curve index Paimon's ``HilbertIndexer`` computes (the bundle's davidmoten curve)
+        of each point, at `bits` bits per dimension."""
+        return [int(value) for value in self._call({"op": "hilbert_index", "bits": bits, "points": points})]
 
     def create_tag(self, path: str, name: str, snapshot_id: int, branch: str | None = None) -> None:
         self._call(

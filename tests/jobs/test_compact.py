@@ -228,6 +228,7 @@ def test_primary_key_table_of_20_upserts_ends_with_one_top_level_file_per_bucket
     [
         ("strategy: major\n", "strategy"),
         ("order_strategy: zorder\n", "order_by"),
+        ("order_strategy: hilbert\norder_by: [v]\n", "hilbert needs at least two order_by columns"),
         ("partition_idle_time: soon\n", "partition_idle_time"),
         ('where: "dt =="\n', "where"),
         ("order_by: [nope]\n", "order_by: no column 'nope'"),
