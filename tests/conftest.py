@@ -81,3 +81,21 @@ def java_paimon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         yield oracle
     finally:
         oracle.close()
+
+
+@pytest.fixture(scope="session")
+def java_templates(java_paimon: Any, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any]]:
+    """(template warehouse, Java-written fixture tables by name: tests/java/tables.py), built once per
+    session for tests/java and tests/source alike; never modify the template, copy it."""
+    from tests.java import tables
+
+    warehouse = str(tmp_path_factory.mktemp("java-templates") / "wh")
+    return warehouse, tables.build_all(java_paimon, warehouse)
+
+
+@pytest.fixture
+def java_warehouse(java_templates: tuple[str, dict[str, Any]], tmp_path: Any) -> str:
+    """A private copy of the template warehouse (every fixture table)."""
+    from tests.java import tables
+
+    return tables.copy_warehouse(java_templates[0], str(tmp_path / "wh"))
