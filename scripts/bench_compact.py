@@ -1,144 +1,376 @@
-"""Compaction benchmark: rows/s of the compact job vs Spark's plain rewrite of the same rows.
+"""Compaction benchmark: the compact job against Paimon's own Java compaction and Spark's plain rewrite
+of the same table, each run as a whole process.
 
-    .venv/bin/python scripts/bench_compact.py                                   # the issue's sizes
-    .venv/bin/python scripts/bench_compact.py --append-rows 500000 --append-files 500 \\
-        --pk-rows 500000 --pk-runs 20 --pk-buckets 8                            # a quick run
+    .venv/bin/python scripts/bench_compact.py                                   # the issue's sizes (10M)
+    .venv/bin/python scripts/bench_compact.py --sizes 1000000,10000000          # memory as buckets grow
+    .venv/bin/python scripts/bench_compact.py --sizes 20000 --java-max-file-num 5   # proof that it runs
 
-(1) An append table (`bucket: -1`) of `--append-rows` rows in `--append-files` small files,
-compacted with `strategy: full`. (2) A primary-key table with `--pk-buckets` buckets written in
-`--pk-runs` upsert runs (each upserts `pk-rows / pk-runs` keys drawn at random from `pk-rows`, so
-every bucket holds `--pk-runs` sorted runs), fully compacted. For each, in the same session,
-Spark's plain rewrite of the same files, `spark.read.parquet(files).repartition(n).write.parquet`
-with `n` = the number of files the job wrote. Prints rows/s of both and the ratio (goals: append
->= 0.8, PK >= 0.5), and the peak RSS of the Python workers that ran the compaction tasks (bounded
-by batches, not by the bucket's size: compare two sizes).
+Tables, built with our writers for each size N of `--sizes` (else `--append-rows` / `--pk-rows`):
+(1) append (`bucket: -1`): N rows in N / 2,000 small files (5,000 at 10M); (2) primary key:
+`--pk-buckets` (8) buckets written in `--pk-runs` (20) upsert runs, each upserting N / runs keys drawn
+at random from N, so every bucket holds 20 sorted runs. Each peer compacts its own copy of the table
+(data files hard-linked, metadata copied):
+(a) ours: `python -m jobs compact` with `strategy: full` as a process (Spark `local[2]`, its start-up
+    included);
+(b) Paimon's Java: a fresh oracle JVM (`-Xmx4g`, Java's default compilers and collector) doing what
+    Paimon's compact procedure does, on `--java-threads` (2, as `local[2]`) threads
+    (`JavaPaimon.compact_procedure`): every bucket through `compact(partition, bucket, full)` of a
+    `BatchTableWrite`, one `BatchTableCommit`. An unaware-bucket append table's writes never compact
+    in Paimon 1.0; its compaction is the tasks of `UnawareAppendTableCompactionCoordinator` run by
+    `AppendOnlyFileStoreWrite`: files below 70% of `target-file-size` in bins of
+    `compaction.max.file-num` (50) files or of `target-file-size` bytes, and a batch run leaves a
+    partition's last, smaller bin alone (the files it left are printed);
+(c) Spark's plain rewrite of the same files as a process of its own:
+    `spark.read.parquet(files).repartition(n).write.parquet`, n = the files ours wrote.
+Checks, for ours and Java's copies: our reader and Java's (no rows shipped) read the row count and
+column sums the table had before (Java reads ours, and ours Java's). Prints each whole process's wall
+seconds and CPU-seconds, the speed ratios java/ours and plain/ours (>= 1.0: ours at least as fast),
+and peak memory: our Python workers' (the executors running the compaction tasks, VmHWM sampled
+every 0.2 s), the Spark JVM's, and the Java peer's JVM.
 """
 
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 
-from jobs.compact import compact  # noqa: E402
-from jobs.compaction.run import CompactRequest  # noqa: E402
-from jobs.runtime.spark import get_or_create_spark, stop_session  # noqa: E402
 from paimon_format.scan.snapshot_scan import live_entries  # noqa: E402
+from paimon_format.scan.split_read import read_split  # noqa: E402
+from paimon_format.scan.splits import plan_splits  # noqa: E402
+from paimon_format.storage.fileio import FileIO  # noqa: E402
 from paimon_format.table import Table  # noqa: E402
+from scripts.bench_peers import (  # noqa: E402
+    ProcessTiming,
+    copy_table,
+    describe_ratio,
+    java_unavailable,
+    job_config,
+    load_average,
+    run_java,
+    run_job_process,
+)
 from scripts.bench_tables import commit_files, create_table  # noqa: E402
 from scripts.generate_events import events  # noqa: E402
 
-
-def timed(label: str, action) -> float:
-    start = time.perf_counter()
-    action()
-    seconds = time.perf_counter() - start
-    print(f"  {label:<44} {seconds:8.2f} s", flush=True)
-    return seconds
+ROWS_PER_APPEND_FILE = 2_000  # 10M rows in 5,000 files, the issue's append table
+SUMS = ("id", "amount")  # columns whose sums every peer's result must keep
 
 
-def live_paths(table: Table) -> tuple[list[str], int]:
+@dataclass(frozen=True)
+class Shape:
+    """One benchmark table: what builds it and how the peers compact it."""
+
+    label: str
+    rows: int
+    files: int = 0  # append: small files
+    runs: int = 0  # primary key: upsert runs
+    buckets: int = 0
+
+
+@dataclass
+class PeakMemory:
+    """Peak resident memory (MiB) of our job's processes, by role, sampled from /proc."""
+
+    workers: float = 0.0  # Python workers: the executors that run the compaction tasks
+    spark_jvm: float = 0.0
+    driver: float = 0.0
+    samples: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def sample_children_of(self, root: int) -> None:
+        """Every 0.2 s until stopped: each descendant's VmHWM (its own peak so far) by its role. A
+        worker that exits between two samples loses at most its last 0.2 s, so this is a lower bound."""
+        while not self._stop.wait(0.2):
+            for pid, command in _descendants(root):
+                peak = _vm_hwm_mib(pid)
+                if command.split(" ", 1)[0].endswith("java"):  # before "pyspark": the JVM names it too
+                    self.spark_jvm = max(self.spark_jvm, peak)
+                elif "pyspark" in command:
+                    self.workers = max(self.workers, peak)
+                elif "-m jobs" in command:
+                    self.driver = max(self.driver, peak)
+            self.samples += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def _descendants(root: int) -> list[tuple[int, str]]:
+    """(pid, command line) of every live descendant of `root` (Linux /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parents[int(entry)] = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+    tree, grown = {root}, True
+    while grown:
+        grown = False
+        for pid, parent in parents.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    found = []
+    for pid in tree - {root}:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                found.append((pid, cmdline.read().replace(b"\0", b" ").decode(errors="replace")))
+        except OSError:
+            continue
+    return found
+
+
+def _vm_hwm_mib(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+# -- tables --------------------------------------------------------------------------------------
+
+
+def build(shape: Shape, root: Path) -> Table:
+    """The benchmark table at `root` (`<warehouse>/db.db/t`), written with our writers."""
+    started = time.perf_counter()
+    if shape.files:
+        data = events(shape.rows, 1, 0).drop_columns(["dt"])
+        table = create_table(str(root), data, [], {"bucket": "-1"})
+        per_file = max(shape.rows // shape.files, 1)
+        commit_files(table, [data.slice(start, per_file) for start in range(0, data.num_rows, per_file)], 0)
+    else:
+        keys = shape.rows // shape.runs
+        base = events(keys, 1, 1).drop_columns(["dt"])
+        table = create_table(str(root), base, ["id"], {"bucket": str(shape.buckets)})
+        rng = np.random.default_rng(7)
+        for run in range(shape.runs):
+            ids = rng.choice(shape.rows, size=keys, replace=False).astype(np.int64)
+            part = events(keys, 1, run + 2).drop_columns(["dt"]).set_column(0, "id", pa.array(ids))
+            commit_files(table, [part], run * keys)
+    files = len(live_entries(table, table.snapshot_manager.latest()))
+    print(f"{shape.label}: built {files:,} files in {time.perf_counter() - started:.1f} s", flush=True)
+    return table
+
+
+def our_counts(path: str) -> dict[str, Any]:
+    """What our reader reads at the latest snapshot (merged by key): the row count and the column sums
+    in the oracle's spelling (doubles in hundredths, each rounded)."""
+    table = Table(FileIO.for_path(path), path)
+    rows, sums = 0, dict.fromkeys(SUMS, 0)
+    for split in plan_splits(table, table.snapshot_manager.latest()):
+        for batch in read_split(table, split):
+            rows += batch.num_rows
+            sums["id"] += int(pc.sum(batch.column("id")).as_py() or 0)
+            cents = np.round(batch.column("amount").to_numpy(zero_copy_only=False) * 100).astype(np.int64)
+            sums["amount"] += int(cents.sum())
+    return {"rows": rows, "sums": sums}
+
+
+def data_paths(path: str) -> list[str]:
+    table = Table(FileIO.for_path(path), path)
     entries = live_entries(table, table.snapshot_manager.latest())
-    paths = [table.full_path(table.data_file_relpaths(e.partition, e.bucket, e.file)[0]) for e in entries]
-    return paths, sum(e.file.row_count for e in entries)
+    return [table.full_path(table.data_file_relpaths(e.partition, e.bucket, e.file)[0]) for e in entries]
 
 
-def worker_peak_rss_mib(spark) -> float:
-    """The largest peak RSS among the (reused) Python workers, in MiB."""
-
-    def peak(_rows):
-        import resource
-
-        yield resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-    parallelism = spark.sparkContext.defaultParallelism
-    return max(
-        spark.sparkContext.parallelize(range(parallelism * 4), parallelism * 4).mapPartitions(peak).collect()
-    )
+# -- peers ---------------------------------------------------------------------------------------
 
 
-def compare(spark, label: str, table: Table, work: Path, goal: float, **compact_args) -> None:
-    paths, rows = live_paths(table)
-    print(f"{label}: {rows:,} rows in {len(paths):,} files", flush=True)
-    record = {}
+def run_ours(root: Path, target_file_size: str, workdir: Path) -> tuple[ProcessTiming, dict, PeakMemory]:
+    memory = PeakMemory()
+    sampler = threading.Thread(target=memory.sample_children_of, args=(os.getpid(),), daemon=True)
+    sampler.start()
+    try:
+        config = job_config(str(root), {"strategy": "full", "target_file_size": target_file_size})
+        timing, record = run_job_process("compact", config, workdir)
+    finally:
+        memory.stop()
+        sampler.join()
+    return timing, record, memory
 
-    def run_job() -> None:
-        record["r"] = compact(spark, table, CompactRequest(**compact_args))
 
-    ours = timed(f"(a) compact job, {label}", run_job)
-    written = max(record["r"].counts.get("files_written", 1), 1)
-    peak = worker_peak_rss_mib(spark)
-    out = str(work / f"plain-{label}")
-    plain = timed(
-        f"(b) read.parquet.repartition({written}).write",
-        lambda: spark.read.parquet(*paths).repartition(written).write.mode("overwrite").parquet(out),
-    )
+def run_java_peer(root: Path, threads: int, options: dict[str, str]) -> tuple[ProcessTiming, dict, float]:
+    """Paimon's compaction in a fresh JVM; (timing, its answer, the JVM's peak RSS in MiB)."""
+    found: dict[str, Any] = {}
+
+    def request(oracle: Any) -> dict:
+        answer = oracle.compact_procedure(str(root), full=True, threads=threads, options=options)
+        found["peak"] = _vm_hwm_mib(oracle._process.pid)  # the JVM's peak so far, read before it exits
+        return answer
+
+    timing = run_java(request)
+    return timing, timing.result, found.get("peak", 0.0)
+
+
+def run_plain_rewrite(paths: list[str], out: Path, partitions: int, workdir: Path) -> float:
+    """Spark's plain Parquet rewrite of the same files, as a process of its own; its wall seconds."""
+    listing = workdir / "plain-files.txt"
+    listing.write_text("\n".join(paths))
+    command = [sys.executable, __file__, "--plain-rewrite", str(listing), str(out), str(partitions)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=env, capture_output=True)
+    return time.perf_counter() - started
+
+
+def plain_rewrite_main(listing: str, out: str, partitions: int) -> None:
+    """The plain rewrite's process: a Spark session as the job's (`local[2]`), one read and write."""
+    from jobs.runtime.spark import get_or_create_spark, stop_session  # Spark only in this mode
+
+    spark = get_or_create_spark("bench-plain-rewrite", {"spark.sql.shuffle.partitions": "8"}, "WARN")
+    paths = Path(listing).read_text().split("\n")
+    spark.read.parquet(*paths).repartition(partitions).write.mode("overwrite").parquet(out)
+    stop_session(spark)
+
+
+def check(label: str, expected: dict, found: dict) -> None:
+    """Stop the benchmark when a peer's result reads other rows than the table before it."""
+    if found != expected:
+        raise SystemExit(f"{label} reads {found}, the table before {expected}: the rows changed")
+
+
+def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Build one table, let every peer compact its copy, check and print; the figures."""
+    source = work / "source" / "db.db" / "t"
+    build(shape, source)
+    before = our_counts(str(source))
+    paths = data_paths(str(source))
+    ours_root, java_root = work / "ours" / "db.db" / "t", work / "java" / "db.db" / "t"
+    copy_table(source, ours_root)
+    copy_table(source, java_root)
+
+    ours, record, memory = run_ours(ours_root, args.target_file_size, work)
+    written = max(record.get("counts", {}).get("files_written", 1), 1)
+    row = {"label": shape.label, "rows": shape.rows, "files": len(paths), "ours": ours, "memory": memory}
     print(
-        f"  rows/s (a) {rows / ours:12,.0f}   (b) {rows / plain:12,.0f}   ratio a/b = {plain / ours:.2f} "
-        f"(goal >= {goal});  files {len(paths):,} -> {written:,};  Python worker peak RSS {peak:,.0f} MiB",
+        f"  (a) ours   {ours.total_s:8.2f} s  {ours.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
+        f"{len(data_paths(str(ours_root))):,}  ({ours.load})",
         flush=True,
     )
+    check("ours (our reader)", before, our_counts(str(ours_root)))
+    if not args.skip_java:
+        options = {"target-file-size": args.target_file_size}
+        if args.java_max_file_num:
+            options["compaction.max.file-num"] = str(args.java_max_file_num)
+        java, answer, java_peak = run_java_peer(java_root, args.java_threads, options)
+        left = len(paths) - answer["files_removed"]
+        print(
+            f"  (b) Java   {java.total_s:8.2f} s  {java.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
+            f"{len(data_paths(str(java_root))):,} ({answer['units']:,} buckets/tasks; "
+            f"{left:,} files left uncompacted)  ({java.load})",
+            flush=True,
+        )
+        check("Java's result (our reader)", before, our_counts(str(java_root)))
+        verify = run_java(
+            lambda oracle: [oracle.count_rows(str(root), SUMS) for root in (ours_root, java_root)]
+        )
+        check("ours (Java's reader)", before, verify.result[0])
+        check("Java's result (Java's reader)", before, verify.result[1])
+        print(f"      {describe_ratio(ours, java)}", flush=True)
+        row.update(java=java, java_peak=java_peak, java_left=left)
+    if not args.skip_plain:
+        plain = run_plain_rewrite(paths, work / "plain", written, work)
+        print(f"  (c) plain  {plain:8.2f} s  speed ratio plain/ours = {plain / ours.total_s:.2f}", flush=True)
+        row["plain"] = plain
+    driver = record.get("details", {}).get("driver_peak_rss_mib", 0)
+    print(
+        f"      peak RSS: our Python workers {memory.workers:,.0f} MiB, Spark JVM {memory.spark_jvm:,.0f} "
+        f"MiB, driver {driver:,} MiB ({memory.samples} samples)"
+        + (f"; Java JVM {row['java_peak']:,.0f} MiB" if "java_peak" in row else ""),
+        flush=True,
+    )
+    for peer in ("source", "ours", "java", "plain"):
+        shutil.rmtree(work / peer, ignore_errors=True)
+    return row
+
+
+def shapes(args: argparse.Namespace) -> list[Shape]:
+    """The tables to run: for each size of `--sizes` (else the explicit row counts) an append and a
+    primary-key table."""
+    found: list[Shape] = []
+    sizes = [int(size) for size in args.sizes.split(",")] if args.sizes else [None]
+    for size in sizes:
+        append_rows, pk_rows = (size, size) if size else (args.append_rows, args.pk_rows)
+        append_files = max(append_rows // ROWS_PER_APPEND_FILE, 2) if size else args.append_files
+        if not args.skip_append:
+            found.append(Shape(f"append {append_rows:,} rows", append_rows, files=append_files))
+        if not args.skip_pk:
+            found.append(
+                Shape(f"primary-key {pk_rows:,} rows", pk_rows, runs=args.pk_runs, buckets=args.pk_buckets)
+            )
+    return found
+
+
+def summary(rows: list[dict[str, Any]]) -> None:
+    print(
+        "\n| table | files | ours s | Java s | java/ours | plain s | plain/ours | worker peak MiB "
+        "| Java peak MiB |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        ours = row["ours"].total_s
+        java = row.get("java")
+        plain = row.get("plain")
+        print(
+            f"| {row['label']} | {row['files']:,} | {ours:.2f} | "
+            + (f"{java.total_s:.2f} | {java.total_s / ours:.2f} | " if java else "- | - | ")
+            + (f"{plain:.2f} | {plain / ours:.2f} | " if plain else "- | - | ")
+            + f"{row['memory'].workers:,.0f} | "
+            + (f"{row['java_peak']:,.0f} |" if java else "- |")
+        )
+    print(f"({load_average()})")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default=None, help="comma-separated row counts, e.g. 1000000,10000000")
     parser.add_argument("--append-rows", type=int, default=10_000_000)
     parser.add_argument("--append-files", type=int, default=5_000)
     parser.add_argument("--pk-rows", type=int, default=10_000_000)
     parser.add_argument("--pk-runs", type=int, default=20)
     parser.add_argument("--pk-buckets", type=int, default=8)
     parser.add_argument("--target-file-size", default="128 mb")
+    parser.add_argument("--java-threads", type=int, default=2, help="as many as Spark's local[2] cores")
+    parser.add_argument(
+        "--java-max-file-num", type=int, default=None, help="compaction.max.file-num (Paimon's default: 50)"
+    )
     parser.add_argument("--skip-append", action="store_true")
     parser.add_argument("--skip-pk", action="store_true")
+    parser.add_argument("--skip-java", action="store_true")
+    parser.add_argument("--skip-plain", action="store_true")
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--plain-rewrite", nargs=3, metavar=("LISTING", "OUT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.plain_rewrite:
+        plain_rewrite_main(args.plain_rewrite[0], args.plain_rewrite[1], int(args.plain_rewrite[2]))
+        return
+    if not args.skip_java and (why := java_unavailable()):
+        print(f"Java peer skipped: {why}", flush=True)
+        args.skip_java = True
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-compact-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    spark = get_or_create_spark("bench-compact", {"spark.sql.shuffle.partitions": "8"})
-    # warm up the JVM and the Python workers, so neither side pays the session's first jobs
-    parallelism = spark.sparkContext.defaultParallelism
-    spark.sparkContext.parallelize(range(parallelism), parallelism).map(lambda x: x).collect()
-    spark.range(100_000).selectExpr("id % 7 AS k").groupBy("k").count().collect()
-
-    if not args.skip_append:
-        data = events(args.append_rows, 1, 0).drop_columns(["dt"])
-        table = create_table(str(work / "wh" / "bench.db" / "append"), data, [], {"bucket": "-1"})
-        per_file = max(args.append_rows // args.append_files, 1)
-        parts = [data.slice(start, per_file) for start in range(0, data.num_rows, per_file)]
-        timed(f"setup: {len(parts):,} small files", lambda: commit_files(table, parts, 0))
-        compare(spark, "append", table, work, 0.8, strategy="full", target_file_size=args.target_file_size)
-
-    if not args.skip_pk:
-        keys = args.pk_rows // args.pk_runs
-        base = events(keys, 1, 1).drop_columns(["dt"])
-        table = create_table(
-            str(work / "wh" / "bench.db" / "pk"), base, ["id"], {"bucket": str(args.pk_buckets)}
-        )
-        rng = np.random.default_rng(7)
-
-        def upserts() -> None:
-            for run in range(args.pk_runs):
-                ids = rng.choice(args.pk_rows, size=keys, replace=False).astype(np.int64)
-                part = events(keys, 1, run + 2).drop_columns(["dt"]).set_column(0, "id", pa.array(ids))
-                commit_files(table, [part], run * keys)
-
-        timed(f"setup: {args.pk_runs} upsert runs", upserts)
-        compare(spark, "primary-key", table, work, 0.5, target_file_size=args.target_file_size)
-    stop_session(spark)
+    summary([compare(shape, args, work) for shape in shapes(args)])
 
 
 if __name__ == "__main__":

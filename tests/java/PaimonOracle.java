@@ -123,6 +123,8 @@ public final class PaimonOracle {
                 return compactProcedure(request);
             case "hilbert_index":
                 return hilbertIndex(request);
+            case "count_rows":
+                return countRows(request);
             case "create_tag":
                 table(request).createTag(request.get("name").asText(), request.get("snapshot_id").asLong());
                 return NODES.nullNode();
@@ -419,6 +421,54 @@ public final class PaimonOracle {
             mine.add(items.get(i));
         }
         return mine;
+    }
+
+    /**
+     * A batch read of the latest snapshot that ships no rows: the row count, and per column of
+     * "sum_columns" the sum of its values (integers as they are, floating point in hundredths,
+     * rounded), so a benchmark can check millions of rows without sending them over the pipe.
+     */
+    private static JsonNode countRows(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        RowType rowType = table.rowType();
+        List<String> columns = strings(request.get("sum_columns"));
+        int[] positions = new int[columns.size()];
+        org.apache.paimon.types.DataTypeRoot[] roots = new org.apache.paimon.types.DataTypeRoot[columns.size()];
+        for (int i = 0; i < positions.length; i++) {
+            positions[i] = rowType.getFieldIndex(columns.get(i));
+            roots[i] = rowType.getTypeAt(positions[i]).getTypeRoot();
+        }
+        long[] sums = new long[positions.length];
+        long[] count = new long[1];
+        ReadBuilder builder = table.newReadBuilder();
+        builder.newRead().createReader(builder.newScan().plan()).forEachRemaining(row -> {
+            count[0]++;
+            for (int i = 0; i < positions.length; i++) {
+                if (row.isNullAt(positions[i])) {
+                    continue;
+                }
+                switch (roots[i]) {
+                    case DOUBLE:
+                        sums[i] += Math.round(row.getDouble(positions[i]) * 100);
+                        break;
+                    case INTEGER:
+                        sums[i] += row.getInt(positions[i]);
+                        break;
+                    case BIGINT:
+                        sums[i] += row.getLong(positions[i]);
+                        break;
+                    default:
+                        throw new IllegalArgumentException("cannot sum " + columns.get(i) + " of " + roots[i]);
+                }
+            }
+        });
+        ObjectNode out = NODES.objectNode();
+        out.put("rows", count[0]);
+        ObjectNode sumsOut = out.putObject("sums");
+        for (int i = 0; i < positions.length; i++) {
+            sumsOut.put(columns.get(i), sums[i]);
+        }
+        return out;
     }
 
     /**

@@ -20,7 +20,8 @@ set an option), ``write`` (one batch commit, or an overwrite of a partition; a d
 written through Paimon's ``HashBucketAssigner`` as Flink does), ``compact`` (Paimon's own compaction of
 every partition and bucket, full by default), ``compact_procedure`` (the same as the compact procedure
 runs it, on threads, unaware-bucket append tables included: the benchmark's Java peer),
-``hilbert_index`` (the Hilbert curve of Paimon's sort compaction), ``read_changelog`` (the changelog
+``hilbert_index`` (the Hilbert curve of Paimon's sort compaction), ``count_rows`` (a count and
+column sums of a read, no rows shipped), ``read_changelog`` (the changelog
 after a snapshot, with row kinds), ``race_write`` (a commit that starts at a FIFO rendezvous, for the
 commit race), ``create_tag``, ``create_branch`` (from a tag, or empty),
 ``expire_snapshots`` / ``expire_changelog`` (Paimon's ``ExpireSnapshotsImpl`` / ``ExpireChangelogImpl``
@@ -237,6 +238,12 @@ class JavaPaimon:
                 "options": dict(options or {}),
             }
         )
+
+    def count_rows(self, path: str, sum_columns: Sequence[str] = ()) -> dict[str, Any]:
+        """A batch read of the latest snapshot that ships no rows: ``{"rows": count, "sums": {column:
+        sum}}``, INT and BIGINT columns summed as they are, DOUBLE columns in hundredths (each
+        rounded), nulls skipped; for checking tables of millions of rows."""
+        return self._call({"op": "count_rows", "path": str(path), "sum_columns": list(sum_columns)})
 
     def hilbert_index(self, points: Sequence[Sequence[int]], bits: int) -> list[int]:
         """The Hilbert curve index Paimon's ``HilbertIndexer`` computes (the bundle's davidmoten curve)

@@ -98,6 +98,8 @@ def test_java_compact_procedure_compacts_an_unaware_append_table(java_paimon: Ja
     assert _open(path).snapshot_manager.latest().commit_kind == "COMPACT"
     assert java_paimon.read(path) == before
     assert our_read(path, ("snapshot", "13")) == before
+    sums = {"a": sum(r["a"] for r in before), "v": sum(round(r["v"] * 100) for r in before)}
+    assert java_paimon.count_rows(path, ["a", "v"]) == {"rows": 360, "sums": sums}  # the bench's check
 
 
 def test_java_compact_procedure_fully_compacts_every_bucket(java_paimon: JavaPaimon, tmp_path):
