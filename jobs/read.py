@@ -39,7 +39,8 @@ from paimon_format.scan.partition_predicate import (
 )
 from paimon_format.scan.snapshot_scan import resolve_snapshot
 from paimon_format.scan.split_read import projected_schema, read_split, split_files
-from paimon_format.scan.splits import PartitionFilter, plan_splits
+from paimon_format.scan.splits import PartitionFilter, Split, plan_splits
+from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -71,10 +72,8 @@ def read_table(
         handle = Table.open(warehouse, table, storage_options)
         handle.check_metadata()
         resolved = resolve_snapshot(handle, snapshot, tag)
-        schema = handle.schema_by_id(resolved.schema_id) if resolved is not None else handle.schema
+        schema = read_schema_at(handle, resolved)
         projected_schema(schema, columns)  # unknown columns are bad input
-        if schema.primary_keys:  # an engine or option we cannot merge: refuse before Spark runs
-            check_merge_supported(schema, CoreOptions(schema.options))
         partition_filter = _partition_filter(handle, schema, where)
     except (ValueError, PaimonFormatError) as error:
         raise BadInputError(f"read {table}: {error}") from None
@@ -102,14 +101,7 @@ def read_table(
     # pyspark: loaded by a read that runs, not on import (--help)
     from pyspark.sql.types import BinaryType, StructField, StructType
 
-    # splits of small files share tasks, each reading its files with the next ones in flight (on a
-    # store with latency a task per split kept one file in flight per core)
-    tasks = tasks_for_files(
-        len(splits),
-        sum(len(s.files) for s in splits),
-        sum(meta.file_size for s in splits for meta in s.files),
-        spark.sparkContext.defaultParallelism,
-    )
+    tasks = read_task_count(splits, spark.sparkContext.defaultParallelism)
     blobs = parallelize_small(spark, [pickle.dumps(s) for s in splits], tasks, what="splits")
     frame = spark.createDataFrame(
         blobs.map(lambda blob: (blob,)), StructType([StructField(SPLIT_COLUMN, BinaryType(), False)])
@@ -117,6 +109,47 @@ def read_table(
     time_zone = spark.conf.get("spark.sql.session.timeZone", "UTC")
     task = _read_task(handle, schema, read_columns, read_schema_spark, time_zone)
     return finish(frame.mapInArrow(task, read_schema_spark))
+
+
+def read_schema_at(table: Table, snapshot: Snapshot | None) -> TableSchema:
+    """The schema a read of `snapshot` returns (the snapshot's own: time travel reads as the table
+    was); an engine or option we cannot merge is refused here, before any task runs."""
+    schema = table.schema_by_id(snapshot.schema_id) if snapshot is not None else table.schema
+    if schema.primary_keys:
+        check_merge_supported(schema, CoreOptions(schema.options))
+    return schema
+
+
+def read_task_count(splits: Sequence[Split], parallelism: int) -> int:
+    """How many tasks read `splits`: splits of small files share tasks, each reading its files with
+    the next ones in flight (on a store with latency a task per split kept one file in flight per
+    core)."""
+    return tasks_for_files(
+        len(splits),
+        sum(len(s.files) for s in splits),
+        sum(meta.file_size for s in splits for meta in s.files),
+        parallelism,
+    )
+
+
+def read_task_groups(splits: Sequence[Split], parallelism: int) -> list[list[Split]]:
+    """`splits` cut into `read_task_count` consecutive groups of near-equal length, one per task, as
+    Spark's `parallelize` slices the list `read_table` ships."""
+    tasks = read_task_count(splits, parallelism) if splits else 0
+    return [list(splits[i * len(splits) // tasks : (i + 1) * len(splits) // tasks]) for i in range(tasks)]
+
+
+def read_splits_as(
+    table: Table, schema: TableSchema, columns: list[str] | None, splits: Sequence[Split], target: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a task's `splits` in the Arrow types `target` (Spark's), files fetched ahead: the
+    task (file metadata only) is known up front. Shared by `read_table` and the Spark source."""
+    with prefetch_data_files(table, split_files(splits)) as prefetch:
+        for split in splits:
+            for rows in read_split(table, split, read_schema=schema, columns=columns, prefetch=prefetch):
+                yield pa.RecordBatch.from_arrays(
+                    [rows.column(i).cast(field.type) for i, field in enumerate(target)], schema=target
+                )
 
 
 def spark_schema_of(arrow_schema: pa.Schema) -> StructType:
@@ -142,14 +175,8 @@ def _read_task(
         target = to_arrow_schema(spark_schema)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        # the task's splits (file metadata only) known up front, so their files are fetched ahead
         splits = [pickle.loads(blob) for batch in batches for blob in batch.column(SPLIT_COLUMN).to_pylist()]
-        with prefetch_data_files(table, split_files(splits)) as prefetch:
-            for split in splits:
-                for rows in read_split(table, split, read_schema=schema, columns=columns, prefetch=prefetch):
-                    yield pa.RecordBatch.from_arrays(
-                        [rows.column(i).cast(field.type) for i, field in enumerate(target)], schema=target
-                    )
+        yield from read_splits_as(table, schema, columns, splits, target)
 
     return read
 

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from paimon_format.manifest.entries import ManifestFileMeta
+from paimon_format.manifest.entries import ManifestFileMeta, SimpleStats
 from paimon_format.model.binary_row import deserialize_row
 from paimon_format.model.types import DataType
 from paimon_format.scan.partition_predicate import (
@@ -84,8 +84,12 @@ class ColumnRange:
 
 def column_ranges(meta: ManifestFileMeta, types: Sequence[DataType]) -> list[ColumnRange] | None:
     """The ranges of a manifest's partition columns; None when its stats prove nothing."""
-    stats = meta.partition_stats
-    entries = meta.num_added_files + meta.num_deleted_files
+    return stats_ranges(meta.partition_stats, types, meta.num_added_files + meta.num_deleted_files)
+
+
+def stats_ranges(stats: SimpleStats, types: Sequence[DataType], entries: int) -> list[ColumnRange] | None:
+    """The ranges min/max/null-count stats over `entries` values per column prove (a manifest's
+    partition stats, a data file's value stats); None when they prove nothing."""
     try:
         lows = deserialize_row(stats.min_values, types)
         highs = deserialize_row(stats.max_values, types)

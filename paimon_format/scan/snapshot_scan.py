@@ -9,7 +9,7 @@ table still needs for maintenance (every snapshot, tag, branch and changelog) is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.manifest.codec import decode_manifest, read_index_manifest
@@ -134,10 +134,19 @@ def merge_entries(
     return merger.merged() if keep_unmatched_deletes else merger.live()
 
 
-def live_entries(table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
-    """The data files a reader of `snapshot` reads (ADD entries after cancellation)."""
+def live_entries(
+    table: Table, snapshot: Snapshot, manifest_filter: Callable[[ManifestFileMeta], bool] | None = None
+) -> list[ManifestEntry]:
+    """The data files a reader of `snapshot` reads (ADD entries after cancellation).
+
+    `manifest_filter` leaves out manifests a read does not need (their partition stats prove it
+    selects none of their entries); an entry's DELETE has its ADD's partition, so every pair a read
+    needs stays whole."""
+    manifests = data_manifests(table, snapshot)
+    if manifest_filter is not None:
+        manifests = [meta for meta in manifests if manifest_filter(meta)]
     merger = EntryMerger(f"{table.path} snapshot {snapshot.id}")
-    return merger.add_all(read_entries(table, data_manifests(table, snapshot))).live()
+    return merger.add_all(read_entries(table, manifests)).live()
 
 
 def changelog_entries(table: Table, snapshot: Snapshot) -> list[ManifestEntry]:

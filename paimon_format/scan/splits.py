@@ -26,7 +26,7 @@ from typing import Any
 
 from paimon_format.errors import UnsupportedOperationError
 from paimon_format.index.deletion_vectors import DeletionFile, snapshot_deletion_files
-from paimon_format.manifest.entries import DataFileMeta, ManifestEntry
+from paimon_format.manifest.entries import DataFileMeta, ManifestEntry, ManifestFileMeta
 from paimon_format.model.binary_row import deserialize_row
 from paimon_format.model.file_layout import key_fields
 from paimon_format.model.options import parse_memory_size
@@ -86,12 +86,16 @@ def plan_splits(
     *,
     all_levels: bool = False,
     target_split_size: int | None = None,
+    manifest_filter: Callable[[ManifestFileMeta], bool] | None = None,
+    file_filter: Callable[[ManifestEntry], bool] | None = None,
 ) -> list[Split]:
     """The splits a batch read of `snapshot` needs, for partitions accepted by `partition_filter`.
 
     `all_levels=True` keeps level-0 files of tables whose batch scans skip them (compaction needs
     every file). Append buckets are packed into splits of about `target_split_size` bytes
     (default: the table's `source.split.target-size`, 128 MB); a primary-key bucket is one split.
+    `manifest_filter` leaves out manifests (see `live_entries`), `file_filter` live files a read
+    provably needs no row of (`value_filter.FileSkipping`: safe for merges only by key columns).
     """
     if table.options.data_evolution_enabled:
         raise UnsupportedOperationError(
@@ -101,12 +105,14 @@ def plan_splits(
     has_pk = bool(table.schema.primary_keys)
     skip_level0 = skips_level0(table) and not all_levels
     groups: dict[tuple[bytes, int], list[ManifestEntry]] = {}
-    for entry in live_entries(table, snapshot):
+    for entry in live_entries(table, snapshot, manifest_filter):
         if entry.bucket == POSTPONE_BUCKET:
             continue
         if skip_level0 and entry.file.level == 0:
             continue
         if partition_filter is not None and not partition_filter(entry.partition):
+            continue
+        if file_filter is not None and not file_filter(entry):
             continue
         groups.setdefault((entry.partition, entry.bucket), []).append(entry)
     deletions = snapshot_deletion_files(table, snapshot) if snapshot.index_manifest else {}
