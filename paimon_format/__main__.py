@@ -1,5 +1,8 @@
 """`python -m paimon_format inspect TABLE_PATH [--snapshot N | --tag T] [--files-per-partition] [--json]`.
 
+`python -m paimon_format system-table TABLE_PATH NAME [--snapshot N | --tag T] [--format text|csv|json]`
+prints one of Paimon's system tables (`$snapshots`, `$files`, ...; `paimon_format.system_tables`).
+
 A look at a table with nothing but Python. Exit codes follow the jobs: 0 done, 2 bad input (no
 such table, snapshot or tag; corrupt metadata), 1 unexpected. A reader that stops early
 (`inspect ... | head`) ends the output quietly, with exit 0.
@@ -21,6 +24,7 @@ from paimon_format.inspect import (
     render_text,
 )
 from paimon_format.storage.fileio import FileIO
+from paimon_format.system_tables.command import add_system_table_parser, system_table_text
 from paimon_format.table import Table
 
 
@@ -48,6 +52,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="fsspec storage option (repeatable), e.g. client_kwargs.endpoint_url=http://127.0.0.1:5000",
     )
+    system = add_system_table_parser(commands)
+    system.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     return parser
 
 
@@ -67,6 +73,8 @@ def _storage_options(pairs: Sequence[str]) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "system-table":
+        return _system_table(args)
     try:
         path = args.table_path.rstrip("/")
         table = Table(FileIO.for_path(path, _storage_options(args.storage_option)), path)
@@ -85,6 +93,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         text = render_text(description)
     return write_stdout(text + "\n")
+
+
+def _system_table(args: argparse.Namespace) -> int:
+    """Print a system table chunk by chunk; bad input (no table, snapshot, tag or such system table)
+    exits 2 with the cause, also when found after the first rows were printed."""
+    path = args.table_path.rstrip("/")
+    try:
+        table = Table(FileIO.for_path(path, _storage_options(args.storage_option)), path)
+        for chunk in system_table_text(table, args.name, args.snapshot, args.tag, args.format):
+            write_stdout(chunk)
+    except PaimonFormatError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def write_stdout(text: str) -> int:
