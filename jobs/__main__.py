@@ -15,6 +15,7 @@ stdout carries nothing else (log lines go to stderr, also under spark-submit, se
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import logging
 import os
@@ -41,7 +42,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Write and maintain Apache Paimon tables with Spark.",
         epilog=f"operations:\n{listing}\n\nexit codes: 0 done, 2 bad input, 3 refused, lost a commit "
         "race or the table is locked by another run, 1 unexpected\n\nalso: python -m jobs schema "
-        "<operation> [--markdown], python -m jobs docs [--write DIR | --check DIR]",
+        "<operation> [--markdown], python -m jobs docs [--write DIR | --check DIR], python -m jobs report "
+        "--config maintain.yaml --out report.html",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("operation", choices=list(OPERATIONS), metavar="operation", help="see the list below")
@@ -160,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return print_schema(argv[1:])
     if argv[:1] == ["docs"]:
         return update_docs(argv[1:])
+    if argv[:1] == ["report"]:
+        # loaded on use, as operation modules are (`registry.load`): it reads every operation's config model
+        return importlib.import_module("jobs.report.command").main(argv[1:])
     args = _parser().parse_args(argv)
     reclaim_stderr_from_spark_submit()
     logs = JobLogging(args.operation, args.log_level)

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
+from jobs.report.command import page_after_maintain
+from jobs.report.run_records import record_figure
 from jobs.runtime.errors import (
     EXIT_BAD_INPUT,
     EXIT_OK,
@@ -59,40 +61,11 @@ _STATUS = {EXIT_OK: "done", EXIT_REFUSED: "refused"}
 # Which table exit code wins for the run: page someone (1) before asking for a fix (2) before retry (3).
 _SEVERITY = {EXIT_UNEXPECTED: 3, EXIT_BAD_INPUT: 2, EXIT_REFUSED: 1}
 
-# The record keys each operation uses for what the summary adds up, for a real run and a dry run
-# (where the figures are what it would do): (counts keys, bytes keys) per summary figure.
-SUMMARY_KEYS: dict[str, dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
-    "expire-partitions": {"partitions": (("partitions",), ("partitions",))},
-    "expire-snapshots": {
-        "snapshots": (("snapshots_expired",), ("snapshots_to_expire",)),
-        "files": (
-            ("files_deleted", "manifests_deleted", "manifest_lists_deleted"),
-            ("files_to_delete", "manifests_to_delete", "manifest_lists_to_delete"),
-        ),
-        "bytes": (
-            ("files_deleted", "manifests_deleted", "manifest_lists_deleted"),
-            ("files_to_delete", "manifests_to_delete", "manifest_lists_to_delete"),
-        ),
-    },
-    "compact": {
-        "files": (("files_rewritten",), ("files_before",)),
-        "bytes": (("files_rewritten",), ("files_before",)),
-    },
-    "remove-orphan-files": {
-        "files": (("files_deleted",), ("orphan_files",)),
-        "bytes": (("deleted",), ("orphans",)),
-    },
-}
-
 
 def summary_figure(record: RunRecord, figure: str) -> int:
-    """One summary figure (snapshots, partitions, files, bytes) of one operation's record."""
-    keys = SUMMARY_KEYS.get(record.operation, {}).get(figure)
-    if keys is None:
-        return 0
-    names = keys[1] if record.dry_run else keys[0]
-    source = record.bytes if figure == "bytes" else record.counts
-    return sum(source.get(name, 0) for name in names)
+    """One summary figure (snapshots, partitions, files, bytes) of one operation's record (the keys
+    per operation are `SUMMARY_KEYS`, shared with the health page's rows of past runs)."""
+    return record_figure(record.operation, record.dry_run, record.counts, record.bytes, figure)
 
 
 class MaintenanceFailed(JobError):
@@ -202,7 +175,12 @@ def run(context: JobContext, config: MaintainConfig) -> None:
         outcomes = list(
             pool.map(lambda plan: maintain_table(shared_spark, plan, config, context.dry_run, log), plans)
         )
-    _report(record, outcomes, log)
+    try:
+        _report(record, outcomes, log)
+    finally:  # the page shows failed tables too; a page that cannot be written never hides a failure
+        problem = page_after_maintain(config, record, context.dry_run, log)
+    if problem:
+        raise BadInputError(f"every table was maintained, but {problem}")
 
 
 def maintain_table(

@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field, create_model, field_validator, model_validator
 
+from jobs.report.settings import ReportSettings
 from jobs.runtime.config import ConfigError, StrictModel, TableJobConfig, validate
 from jobs.runtime.local_exec import LocalRunOptions
 from jobs.runtime.registry import OPERATIONS as REGISTERED
@@ -225,6 +226,11 @@ class MaintainConfig(StrictModel, LocalRunOptions):
         default_factory=list,
         description="blocks for the tables `match` names, merged over the defaults key by key in file "
         "order (the last matching entry wins)",
+    )
+    report: ReportSettings | None = Field(
+        default=None,
+        description="the warehouse health page (docs/health-report.md): written to `out` after each run, "
+        "with the run records of `records`; `python -m jobs report` reads this block too",
     )
 
     @field_validator("tables", "exclude")
