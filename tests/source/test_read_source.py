@@ -160,3 +160,10 @@ def test_bad_options_fail_the_load_naming_the_option(spark, java_templates, opti
 def test_a_missing_table_names_the_path(spark, tmp_path):
     with pytest.raises(Exception, match="option 'path': no Paimon table"):
         spark.read.format("paimon").load(str(tmp_path / "nothing")).count()
+
+
+def test_a_table_without_snapshots_reads_empty_with_its_columns(spark, java_paimon, tmp_path):
+    path = str(tmp_path / "wh" / "db.db" / "empty")
+    java_paimon.create_table(path, [("k", "INT NOT NULL"), ("v", "STRING")], [], ["k"], {"bucket": "1"})
+    frame = spark.read.format("paimon").load(path)
+    assert frame.columns == ["k", "v"] and frame.count() == 0
