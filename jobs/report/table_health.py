@@ -10,11 +10,11 @@ Memory: `inspect` keeps every live entry to cancel ADDs against DELETEs; a wareh
 hold millions of entries per table. Here each manifest is streamed and its entries are added into
 per-partition tallies, an ADD counting +1 and a DELETE -1 (a DELETE entry carries the same file
 meta as its ADD, so sizes and rows cancel exactly). What stays in memory grows with the partitions
-and the size buckets, never with the files (the partition jobs' scan counts what it does not drop
-the same way). Exact for consistent metadata; DELETEs without their ADDs that outnumber the ADDs of a
-partition leave a negative tally, and the table is reported as broken, never rounded. A DELETE that
-pairs with the wrong file is not seen here: the jobs that change a table check identities
-(`EntryMerger`), a look at it does not.
+(and the manifest list, one entry per manifest), never with the files; the partition jobs' scan
+counts what it does not drop the same way. Exact for consistent metadata; DELETEs without their
+ADDs that outnumber the ADDs of a partition leave a negative tally, and the table is reported as
+broken, never rounded. A DELETE that pairs with the wrong file is not seen here: the jobs that
+change a table check identities (`EntryMerger`), a look at it does not.
 """
 
 from __future__ import annotations
@@ -124,10 +124,11 @@ def read_table_health(table: Table, identifier: str, top_partitions: int = 10) -
         target_file_size=target,
         small_file_below=target // 2,
     )
-    ids, health.earliest = _earliest(table)
-    health.snapshot_count = len(ids)
-    if health.earliest is not None:
-        health.latest = health.earliest if len(ids) == 1 else table.snapshot_manager.snapshot(ids[-1])
+    # the latest first: the open check's read of it is handed over until snapshots are listed
+    health.latest = table.snapshot_manager.latest(reuse_read=True)
+    if health.latest is not None:
+        ids, health.earliest = _earliest(table, health.latest)
+        health.snapshot_count = len(ids)
         health.live = live_files(table, health.latest, health.small_file_below, top_partitions)
     manager = table.snapshot_manager
     health.changelog_count = len(manager.changelog_ids())
@@ -146,19 +147,22 @@ def read_table_health(table: Table, identifier: str, top_partitions: int = 10) -
     return health
 
 
-def _earliest(table: Table, attempts: int = 3) -> tuple[list[int], Snapshot | None]:
-    """The snapshot ids and the earliest snapshot. An expiry running meanwhile (a page must show a
-    table maintain is working on) deletes the earliest between the listing and its read: then list
-    again; a snapshot missing on every attempt is an error like any failed read."""
+def _earliest(table: Table, latest: Snapshot, attempts: int = 3) -> tuple[list[int], Snapshot]:
+    """The snapshot ids and the earliest snapshot (`latest` itself when it is the only one). An
+    expiry running meanwhile (a page must show a table maintain is working on) deletes the earliest
+    between the listing and its read: then list again; a snapshot missing on every attempt is an
+    error like any failed read."""
     manager = table.snapshot_manager
-    for _attempt in range(attempts - 1):
-        ids = manager.snapshot_ids()
+    for attempt in range(attempts):
+        ids = manager.snapshot_ids() or [latest.id]
+        if ids[0] == latest.id:
+            return ids, latest
         try:
-            return ids, manager.snapshot(ids[0]) if ids else None
+            return ids, manager.snapshot(ids[0])
         except SnapshotNotFoundError:
-            continue
-    ids = manager.snapshot_ids()
-    return ids, manager.snapshot(ids[0]) if ids else None
+            if attempt == attempts - 1:
+                raise
+    return [latest.id], latest  # attempts < 1: the latest alone
 
 
 def _tag_info(name: str, tag: Snapshot) -> TagInfo:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import tracemalloc
+import uuid
+from collections import Counter
 from dataclasses import dataclass, field, replace
 from html.parser import HTMLParser
 from pathlib import Path
@@ -26,7 +29,9 @@ from paimon_format.commit import SnapshotCommit
 from paimon_format.errors import InvalidTableStateError
 from paimon_format.inspect import describe_table, files_per_partition
 from paimon_format.manifest.codec import write_manifest, write_manifest_list
+from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.table import Table
+from tests.s3.proxy import ThrottlingProxy
 from tests.support.factories import data_file, make_table, message
 from tests.support.health_tables import (
     MARKUP,
@@ -34,7 +39,7 @@ from tests.support.health_tables import (
     truncate_latest_manifest,
     write_run_records,
 )
-from tests.support.table_states import copy_warehouse
+from tests.support.table_states import build_sample_table, copy_warehouse
 
 CHROMIUM = Path("/usr/bin/chromium")
 TABLES = ("db.events", "db.orders", "db.t")
@@ -307,6 +312,34 @@ def test_a_delete_without_its_add_is_an_error_not_a_smaller_count(tmp_path):
         live_files(fresh, fresh.snapshot_manager.latest(), 100)
 
 
+def metadata_only_table(root: str, commits: int, files_per_commit: int = 50) -> Table:
+    """An append table of `commits` commits of `files_per_commit` files each (manifests only)."""
+    table = make_table(root, options={"manifest.merge-min-count": "100000"})
+    for commit in range(commits):
+        files = [data_file(f"data-{commit}-{n}.parquet", size=1000 + n) for n in range(files_per_commit)]
+        SnapshotCommit(table).append([message(table, [f"d{commit % 7}"], *files)])
+    return Table(table.file_io, table.path)
+
+
+def peak_bytes(table: Table) -> int:
+    tracemalloc.start()
+    try:
+        live = live_files(table, table.snapshot_manager.latest(), 10)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        assert live.files == int(table.snapshot_manager.latest().id) * 50
+
+
+def test_memory_grows_with_partitions_not_with_files(tmp_path):
+    """Ten times the files in the same 7 partitions (manifests of one size): the peak stays put,
+    where holding every entry (as `inspect` does) grows tenfold."""
+    small = metadata_only_table(str(tmp_path / "db.db" / "small"), commits=5)
+    large = metadata_only_table(str(tmp_path / "db.db" / "large"), commits=50)
+    peak_bytes(small)  # warm-up: imports and caches are not the table's
+    assert peak_bytes(large) < 2 * peak_bytes(small)
+
+
 def test_maintain_writes_the_page_with_its_own_run(warehouse, tmp_path, capsys):
     out = tmp_path / "after-maintain.html"
     config = write_config(tmp_path, warehouse, out=str(out))
@@ -325,6 +358,46 @@ def test_a_maintain_dry_run_writes_no_page(warehouse, tmp_path, capsys):
     record = json.loads(capsys.readouterr().out)
     assert code == 0 and record["details"]["report"]["written"] is False
     assert not out.exists()
+
+
+def test_on_s3_the_page_reads_each_metadata_file_once_and_no_data_file(moto_s3, tmp_path, capsys):
+    """Through the proxy's ledger: every GET is a metadata file (schema, snapshot, tag, manifest
+    list, manifest), each read once, and the page is written to S3 in one PUT."""
+    endpoint, bucket, _ = moto_s3
+    with ThrottlingProxy(endpoint) as proxy:
+        options = {"endpoint_url": proxy.endpoint_url, "client_kwargs": {"region_name": "us-east-1"}}
+        prefix = f"s3://{bucket}/report-{uuid.uuid4().hex[:12]}"
+        table = build_sample_table(f"{prefix}/wh", storage_options=options)
+        data_files = {
+            table.data_file_path(entry) for entry in live_entries(table, table.snapshot_manager.latest())
+        }
+        config = tmp_path / "report.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "warehouse": f"{prefix}/wh",
+                    "tables": ["db.*"],
+                    "storage_options": options,
+                    "report": {"out": f"{prefix}/health.html"},
+                }
+            )
+        )
+        proxy.reset()
+        code, record = run_report(capsys, str(config))
+        requests = list(proxy.requests)
+    assert code == 0, record["error"]
+    gets = [r.path for r in requests if r.kind == "GET"]
+    assert not [path for path in gets if any(path.endswith(name.split(bucket, 1)[1]) for name in data_files)]
+    assert all(
+        any(f"/{folder}/" in path for folder in ("schema", "snapshot", "tag", "manifest")) for path in gets
+    ), gets
+    assert sorted(set(gets)) == sorted(gets), Counter(gets).most_common(3)
+    assert (
+        len([path for path in gets if "/manifest/manifest-" in path and "list" not in path]) == 4
+    )  # 4 commits
+    assert [r.path for r in requests if r.kind == "PUT"] == [
+        f"/{bucket}/{prefix.split(bucket + '/', 1)[1]}/health.html"
+    ]
 
 
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
