@@ -352,6 +352,15 @@ def test_maintain_writes_the_page_with_its_own_run(warehouse, tmp_path, capsys):
     assert run["started"] == record["started"]
 
 
+def test_a_page_maintain_cannot_write_makes_a_clean_run_exit_2_after_the_work(warehouse, tmp_path, capsys):
+    out = tmp_path / "no-such-directory" / "health.html"
+    code = main(["maintain", "--config", write_config(tmp_path, warehouse, out=str(out))])
+    record = json.loads(capsys.readouterr().out)
+    assert code == 2 and "no-such-directory" in record["error"]
+    assert record["details"]["report"]["written"] is False
+    assert record["counts"]["tables_done"] == 3  # every table was maintained first
+
+
 def test_a_maintain_dry_run_writes_no_page(warehouse, tmp_path, capsys):
     out = tmp_path / "dry.html"
     code = main(["maintain", "--config", write_config(tmp_path, warehouse, out=str(out)), "--dry-run"])
