@@ -114,6 +114,8 @@ class _FileRows:
     table: Table
     partition_texts: dict[bytes, str | None] = field(default_factory=dict)
     stats_fields: dict[tuple[int, tuple[str, ...] | None], list[DataField]] = field(default_factory=dict)
+    key_types: dict[int, list[DataType]] = field(default_factory=dict)  # by file schema id
+    field_ids: dict[int, set[int]] = field(default_factory=dict)  # by file schema id
 
     def partition_text(self, partition: bytes) -> str:
         found = self.partition_texts.get(partition)
@@ -128,8 +130,10 @@ class _FileRows:
         """`[v1, v2]` of the key's values; None for a file without keys (append tables)."""
         if not key or row_arity(key) == 0:
             return None
-        names = file_schema.trimmed_primary_keys() or file_schema.field_names()
-        types = [file_schema.field(name).type for name in names]
+        types = self.key_types.get(file_schema.id)
+        if types is None:
+            names = file_schema.trimmed_primary_keys() or file_schema.field_names()
+            types = self.key_types[file_schema.id] = [file_schema.field(name).type for name in names]
         return array_text(deserialize_row(key, types), types)
 
     def _fields_of_stats(self, file: DataFileMeta) -> list[DataField]:
@@ -156,7 +160,11 @@ class _FileRows:
         minimum = _stats_row(stats.min_values, types)
         maximum = _stats_row(stats.max_values, types)
         by_id = {f.id: i for i, f in enumerate(fields)}
-        file_field_ids = {f.id for f in self.table.schema_by_id(file.schema_id).fields}
+        file_field_ids = self.field_ids.get(file.schema_id)
+        if file_field_ids is None:
+            file_field_ids = self.field_ids[file.schema_id] = {
+                f.id for f in self.table.schema_by_id(file.schema_id).fields
+            }
         nulls, lows, highs = [], [], []
         for table_field in self.table.schema.fields:
             index = by_id.get(table_field.id)
