@@ -130,16 +130,23 @@ def cast_text(value: Any, data_type: DataType) -> str:
 
 
 def _time_text(value: dt.time, precision: int) -> str:
-    return value.strftime("%H:%M:%S") + _fraction(value, precision)
-
-
-def _fraction(value: dt.datetime | dt.time, precision: int) -> str:
-    """Fraction digits up to the type's precision, trailing zeros dropped (none when zero)."""
+    """Paimon's TIME cast: `HH:mm:ss`, then with a precision the millisecond digits up to the last
+    non-zero one (at least one: `.0`), never more than the precision."""
+    text = value.strftime("%H:%M:%S")
     if precision <= 0:
-        return ""
-    nanos = value.microsecond * 1000 + int(getattr(value, "nanosecond", 0) or 0)
-    digits = f"{nanos:09d}"[:precision].rstrip("0")
-    return f".{digits}" if digits else ""
+        return text
+    digits = f"{value.microsecond // 1000:03d}"[:precision].rstrip("0") or "0"
+    return f"{text}.{digits}"
+
+
+def _fraction(value: dt.datetime, precision: int) -> str:
+    """Paimon's TIMESTAMP cast: the nine nanosecond digits without trailing zeros, but never fewer
+    digits than the precision (`.100` at precision 3, `.123456` beyond it; none at precision 0
+    when zero)."""
+    fraction = f"{value.microsecond * 1000 + int(getattr(value, 'nanosecond', 0) or 0):09d}"
+    while len(fraction) > precision and fraction.endswith("0"):
+        fraction = fraction[:-1]
+    return f".{fraction}" if fraction else ""
 
 
 def _plain_decimal(value: Decimal) -> str:
