@@ -25,10 +25,10 @@ the tasks that finished; a failed commit removes them all (unless a snapshot of 
 table this write created is removed after its files. A process killed in between leaves only
 unreferenced files (remove-orphan-files finds them) and no snapshot.
 
-Not written here (refused before any task runs, naming the table): dynamic-bucket primary-key
-tables, whose bucket of a new key needs every row of the key in one task (the write job shuffles
-for it: `python -m jobs write`), and tables whose batch reads skip level 0 (deletion vectors,
-first-row), which the write job compacts after its commit with Spark.
+Dynamic-bucket primary-key tables: the tasks agree on a new key's bucket without a shuffle
+(`jobs.source.write_dynamic`). Not written here (refused before any task runs, naming the table):
+tables whose batch reads skip level 0 (deletion vectors, first-row), which the write job compacts
+after its commit with Spark (`python -m jobs write`).
 """
 
 from __future__ import annotations
@@ -44,8 +44,9 @@ from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.report import RunRecord
 from jobs.source.location import SourceOptionError, table_location
+from jobs.source.write_dynamic import DynamicBuckets, delete_index_files, merged_index
 from jobs.source.write_options import write_settings
-from jobs.writing.columns import written_file_rows
+from jobs.writing.columns import BUCKET_COLUMN, written_file_rows
 from jobs.writing.commit import commit_written, remove_created_table
 from jobs.writing.data_files import next_sequence_number_on_driver
 from jobs.writing.dynamic_bucket import is_dynamic_bucket
@@ -54,6 +55,7 @@ from jobs.writing.settings import WritePlan, WriteSettings
 from paimon_format.commit import SnapshotCommit
 from paimon_format.data.conform import conform, fit_string_lengths
 from paimon_format.data.writer import write_bucket_outputs
+from paimon_format.manifest.entries import IndexManifestEntry
 from paimon_format.model.options import CoreOptions
 
 if TYPE_CHECKING:
@@ -71,6 +73,7 @@ class WrittenFiles(WriterCommitMessage):
     """What one task wrote: the write job's result rows (`jobs.writing.columns`), one per file."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
+    index: list[IndexManifestEntry] = field(default_factory=list)  # dynamic buckets: delta HASH files
 
 
 def make_writer(options: dict[str, str], schema: StructType, overwrite: bool) -> PaimonWriter:
@@ -100,7 +103,15 @@ def make_writer(options: dict[str, str], schema: StructType, overwrite: bool) ->
         if plan.created:
             remove_created_table(target, log)
         raise
-    return PaimonWriter(plan, settings)
+    dynamic = None
+    if is_dynamic_bucket(plan.schema):
+        replaces = None if settings.mode == "append" else (plan.overwrite_filter or _every_partition)
+        dynamic = DynamicBuckets.plan(target, plan.schema, plan.previous, replaces)
+    return PaimonWriter(plan, settings, dynamic)
+
+
+def _every_partition(_partition: bytes) -> bool:
+    return True
 
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
@@ -111,12 +122,6 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 
 
 def _check_writable(plan: WritePlan, name: str) -> None:
-    if is_dynamic_bucket(plan.schema):
-        raise BadInputError(
-            f"table {name}: a dynamic-bucket primary-key table (bucket=-1) needs every row of a key in "
-            "one task to give a new key one bucket, and a Python data source cannot shuffle its input: "
-            "write it with the write job (python -m jobs write), or use a fixed bucket count"
-        )
     if plan.compacts_level0:
         raise BadInputError(
             f"table {name}: its batch reads skip level 0 (deletion vectors or first-row), so written rows "
@@ -128,9 +133,10 @@ def _check_writable(plan: WritePlan, name: str) -> None:
 class PaimonWriter(DataSourceArrowWriter):
     """The write a `make_writer` call planned: `write` in each task, `commit` or `abort` once."""
 
-    def __init__(self, plan: WritePlan, settings: WriteSettings) -> None:
+    def __init__(self, plan: WritePlan, settings: WriteSettings, dynamic: DynamicBuckets | None) -> None:
         self.plan = plan
         self.settings = settings
+        self.dynamic = dynamic
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """This task's rows -> level-0 data files; the files' rows. On failure, the files this task
@@ -143,6 +149,7 @@ class PaimonWriter(DataSourceArrowWriter):
         target, schema = self.plan.target, self.plan.schema
         flush_bytes = CoreOptions(schema.options).target_file_size(bool(schema.primary_keys))
         rows: list[dict[str, Any]] = []
+        dynamic = self.dynamic.for_task() if self.dynamic is not None else None
         pending: list[pa.RecordBatch] = []
         pending_bytes = 0
         try:
@@ -152,38 +159,60 @@ class PaimonWriter(DataSourceArrowWriter):
                 pending.append(batch)
                 pending_bytes += batch.nbytes
                 if pending_bytes >= flush_bytes:
-                    next_sequence = self._flush(pending, next_sequence, rows)
+                    next_sequence = self._flush(pending, next_sequence, rows, dynamic)
                     pending, pending_bytes = [], 0
             if pending:
-                self._flush(pending, next_sequence, rows)
+                self._flush(pending, next_sequence, rows, dynamic)
+            deltas = dynamic.write_deltas() if dynamic is not None else []
         except BaseException:
             target.file_io.delete_many([target.full_path(row["path"]) for row in rows])
             raise
-        return WrittenFiles(rows)
+        return WrittenFiles(rows, deltas)
 
-    def _flush(self, batches: list[pa.RecordBatch], first_sequence: int, rows: list[dict[str, Any]]) -> int:
+    def _flush(
+        self,
+        batches: list[pa.RecordBatch],
+        first_sequence: int,
+        rows: list[dict[str, Any]],
+        dynamic: DynamicBuckets | None,
+    ) -> int:
         """Write buffered batches (sequence numbers from `first_sequence`, in input order); adds the
         files' rows to `rows`, returns the next free sequence number."""
         target, schema = self.plan.target, self.plan.schema
         data = fit_string_lengths(conform(pa.Table.from_batches(batches), schema), schema)
-        outputs = write_bucket_outputs(target.file_io, target.path, schema, data, first_sequence)
+        bucket_column = None
+        if dynamic is not None:
+            bucket_column = BUCKET_COLUMN
+            data = data.append_column(BUCKET_COLUMN, pa.array(dynamic.assign(data), pa.int32()))
+        outputs = write_bucket_outputs(
+            target.file_io, target.path, schema, data, first_sequence, bucket_column=bucket_column
+        )
         rows.extend(written_file_rows(target, outputs))
         return first_sequence + data.num_rows
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Every task finished: one snapshot of all their files (none for an empty append)."""
-        written = [row for message in messages if isinstance(message, WrittenFiles) for row in message.rows]
+        finished = [message for message in messages if isinstance(message, WrittenFiles)]
+        written = [row for message in finished for row in message.rows]
+        deltas = [entry for message in finished for entry in message.index]
         record = RunRecord(operation="spark-write", table=self.settings.table)
         record.snapshot_ids["base"] = self.plan.previous
         try:
             if not written and self._truncates():
                 self._commit_empty_overwrite(record)
             else:
-                commit_written(written, self.plan, self.settings, record, log)
+                index = None
+                if self.dynamic is not None:
+                    partitions = {bytes(row["partition"]) for row in written}
+                    index = merged_index(self.dynamic, deltas, partitions)
+                    record.count("hash_index_files_written", len(index.add))
+                commit_written(written, self.plan, self.settings, record, log, index)
         except BaseException:
             if self.plan.created:
                 remove_created_table(self.plan.target, log)
             raise
+        finally:
+            delete_index_files(self.plan.target, deltas)  # merged into the committed ones, or unneeded
         log.info("spark write of %s: %s", self.settings.table, record.to_json())
 
     def _truncates(self) -> bool:
@@ -199,6 +228,10 @@ class PaimonWriter(DataSourceArrowWriter):
         """A task failed (after its retries): remove the files of the tasks that finished, then a
         table this write created. No snapshot was committed."""
         target = self.plan.target
+        delete_index_files(
+            target,
+            [entry for message in messages if isinstance(message, WrittenFiles) for entry in message.index],
+        )
         paths = [
             row["path"] for message in messages if isinstance(message, WrittenFiles) for row in message.rows
         ]

@@ -10,12 +10,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from jobs.runtime.errors import BadInputError
 from jobs.source.location import SourceOptionError
 from jobs.source.writer import SEQUENCE_STRIDE, make_writer
+from paimon_format.data.bucket import hash_array
+from paimon_format.index.hash_index import HASH_INDEX, read_hash_index
+from paimon_format.model.types import BIGINT
+from paimon_format.scan.snapshot_scan import index_entries, live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.java.oracle import sort_key
@@ -69,6 +74,26 @@ def _dicts(rows: list[tuple]) -> list[dict[str, Any]]:
     return sorted((dict(zip(ARROW_SCHEMA.names, row, strict=True)) for row in rows), key=sort_key)
 
 
+def _index_and_live_keys(path: str) -> tuple[dict, dict]:
+    """(partition, bucket) -> hashes: of its HASH index file (one per bucket), and of the keys of its
+    live data files, in the latest snapshot."""
+    table = Table(FileIO.for_path(path), path)
+    latest = table.snapshot_manager.latest()
+    index: dict[tuple[bytes, int], set[int]] = {}
+    for entry in index_entries(table, latest):
+        key = (bytes(entry.partition), entry.bucket)
+        assert entry.index_type == HASH_INDEX and key not in index, f"a second index file for {key}"
+        index[key] = set(read_hash_index(table, entry).tolist())
+    live: dict[tuple[bytes, int], set[int]] = {}
+    for entry in live_entries(table, latest):
+        relative = f"{table.bucket_relpath(entry.partition, entry.bucket)}/{entry.file.file_name}"
+        keys = pq.ParquetFile(table.full_path(relative)).read(columns=["_KEY_k"]).column("_KEY_k")
+        live.setdefault((bytes(entry.partition), entry.bucket), set()).update(
+            hash_array([keys], [BIGINT()]).tolist()
+        )
+    return index, live
+
+
 def _data_files(warehouse: str) -> list[str]:
     return [
         os.path.join(d, n)
@@ -111,8 +136,6 @@ def test_tasks_number_their_rows_in_ranges_of_their_own(monkeypatch, tmp_path):
     options = {"warehouse": warehouse, "path": "db.t", "primary-key": "k", "bucket": "1"}
     _write(monkeypatch, options, [[(1, "a", "x")], [(1, "a", "y")], [(2, "a", "z")]])
     table = _table(warehouse)
-    from paimon_format.scan.snapshot_scan import live_entries
-
     ranges = sorted(
         (e.file.min_sequence_number, e.file.max_sequence_number)
         for e in live_entries(table, table.snapshot_manager.latest())
@@ -198,11 +221,36 @@ def test_keys_that_differ_from_the_existing_table_are_refused(monkeypatch, tmp_p
         make_writer({"warehouse": warehouse, "path": "db.t", "primary-key": "k"}, SPARK_SCHEMA, False)
 
 
-def test_dynamic_bucket_primary_key_tables_are_refused_and_not_created(tmp_path):
-    options = {"warehouse": str(tmp_path), "path": "db.t", "primary-key": "k"}
-    with pytest.raises(BadInputError, match="dynamic-bucket primary-key table"):
-        make_writer(options, SPARK_SCHEMA, False)
-    assert _table(str(tmp_path)).latest_schema() is None
+@pytest.mark.java
+def test_dynamic_bucket_tasks_agree_on_a_new_keys_bucket(monkeypatch, java_paimon, tmp_path):
+    """A new key met by two tasks gets one bucket; each bucket ends with one HASH file holding
+    exactly its keys; Java and pypaimon read each key once, also after Java's own assigner wrote
+    on top of our index."""
+    warehouse = str(tmp_path / "wh")
+    options = {
+        "warehouse": warehouse,
+        "path": "db.t",
+        "primary-key": "dt,k",
+        "partition": "dt",
+        "dynamic-bucket.target-row-num": "3",
+        "dynamic-bucket.assigner-parallelism": "3",
+    }
+    first = [(k, "a", f"x{k}") for k in range(6)]
+    _write(monkeypatch, options, [first[:4], first[2:]])  # keys 2, 3 in both tasks
+    path = _table(warehouse).path
+    second = [(k, "a", f"y{k}") for k in range(4, 10)]  # 4, 5 known, 6..9 new
+    _write(monkeypatch, options, [second[:3], second[1:]])
+    expected = _dicts([r for r in first if r[0] < 4] + second)
+    assert java_paimon.read(path) == expected
+    assert pypaimon_rows(warehouse, "db.t") == expected
+    index, live = _index_and_live_keys(path)
+    assert index == live  # one HASH file per bucket, its keys and only those
+    assert len(index) > 1
+    java_paimon.write(path, [{"k": k, "dt": "a", "v": f"j{k}"} for k in (1, 9, 11)])
+    expected = _dicts(
+        [(k, "a", f"j{k}" if k in (1, 9, 11) else (f"x{k}" if k < 4 else f"y{k}")) for k in [*range(10), 11]]
+    )
+    assert java_paimon.read(path) == expected
 
 
 def test_a_failing_task_removes_its_files_and_abort_those_of_finished_tasks(monkeypatch, tmp_path):
