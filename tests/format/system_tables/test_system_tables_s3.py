@@ -14,6 +14,7 @@ from paimon_format.errors import StorageError
 from paimon_format.scan.snapshot_scan import data_manifests, live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.system_tables import system_table, system_table_batches
+from paimon_format.system_tables.metadata_tables import local_time
 from paimon_format.table import Table
 from tests.s3.proxy import ThrottlingProxy
 from tests.support.table_states import build_sample_table
@@ -64,3 +65,17 @@ def test_a_manifest_read_that_fails_raises_instead_of_leaving_files_out(table_on
         list(system_table_batches(fresh, "files"))
     with pytest.raises(StorageError, match=first):
         system_table(fresh, "partitions")
+
+
+def test_a_branch_on_s3_is_as_old_as_its_first_schema(table_on_s3: Table) -> None:
+    """S3 has no directories (a listing gives them no time): a branch's `create_time` is then the
+    time its `schema/` was written, when the branch was made."""
+    io = table_on_s3.file_io
+    schema_file = io.join(table_on_s3.path, "schema", "schema-0")
+    io.write_bytes(
+        io.join(table_on_s3.path, "branch", "branch-x", "schema", "schema-0"), io.read_bytes(schema_file)
+    )
+    (status,) = [s for s in io.list_dir(io.join(table_on_s3.path, "branch", "branch-x", "schema"))]
+    (row,) = system_table(table_on_s3, "branches").to_pylist()
+    assert row == {"branch_name": "x", "create_time": local_time(status.modification_time_ms)}
+    assert row["create_time"].year >= 2024  # not the epoch a directory's missing time would give
