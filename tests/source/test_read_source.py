@@ -48,7 +48,7 @@ def refs(table: JavaTable) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(
     "name",
-    ["pk_changelog", "pk_lookup_dv", "pk_partial_update", "pk_first_row", "types_parquet", "types_orc"],
+    ["pk_changelog", "pk_lookup_dv", "pk_partial_update", "types_parquet"],
 )
 def test_reads_equal_javas_at_latest_older_snapshot_and_tag(spark, java_templates, name):
     warehouse, fixtures = java_templates
