@@ -52,7 +52,7 @@ from jobs.writing.data_files import next_sequence_number_on_driver
 from jobs.writing.dynamic_bucket import is_dynamic_bucket
 from jobs.writing.run import plan_write
 from jobs.writing.settings import WritePlan, WriteSettings
-from paimon_format.commit import SnapshotCommit
+from paimon_format.commit import IndexUpdate, SnapshotCommit
 from paimon_format.data.conform import conform, fit_string_lengths
 from paimon_format.data.writer import write_bucket_outputs
 from paimon_format.manifest.entries import IndexManifestEntry
@@ -201,11 +201,7 @@ class PaimonWriter(DataSourceArrowWriter):
             if not written and self._truncates():
                 self._commit_empty_overwrite(record)
             else:
-                index = None
-                if self.dynamic is not None:
-                    partitions = {bytes(row["partition"]) for row in written}
-                    index = merged_index(self.dynamic, deltas, partitions)
-                    record.count("hash_index_files_written", len(index.add))
+                index = self._prepare(written, deltas, record)
                 commit_written(written, self.plan, self.settings, record, log, index)
         except BaseException:
             if self.plan.created:
@@ -214,6 +210,33 @@ class PaimonWriter(DataSourceArrowWriter):
         finally:
             delete_index_files(self.plan.target, deltas)  # merged into the committed ones, or unneeded
         log.info("spark write of %s: %s", self.settings.table, record.to_json())
+
+    def _prepare(
+        self, written: list[dict[str, Any]], deltas: list[IndexManifestEntry], record: RunRecord
+    ) -> IndexUpdate | None:
+        """Before the commit: rows outside a static overwrite's partitions refused, and the merged
+        HASH files of a dynamic-bucket write. On failure the tasks' data files are deleted (nothing
+        names them yet)."""
+        target = self.plan.target
+        try:
+            scope = self.plan.overwrite_filter
+            if self.settings.mode == "overwrite" and self.settings.overwrite_scope == "partitions" and scope:
+                outside = {bytes(row["partition"]) for row in written if not scope(bytes(row["partition"]))}
+                if outside:
+                    raise BadInputError(
+                        f"table {self.settings.table}: option 'overwrite-partition' names the partitions "
+                        "to replace, but the DataFrame has rows in others: "
+                        + ", ".join(sorted(target.partition_dir(p) or "" for p in outside)[:5])
+                    )
+            if self.dynamic is None:
+                return None
+            partitions = {bytes(row["partition"]) for row in written}
+            index = merged_index(self.dynamic, deltas, partitions)
+            record.count("hash_index_files_written", len(index.add))
+            return index
+        except BaseException:
+            target.file_io.delete_many([target.full_path(row["path"]) for row in written])
+            raise
 
     def _truncates(self) -> bool:
         """An overwrite of the whole table or of named partitions replaces them even with no rows."""

@@ -272,3 +272,18 @@ def test_a_failing_task_removes_its_files_and_abort_those_of_finished_tasks(monk
     assert _data_files(warehouse) == []
     assert _table(warehouse).snapshot_manager.latest_id() is None
     assert _table(warehouse).latest_schema() is None  # the table this write created is gone
+
+
+def test_a_static_overwrite_refuses_rows_outside_its_partitions_and_writes_nothing(monkeypatch, tmp_path):
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t", "partition": "dt"}
+    _write(monkeypatch, options, [[(1, "a", "x"), (2, "b", "y")]])
+    before = sorted(_data_files(warehouse))
+    with pytest.raises(BadInputError, match="rows in others: dt=c"):
+        _write(
+            monkeypatch, {**options, "overwrite-partition": "dt=a"}, [[(3, "a", "n"), (4, "c", "n")]], True
+        )
+    with pytest.raises(BadInputError, match=r"not partition keys: k"):
+        make_writer({**options, "overwrite-partition": "k=1"}, SPARK_SCHEMA, True)
+    assert sorted(_data_files(warehouse)) == before
+    assert _table(warehouse).snapshot_manager.latest_id() == 1
