@@ -36,11 +36,13 @@ class ReadTask(InputPartition):
 
 
 def check_schema(given: StructType, ours: StructType) -> None:
-    """A user schema (`.schema(...)`) must be the table's: the source cannot convert columns."""
+    """The columns Spark analysed the query with must be the read's: the source converts no columns.
+    They differ after a user schema (`.schema(...)`) or a schema change committed in between."""
     if [f.name for f in given.fields] != [f.name for f in ours.fields]:
         raise SourceOptionError(
-            f"a user-specified schema ({given.simpleString()}) is not the table's ({ours.simpleString()}): "
-            "leave out .schema(...) and select or cast columns after the load"
+            f"the query's columns ({given.simpleString()}) are not the table's ({ours.simpleString()}): "
+            "leave out .schema(...) and select or cast columns after the load; if the table's schema "
+            "changed since the query was analysed, run it again"
         )
 
 

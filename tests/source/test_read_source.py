@@ -167,3 +167,10 @@ def test_a_table_without_snapshots_reads_empty_with_its_columns(spark, java_paim
     java_paimon.create_table(path, [("k", "INT NOT NULL"), ("v", "STRING")], [], ["k"], {"bucket": "1"})
     frame = spark.read.format("paimon").load(path)
     assert frame.columns == ["k", "v"] and frame.count() == 0
+
+
+def test_a_user_schema_that_is_not_the_tables_is_refused(spark, java_templates):
+    warehouse, fixtures = java_templates
+    reader = spark.read.format("paimon").option("warehouse", warehouse).schema("k INT, other STRING")
+    with pytest.raises(Exception, match="the query's columns .* are not the table's"):
+        reader.load(fixtures["pk_partial_update"].identifier).count()
