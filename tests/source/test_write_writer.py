@@ -287,3 +287,10 @@ def test_a_static_overwrite_refuses_rows_outside_its_partitions_and_writes_nothi
         make_writer({**options, "overwrite-partition": "k=1"}, SPARK_SCHEMA, True)
     assert sorted(_data_files(warehouse)) == before
     assert _table(warehouse).snapshot_manager.latest_id() == 1
+
+
+def test_a_table_the_options_cannot_create_is_a_clear_error_and_nothing_is_created(tmp_path):
+    options = {"warehouse": str(tmp_path), "path": "db.t", "primary-key": "id"}
+    with pytest.raises(BadInputError, match="cannot create table db.t: .*id"):
+        make_writer(options, SPARK_SCHEMA, False)
+    assert not os.path.exists(tmp_path / "db.db" / "t")
