@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from jobs.runtime.errors import BadInputError
 from jobs.runtime.report import RunRecord
@@ -59,7 +61,7 @@ from paimon_format.manifest.entries import IndexManifestEntry
 from paimon_format.model.options import CoreOptions
 
 if TYPE_CHECKING:
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import StructType  # a type only
 
 # Sequence numbers of task `p` begin at first + p * SEQUENCE_STRIDE: tasks never share a number (a
 # task writes far fewer than 2^32 rows), and 2^63 leaves room for millions of such writes.
@@ -116,8 +118,6 @@ def _every_partition(_partition: bytes) -> bool:
 
 def _arrow_schema(schema: StructType) -> pa.Schema:
     """The DataFrame's columns as Arrow types (for the check against the table; time zone: any)."""
-    from pyspark.sql.pandas.types import to_arrow_schema  # pyspark: a write loads it, not an import
-
     return to_arrow_schema(schema, timezone="UTC")
 
 
@@ -141,8 +141,6 @@ class PaimonWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """This task's rows -> level-0 data files; the files' rows. On failure, the files this task
         wrote are deleted before the error goes on (the commit never names them)."""
-        from pyspark import TaskContext  # pyspark: only a task asks for its number
-
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
         next_sequence = self.plan.first_sequence + task * SEQUENCE_STRIDE

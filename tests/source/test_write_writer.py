@@ -294,3 +294,16 @@ def test_a_table_the_options_cannot_create_is_a_clear_error_and_nothing_is_creat
     with pytest.raises(BadInputError, match="cannot create table db.t: .*id"):
         make_writer(options, SPARK_SCHEMA, False)
     assert not os.path.exists(tmp_path / "db.db" / "t")
+
+
+def test_tables_whose_reads_skip_level0_are_refused_and_not_created(tmp_path):
+    options = {
+        "warehouse": str(tmp_path),
+        "path": "db.t",
+        "primary-key": "k",
+        "bucket": "1",
+        "deletion-vectors.enabled": "true",
+    }
+    with pytest.raises(BadInputError, match="skip level 0 .* write job"):
+        make_writer(options, SPARK_SCHEMA, False)
+    assert _table(str(tmp_path)).latest_schema() is None
