@@ -307,3 +307,27 @@ def test_tables_whose_reads_skip_level0_are_refused_and_not_created(tmp_path):
     with pytest.raises(BadInputError, match="skip level 0 .* write job"):
         make_writer(options, SPARK_SCHEMA, False)
     assert _table(str(tmp_path)).latest_schema() is None
+
+
+@pytest.mark.java
+def test_a_dynamic_partition_overwrite_of_a_dynamic_bucket_table_replaces_its_index(
+    monkeypatch, java_paimon, tmp_path
+):
+    warehouse = str(tmp_path / "wh")
+    options = {
+        "warehouse": warehouse,
+        "path": "db.t",
+        "primary-key": "dt,k",
+        "partition": "dt",
+        "dynamic-bucket.target-row-num": "2",
+        "dynamic-bucket.assigner-parallelism": "2",
+    }
+    _write(monkeypatch, options, [[(k, "a", "x") for k in range(6)], [(k, "b", "x") for k in range(3)]])
+    new = [(k, "a", "n") for k in range(4, 9)]
+    _write(monkeypatch, {**options, "partitionOverwriteMode": "dynamic"}, [new[:3], new[2:]], overwrite=True)
+    path = _table(warehouse).path
+    expected = _dicts(new + [(k, "b", "x") for k in range(3)])
+    assert java_paimon.read(path) == expected
+    assert pypaimon_rows(warehouse, "db.t") == expected
+    index, live = _index_and_live_keys(path)
+    assert index == live  # partition a's old hashes (keys 0..3) are gone with its files
