@@ -48,7 +48,17 @@ def refs(table: JavaTable) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize(
     "name",
-    ["pk_changelog", "pk_lookup_dv", "pk_partial_update", "types_parquet"],
+    [
+        "pk_changelog",
+        "pk_lookup_dv",
+        "pk_first_row",
+        "pk_partial_update",
+        "pk_aggregation",
+        "pk_dynamic",
+        "types_parquet",
+        "types_orc",
+        "types_avro",
+    ],
 )
 def test_reads_equal_javas_at_latest_older_snapshot_and_tag(spark, java_templates, name):
     warehouse, fixtures = java_templates
