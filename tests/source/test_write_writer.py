@@ -18,13 +18,16 @@ from jobs.runtime.errors import BadInputError
 from jobs.source.location import SourceOptionError
 from jobs.source.writer import SEQUENCE_STRIDE, make_writer
 from paimon_format.data.bucket import hash_array
+from paimon_format.errors import PaimonFormatError
 from paimon_format.index.hash_index import HASH_INDEX, read_hash_index
 from paimon_format.model.types import BIGINT
 from paimon_format.scan.snapshot_scan import index_entries, live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from tests.java.oracle import sort_key
+from tests.support.broken_tables import truncated_manifest, unknown_schema_id
 from tests.support.pypaimon_reads import pypaimon_rows
+from tests.support.table_states import IDENTIFIER, build_sample_table, fingerprint, table_root
 
 SPARK_SCHEMA = StructType(
     [StructField("k", LongType()), StructField("dt", StringType()), StructField("v", StringType())]
@@ -331,3 +334,17 @@ def test_a_dynamic_partition_overwrite_of_a_dynamic_bucket_table_replaces_its_in
     assert pypaimon_rows(warehouse, "db.t") == expected
     index, live = _index_and_live_keys(path)
     assert index == live  # partition a's old hashes (keys 0..3) are gone with its files
+
+
+@pytest.mark.parametrize("breaker", [truncated_manifest, unknown_schema_id], ids=lambda b: b.__name__)
+def test_a_broken_table_is_refused_naming_the_file_and_nothing_changes(tmp_path, breaker):
+    """The bad-input corpus's broken tables: the plan (before any task runs) fails naming what is
+    broken, and not one byte of the table changes."""
+    warehouse = str(tmp_path / "wh")
+    build_sample_table(warehouse)
+    named = breaker(warehouse, {})
+    before = fingerprint(table_root(warehouse))
+    schema = StructType([StructField("id", LongType()), *SPARK_SCHEMA.fields[1:]])
+    with pytest.raises((PaimonFormatError, BadInputError), match=named):
+        make_writer({"warehouse": warehouse, "path": IDENTIFIER}, schema, False)
+    assert fingerprint(table_root(warehouse)) == before
