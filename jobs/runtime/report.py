@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 
 from jobs.runtime.executor_throttles import executor_throttles, throttles_since
-from paimon_format.storage.in_flight import throttled_requests
+from paimon_format.storage.in_flight import throttled_requests, timed_out_requests
 
 SAMPLE_LIMIT = 20
 
@@ -40,6 +40,8 @@ class RunRecord:
     `details.storage.throttled_requests` (set by `finish`): requests the store answered with 503
     SlowDown while the record was open, in the driver and in the Spark tasks that ran meanwhile
     (counted by `jobs.runtime.executor_throttles`); each was retried, none failed the run by itself.
+    `details.storage.timed_out_requests` likewise: requests that got no answer (a read or connect
+    timeout, a dropped connection), each retried with back-off; only spent retries fail a run.
     """
 
     operation: str
@@ -58,7 +60,8 @@ class RunRecord:
     error: str | None = None
     _clock: float = field(default_factory=time.monotonic, repr=False)
     _throttled_before: int = field(default_factory=throttled_requests, repr=False)
-    _executor_throttled_before: tuple[int, int] = field(default_factory=executor_throttles, repr=False)
+    _timed_out_before: int = field(default_factory=timed_out_requests, repr=False)
+    _executor_throttled_before: tuple[int, int, int] = field(default_factory=executor_throttles, repr=False)
 
     def count(self, key: str, value: int) -> None:
         self.counts[key] = self.counts.get(key, 0) + int(value)
@@ -85,8 +88,9 @@ class RunRecord:
         self.finished = _now()
         self.duration_s = round(time.monotonic() - self._clock, 3)
         storage = self.details.setdefault("storage", {})
-        executors = throttles_since(self._executor_throttled_before)
+        executors, executors_timed_out = throttles_since(self._executor_throttled_before)
         storage["throttled_requests"] = throttled_requests() - self._throttled_before + executors
+        storage["timed_out_requests"] = timed_out_requests() - self._timed_out_before + executors_timed_out
         # the driver process's peak resident memory so far (Linux reports KiB): what a user sizes the
         # driver by, and what shows that it does not grow with the table's files
         self.details["driver_peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -184,7 +184,7 @@ class FileIO:
                 options = with_backend_defaults(self.protocol, self.storage_options, self.io_parallelism)
                 self._fs = fsspec.filesystem(self.protocol, **options)
                 if self.protocol == "s3":
-                    s3_client.count_throttles(self._fs.s3)  # the property builds the botocore client
+                    s3_client.hook_retries(self._fs.s3)  # the property builds the botocore client
             except ImportError as exc:
                 raise MissingDependencyError(
                     f"storage {self.protocol}://", fsspec_backend_install(self.protocol), str(exc)
@@ -412,34 +412,13 @@ class FileIO:
             return True
 
     def _create_s3(self, fs_path: str, path: str, data: bytes) -> bool:
-        """PutObject with If-None-Match: * ; 412 means the key exists, 409 a concurrent conditional put.
-
-        botocore retries a put whose response was lost; the retry then gets 412 although our bytes are
-        there. So on 412 the object is read back: identical bytes count as our success (like Java's
-        "target exists and equals our snapshot").
-        """
-        from botocore.exceptions import ClientError  # optional (s3 extra): only S3 commits need it
-
+        """PutObject with If-None-Match: * ; a lost answer or a 412 is settled by reading the object
+        back (`s3_client.put_if_absent`: a retried put of ours must not count as another writer's)."""
         bucket, key = split_bucket_key(fs_path, path)
         try:
-            self._s3_call("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-        except ClientError as exc:
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-            code = exc.response.get("Error", {}).get("Code")
-            if status == 412 or code == "PreconditionFailed":
-                return self._existing_equals(path, data)
-            if status == 409 or code == "ConditionalRequestConflict":
-                return False
-            raise
+            return s3_client.put_if_absent(self.fs, bucket, key, data, path)
         finally:
             self.fs.invalidate_cache(fs_path)
-        return True
-
-    def _existing_equals(self, path: str, data: bytes) -> bool:
-        try:
-            return self.read_bytes(path) == data
-        except MissingFileError:
-            return False  # deleted since: still not ours
 
     def _create_unsafe(self, fs_path: str, path: str, data: bytes) -> bool:
         logger.warning(

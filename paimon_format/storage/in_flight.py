@@ -7,12 +7,13 @@ releases the GIL; decoding one manifest overlaps reading the next) and yields re
 order, so callers stay plain loops with the same error semantics: the first failure is raised at
 its item's turn and nothing after it is yielded.
 
-Throttling: S3 answers 503 SlowDown when a prefix gets more requests than it serves. botocore
-retries each such request with back-off (`paimon_format.storage.urls.S3_RETRIES`); on top of that
-every pool in this process narrows (the allowed share of its limit halves, at most once per
+Throttling: S3 answers 503 SlowDown when a prefix gets more requests than it serves; an overloaded
+store (or the path to it) may also stop answering, so a request times out or loses its connection.
+Each such request is retried with back-off (`paimon_format.storage.s3_client.hook_retries`); on top
+of that every pool in this process narrows (the allowed share of its limit halves, at most once per
 `CUT_INTERVAL_S`) and grows back additively, one call per round of completed calls: the AIMD rule
-TCP uses. A throttled request never fails a job by itself; `throttled_requests()` counts them for
-the run record.
+TCP uses. A throttled or timed-out request fails a job only once its retries are spent;
+`throttled_requests()` and `timed_out_requests()` count them for the run record.
 """
 
 from __future__ import annotations
@@ -49,13 +50,17 @@ class _Window:
         self._lock = threading.Lock()
         self.share = 1.0
         self.throttled = 0
+        self.timed_out = 0
         self._last_cut = float("-inf")
         self._widest = 1  # the widest pool seen: growth is paced by it, so a small pool's completions
         # do not regrow the share the widest pools use after one round of their own
 
-    def cut(self) -> None:
+    def cut(self, kind: str) -> None:
         with self._lock:
-            self.throttled += 1
+            if kind == TIMED_OUT:
+                self.timed_out += 1
+            else:
+                self.throttled += 1
             now = time.monotonic()
             if now - self._last_cut >= CUT_INTERVAL_S:
                 self.share = max(_MIN_SHARE, self.share / 2)
@@ -75,25 +80,45 @@ class _Window:
 _WINDOW = _Window()
 
 
-_LISTENER: list[Callable[[], None]] = []  # at most one: see set_throttle_listener
+# What `note_throttled` / `note_timed_out` tell a listener.
+THROTTLED = "throttled"
+TIMED_OUT = "timed_out"
+_LISTENER: list[Callable[[str], None]] = []  # at most one: see set_throttle_listener
 
 
 def note_throttled() -> None:
     """The store answered one request with a throttling error (503 SlowDown): narrow every pool."""
-    _WINDOW.cut()
+    _note(THROTTLED)
+
+
+def note_timed_out() -> None:
+    """One request got no answer (its read or connect timeout fired, or its connection dropped): the
+    store or the path to it is overloaded, as with a 503, so every pool narrows the same way."""
+    _note(TIMED_OUT)
+
+
+def _note(kind: str) -> None:
+    _WINDOW.cut(kind)
     for listener in _LISTENER:
-        listener()
+        listener(kind)
 
 
-def set_throttle_listener(listener: Callable[[], None] | None) -> None:
-    """Call `listener()` on every throttle from now on, instead of the previous listener (None: no
-    listener). The jobs layer counts a Spark task's throttles with it, for the driver's run record."""
+def set_throttle_listener(listener: Callable[[str], None] | None) -> None:
+    """Call `listener(kind)` (THROTTLED or TIMED_OUT) on every throttle and every timed-out request
+    from now on, instead of the previous listener (None: no listener). The jobs layer counts a Spark
+    task's with it, for the driver's run record."""
     _LISTENER[:] = [listener] if listener is not None else []
 
 
 def throttled_requests() -> int:
     """Throttled requests this process has seen since it started (callers take differences)."""
     return _WINDOW.throttled
+
+
+def timed_out_requests() -> int:
+    """Requests this process saw time out or lose their connection since it started (callers take
+    differences)."""
+    return _WINDOW.timed_out
 
 
 def note_completed(parallelism: int) -> None:

@@ -3,9 +3,11 @@
 Why: moto never throttles, answers in microseconds and never tells how many requests a job sent. Behind
 this proxy a test or a benchmark can make S3 slow (`latency_s` before every request is forwarded, as a
 real store's time to first byte), make it throttle (the first N requests, every k-th, or a seeded
-pseudo-random share), deny chosen requests (403 AccessDenied, which no client retries), and read the
-bill: every request classified by kind (GET, HEAD, LIST, PUT, DELETE, DeleteObjects, OTHER), its
-bytes in and out, status, time, and the peak number of requests in flight at once.
+pseudo-random share), deny chosen requests (403 AccessDenied, which no client retries), stall or drop
+chosen requests (`Stall`: a store that stops answering mid-request, having applied it or not, so a
+client's read timeout fires or its connection is cut), and read the bill: every request classified
+by kind (GET, HEAD, LIST, PUT, DELETE, DeleteObjects, OTHER), its bytes in and out, status, time,
+and the peak number of requests in flight at once.
 
 In a test the proxy runs in the test's process (`ThrottlingProxy`, the `s3_proxy` fixture). A
 benchmark runs moto and the proxy in a process of their own, so the process running the jobs never
@@ -28,13 +30,16 @@ There moto lists a page by bisection instead of scanning the bucket (tests/s3/fa
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import logging
 import os
 import random
 import re
+import select
 import signal
+import socket
 import sys
 import threading
 import time
@@ -78,6 +83,7 @@ class Request:
     upstream_seconds: float = 0.0  # moto's own time for it (0 when the proxy answered itself)
     upstream_start: float = 0.0  # when it went to moto (time.perf_counter of the proxy's process)
     deleted_keys: int = 0  # keys named by a DeleteObjects body
+    fault: str = ""  # "stall" or "drop" when a `Stall` picked it; its status is 0 when it got no answer
 
 
 def classify(method: str, path: str, query: str) -> str:
@@ -115,6 +121,29 @@ def busy_seconds(spans: list[tuple[float, float]]) -> float:
 
 # Decides from (method, path, unquoted query) whether the proxy answers 403 AccessDenied.
 DenyRule = Callable[[str, str, str], bool]
+
+
+@dataclass
+class Stall:
+    """Which requests the proxy stalls or drops, and how: the first `times` requests `match` picks
+    (0: every one it picks).
+
+    `applied`: the request reaches moto first (the store did it; only the answer is lost, the
+    ambiguous case of a non-idempotent write) or never does. Then the proxy either closes the
+    connection without an answer (`drop`), or holds the answer until the client gives up and closes
+    its connection (its read timeout fired), at most `seconds`, and answers if the client is still
+    there (a slow, not a lost, answer). Holding ends when the client leaves, not after a fixed time,
+    so a test's client timeout can be short without racing the proxy.
+    """
+
+    match: DenyRule
+    times: int = 1
+    drop: bool = False
+    applied: bool = False
+    seconds: float = 30.0
+    picked: int = 0  # requests picked so far (the proxy's count, under its lock)
+
+
 # Answers a control request under /__proxy__/<name>: (name, parsed JSON body) -> JSON-able answer.
 ControlAction = Callable[[dict[str, Any]], Any]
 
@@ -144,6 +173,7 @@ class ThrottlingProxy:
         self.throttle_ratio = throttle_ratio
         self.latency_s = latency_s
         self.deny: DenyRule | None = None
+        self.stall: Stall | None = None
         self.on_write: Callable[[str], None] | None = None  # told the bucket after each forwarded write
         self.controls: dict[str, ControlAction] = {
             "reset": self._reset_from_json,
@@ -154,6 +184,10 @@ class ThrottlingProxy:
         self._in_flight = 0
         self._peak_in_flight = 0
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # notified as requests leave flight
+        # moto checks If-None-Match and then stores, in each request's own thread: two concurrent
+        # create-if-absent PUTs of one key could both succeed, which S3 never lets happen
+        self._conditional_puts = threading.Lock()
         self._upstreams = threading.local()
         self._server = _Server(("127.0.0.1", port), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -179,6 +213,7 @@ class ThrottlingProxy:
         latency_s: float = 0.0,
         throttle_ratio: float = 0.0,
         seed: int = 0,
+        stall: Stall | None = None,
     ) -> None:
         """A fresh ledger and these settings (everything left out: off)."""
         with self._lock:
@@ -189,6 +224,7 @@ class ThrottlingProxy:
             self.latency_s, self.throttle_ratio = latency_s, throttle_ratio
             self._random = random.Random(seed)
             self.deny = deny
+            self.stall = stall
 
     def count(self, method: str | None = None, query: str = "", status: int | None = None) -> int:
         return sum(
@@ -217,6 +253,9 @@ class ThrottlingProxy:
             "throttled": sum(1 for r in requests if r.status == 503),
             "denied": sum(1 for r in requests if r.status == 403),
             "conditional_puts": sum(1 for r in requests if r.conditional),
+            "stalled": sum(1 for r in requests if r.fault == "stall"),
+            "dropped": sum(1 for r in requests if r.fault == "drop"),
+            "unanswered": sum(1 for r in requests if r.status == 0),
             "deleted_keys": sum(r.deleted_keys for r in requests),
             "peak_in_flight": peak,
             "upstream_s": sum(r.upstream_seconds for r in requests),
@@ -259,6 +298,18 @@ class ThrottlingProxy:
         deny = self.deny
         return deny is not None and deny(handler.command, unquote(parts.path), unquote(parts.query))
 
+    def _stall_for(self, handler: BaseHTTPRequestHandler) -> Stall | None:
+        """The `Stall` that picks this request (counting it), or None."""
+        parts = urlsplit(handler.path)
+        with self._lock:
+            stall = self.stall
+            if stall is None or (stall.times and stall.picked >= stall.times):
+                return None
+            if not stall.match(handler.command, unquote(parts.path), unquote(parts.query)):
+                return None
+            stall.picked += 1
+            return stall
+
     def _record(
         self,
         handler: BaseHTTPRequestHandler,
@@ -268,6 +319,7 @@ class ThrottlingProxy:
         started: float,
         upstream_s: float,
         upstream_start: float = 0.0,
+        fault: str = "",
     ) -> None:
         """Book the request and count it out of flight (before its answer is written, so a client that
         has its answer always finds it in the ledger)."""
@@ -288,10 +340,19 @@ class ThrottlingProxy:
             upstream_seconds=upstream_s,
             upstream_start=upstream_start,
             deleted_keys=body.count(b"<Key>") if kind == "DeleteObjects" else 0,
+            fault=fault,
         )
         with self._lock:
             self.requests.append(request)
             self._in_flight -= 1
+            self._idle.notify_all()
+
+    def wait_idle(self, timeout_s: float = 60.0) -> bool:
+        """Wait until no request is in the proxy (True), at most `timeout_s` (False). A client that
+        gave up on a stalled request has no answer, so the proxy may book it just after the client
+        moved on: a test reads the ledger after this, not after its client returned."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._in_flight == 0, timeout_s)
 
     def _send_upstream(
         self, method: str, path: str, body: bytes, headers: dict[str, str]
@@ -356,6 +417,21 @@ class ThrottlingProxy:
                     status, answer = 500, {"error": f"{type(error).__name__}: {error}"}
                 self._answer(status, [("Content-Type", "application/json")], json.dumps(answer).encode())
 
+            def _outwaited(self, stall: Stall, body: bytes, started: float) -> bool:
+                """Drop the connection, or hold it until the client leaves (at most `stall.seconds`):
+                False, the request booked unanswered (status 0); True when the client waited it out."""
+                if not stall.drop:
+                    readable, _, _ = select.select([self.connection], [], [], stall.seconds)
+                    try:  # readable with nothing to read: the client closed its end
+                        left = bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:  # reset by the client: it left as well
+                        left = True
+                    if not left:
+                        return True
+                proxy._record(self, 0, body, 0, started, 0.0, fault="drop" if stall.drop else "stall")
+                self.close_connection = True  # closed without a word: the client sees the connection end
+                return False
+
             def _forward(self) -> None:
                 started = time.perf_counter()
                 length = int(self.headers.get("Content-Length") or 0)
@@ -373,19 +449,31 @@ class ThrottlingProxy:
                     proxy._record(self, status, body, sent, started, 0.0)
                     self._answer(status, [("Content-Type", "application/xml")], error)
                     return
+                stall = proxy._stall_for(self)
+                if stall is not None and not stall.applied and not self._outwaited(stall, body, started):
+                    return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
                 upstream_start = time.perf_counter()
+                atomic = (
+                    proxy._conditional_puts
+                    if self.command == "PUT" and "If-None-Match" in self.headers
+                    else None
+                )
                 try:
-                    status, upstream_headers, data = proxy._send_upstream(
-                        self.command, self.path, body, headers
-                    )
+                    with atomic or contextlib.nullcontext():
+                        status, upstream_headers, data = proxy._send_upstream(
+                            self.command, self.path, body, headers
+                        )
                 except (OSError, http.client.HTTPException) as failure:  # moto gone: a 502, still booked
                     status, upstream_headers, data = 502, [], f"proxy: {failure}".encode()
                 upstream_s = time.perf_counter() - upstream_start
                 if proxy.on_write is not None and self.command not in ("GET", "HEAD"):
                     proxy.on_write(unquote(urlsplit(self.path).path).strip("/").split("/")[0])
+                if stall is not None and stall.applied and not self._outwaited(stall, body, started):
+                    return
                 sent = 0 if self.command == "HEAD" else len(data)
-                proxy._record(self, status, body, sent, started, upstream_s, upstream_start)
+                fault = "" if stall is None else "stall"
+                proxy._record(self, status, body, sent, started, upstream_s, upstream_start, fault)
                 kept = [
                     (key, value)
                     for key, value in upstream_headers

@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 import boto3
 import pytest
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
-from tests.s3.proxy import ThrottlingProxy, busy_seconds, classify
+from tests.s3.proxy import Stall, ThrottlingProxy, busy_seconds, classify
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -181,6 +181,45 @@ def test_peak_in_flight_counts_concurrent_requests(moto_s3, proxy: ThrottlingPro
     proxy.reset()
     head_status(s3, bucket, key)
     assert proxy.summary()["peak_in_flight"] == 1  # a reset starts the peak afresh
+
+
+@pytest.mark.parametrize(
+    ("drop", "applied"), [(False, False), (False, True), (True, True)], ids=["stall", "stall-applied", "drop"]
+)
+def test_a_stalled_or_dropped_request_gets_no_answer_and_reaches_moto_only_when_applied(
+    moto_s3, proxy: ThrottlingProxy, drop: bool, applied: bool
+) -> None:
+    _, bucket, _ = moto_s3
+    key = f"stall-{uuid.uuid4().hex}"
+    impatient = boto3.client(
+        "s3",
+        endpoint_url=proxy.endpoint_url,
+        region_name="us-east-1",
+        config=Config(read_timeout=0.5, retries={"total_max_attempts": 1, "mode": "standard"}),
+    )
+    proxy.reset(stall=Stall(lambda method, path, query: method == "PUT", drop=drop, applied=applied))
+    with pytest.raises(ConnectionClosedError if drop else ReadTimeoutError):
+        impatient.put_object(Bucket=bucket, Key=key, Body=b"x")
+    assert proxy.wait_idle()
+    assert head_status(client(proxy.endpoint_url), bucket, key) == (200 if applied else 404)
+    summary = proxy.summary()
+    assert summary["requests"] == 2 and summary["unanswered"] == 1  # the PUT; the HEAD was answered
+    assert (summary["dropped"], summary["stalled"]) == ((1, 0) if drop else (0, 1))
+    assert [r.fault for r in proxy.requests] == ["drop" if drop else "stall", ""]
+
+
+def test_a_client_that_waits_out_a_stall_gets_its_answer(moto_s3, proxy: ThrottlingProxy) -> None:
+    """A stall ends when the client leaves or after its `seconds`; a client still there is answered
+    (a slow store, not a lost answer), and only the first `times` requests it picks are held."""
+    _, bucket, _ = moto_s3
+    key = f"slow-{uuid.uuid4().hex}"
+    s3 = client(proxy.endpoint_url)
+    s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    proxy.reset(stall=Stall(lambda method, path, query: method == "HEAD", times=1, seconds=0.2))
+    assert [head_status(s3, bucket, key) for _ in range(2)] == [200, 200]
+    assert [(r.status, r.fault) for r in proxy.requests] == [(200, "stall"), (200, "")]
+    assert proxy.requests[0].seconds >= 0.2  # held its full stall: the client stayed
+    assert proxy.summary()["unanswered"] == 0
 
 
 def control(endpoint_url: str, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:

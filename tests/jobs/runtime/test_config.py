@@ -304,7 +304,8 @@ def test_cli_runs_a_spark_free_operation_and_logs_with_operation_and_table(
     assert record["counts"] == {"retain_min": 4} and record["details"] == {
         "dry_run_seen": True,
         "lock": "not taken (dry run)",  # the table's lock, only looked at
-        "storage": {"throttled_requests": 0},  # every record counts its run's 503 SlowDown answers
+        # every record counts its run's 503 SlowDown answers and requests that got no answer
+        "storage": {"throttled_requests": 0, "timed_out_requests": 0},
     }
     assert record["dry_run"] is True and record["table"] == "db.events" and record["error"] is None
     assert f"[{name} db.events] paimon_format.somewhere: a line from the format layer" in captured.err

@@ -189,7 +189,7 @@ def test_spark_submit_runs_a_thin_entry_file_and_keeps_its_master(tmp_path):
         "executor_pythons": [sys.executable],
         "shuffle_partitions": "3",  # from the YAML spark: block, which spark-submit did not set
         "ui_enabled": "false",  # spark-submit's --conf wins over the block
-        "storage": {"throttled_requests": 0},
+        "storage": {"throttled_requests": 0, "timed_out_requests": 0},
     }
     # spark-submit merges the Python driver's stderr into its stdout: hence --output for the record.
     logs = result.stdout + result.stderr
