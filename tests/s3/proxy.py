@@ -56,6 +56,10 @@ SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message><RequestId>proxy</RequestId></Error>"
 )
+CONFLICT = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>ConditionalRequestConflict</Code>'
+    b"<Message>A conditional operation is in progress.</Message><RequestId>proxy</RequestId></Error>"
+)
 ACCESS_DENIED = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
     b"<Message>Access Denied</Message><RequestId>proxy</RequestId></Error>"
@@ -83,7 +87,7 @@ class Request:
     upstream_seconds: float = 0.0  # moto's own time for it (0 when the proxy answered itself)
     upstream_start: float = 0.0  # when it went to moto (time.perf_counter of the proxy's process)
     deleted_keys: int = 0  # keys named by a DeleteObjects body
-    fault: str = ""  # "stall" or "drop" when a `Stall` picked it; its status is 0 when it got no answer
+    fault: str = ""  # "stall", "drop" or "conflict" when a `Stall` picked it; status 0: it got no answer
 
 
 def classify(method: str, path: str, query: str) -> str:
@@ -133,7 +137,8 @@ class Stall:
     connection without an answer (`drop`), or holds the answer until the client gives up and closes
     its connection (its read timeout fired), at most `seconds`, and answers if the client is still
     there (a slow, not a lost, answer). Holding ends when the client leaves, not after a fixed time,
-    so a test's client timeout can be short without racing the proxy.
+    so a test's client timeout can be short without racing the proxy. `conflict`: answer at once,
+    unapplied, 409 ConditionalRequestConflict (S3: a conditional write to the key is in progress).
     """
 
     match: DenyRule
@@ -141,6 +146,7 @@ class Stall:
     drop: bool = False
     applied: bool = False
     seconds: float = 30.0
+    conflict: bool = False
     picked: int = 0  # requests picked so far (the proxy's count, under its lock)
 
 
@@ -450,6 +456,10 @@ class ThrottlingProxy:
                     self._answer(status, [("Content-Type", "application/xml")], error)
                     return
                 stall = proxy._stall_for(self)
+                if stall is not None and stall.conflict:
+                    proxy._record(self, 409, body, len(CONFLICT), started, 0.0, fault="conflict")
+                    self._answer(409, [("Content-Type", "application/xml")], CONFLICT)
+                    return
                 if stall is not None and not stall.applied and not self._outwaited(stall, body, started):
                     return
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}

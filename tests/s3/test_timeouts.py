@@ -246,3 +246,26 @@ def test_a_lock_whose_create_was_applied_but_never_answered_is_held(s3) -> None:
     assert lock.release()
     assert lock.read() is None
     _recover()
+
+
+def test_a_create_if_absent_that_met_a_conflict_is_sent_again_as_it_is(s3) -> None:
+    """S3 answers 409 while a conditional write to the key is in progress, which may be our own lost
+    attempt: the put is sent again (after a back-off) rather than taken for a lost race, which would
+    remove the attempt's manifests and build the commit anew."""
+    prefix, options, proxy = s3
+    table = build_sample_table(f"{prefix}/wh", commits=1, storage_options=options)
+
+    def is_snapshot_2(method: str, path: str, query: str) -> bool:
+        return method == "PUT" and path.endswith("/snapshot/snapshot-2")
+
+    proxy.reset(stall=Stall(is_snapshot_2, times=1, conflict=True))
+    assert append_rows(table, batch(100, 3)) == 2
+
+    puts = [r for r in proxy.requests if r.conditional and "/snapshot/snapshot-" in r.path]
+    lists = [r for r in proxy.requests if r.kind == "PUT" and "/manifest/manifest-list-" in r.path]
+    deletes = proxy.count("DELETE") + proxy.count("POST", "delete")
+    proxy.reset()
+    assert [(r.path.rsplit("/", 1)[1], r.status) for r in puts] == [("snapshot-2", 409), ("snapshot-2", 200)]
+    assert puts[0].bytes_in == puts[1].bytes_in and deletes == 0
+    assert len(lists) == 2  # the base and delta lists of one attempt, written once
+    assert missing_referenced(table) == set()
