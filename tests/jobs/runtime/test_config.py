@@ -366,7 +366,7 @@ def test_example_configs_are_valid(path, monkeypatch):
     """Against the operation's model once it exists; until then the keys every job has."""
     monkeypatch.delenv("WAREHOUSE", raising=False)
     try:
-        # conf/report.yaml is a maintain file: `python -m jobs report` reads maintain's tables and report block
+        # conf/report.yaml is a maintain file: `python -m jobs report` reads its tables and report block
         model = load("maintain" if path.stem == "report" else path.stem).CONFIG_MODEL
     except OperationNotImplemented:
         document = interpolate(load_document(str(path)), str(path))
