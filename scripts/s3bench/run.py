@@ -91,7 +91,10 @@ def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir:
     if isinstance(storage, dict) and "throttled_requests" in storage:
         run.reported_throttled = int(storage["throttled_requests"])
     if done.returncode != 0:
-        message = record.get("message") or (done.stderr.strip().splitlines() or ["?"])[-1]
+        log_path = workdir / f"{job.name.replace(' ', '-')}.stderr"
+        log_path.write_text(done.stderr)  # a Spark failure's cause is pages up in the log: keep it all
+        last_line = (done.stderr.strip().splitlines() or ["?"])[-1]
+        message = f"(log {log_path}) {record.get('error') or record.get('message') or last_line}"
         run.error = f"exit {done.returncode}: {' '.join(str(message).split())}"[:400]
     return run
 
