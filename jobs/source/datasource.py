@@ -12,17 +12,21 @@ from __future__ import annotations
 import os
 from typing import ClassVar
 
-from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader
+from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamReader
 from pyspark.sql.types import StructType
 
 from jobs.read import spark_schema_of
 from jobs.source.location import SourceOptionError, table_location
 from jobs.source.reader import PaimonReader, SystemTableReader, check_schema
 from jobs.source.scan import open_read, read_options
+from jobs.source.stream import PaimonStreamReader, stream_options
 from jobs.source.writer import make_writer
 from paimon_format import system_tables
 from paimon_format.data.reader import output_arrow_schema
 from paimon_format.errors import PaimonFormatError
+
+# options that say where a stream starts, not which snapshot's schema it reads
+_STREAM_START = ("scan.mode", "scan.snapshot-id", "snapshot-id")
 
 
 class PaimonDataSource(DataSource):
@@ -54,6 +58,15 @@ class PaimonDataSource(DataSource):
             return SystemTableReader(options, options.location.system_table, ours)
         parallelism = options.parallelism or self.default_parallelism or os.cpu_count() or 1
         return PaimonReader(options, open_read(options), ours, parallelism)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:  # noqa: N802 - Spark's name
+        """`spark.readStream.format("paimon")`: the table's commits as micro-batches (stream.py)."""
+        options = stream_options(self.options)
+        ours = self.schema()
+        check_schema(schema, ours)
+        latest = {k: v for k, v in self.options.items() if k.lower() not in _STREAM_START}
+        opened = open_read(read_options(latest))  # the table and its latest schema
+        return PaimonStreamReader(options, opened.table, opened.schema, ours)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return make_writer(dict(self.options), schema, overwrite)
