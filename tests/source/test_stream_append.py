@@ -7,6 +7,7 @@ Oracle: the ids the table's batch read returns (`rows_at`) and the ids we append
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pyarrow as pa
@@ -15,7 +16,7 @@ import pytest
 from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
 from jobs.source import register
 from jobs.source.location import SourceOptionError
-from jobs.source.stream import initial_offset, latest_offset_of, stream_options
+from jobs.source.stream import batch_splits, initial_offset, latest_offset_of, stream_options
 from paimon_format.commit import COMPACT, CommitMessage, SnapshotCommit
 from paimon_format.consumers import ConsumerManager
 from paimon_format.data.writer import write_table_files
@@ -129,3 +130,11 @@ def test_start_modes_and_bad_options(tmp_path):
         stream_options({**where, "scan.mode": "incremental"})
     with pytest.raises(SourceOptionError, match="scan.snapshot-id"):
         stream_options({**where, "scan.mode": "from-snapshot"})
+
+
+def test_an_expired_snapshot_the_stream_needs_fails_naming_it(tmp_path):
+    table = build_sample_table(str(tmp_path / "wh"), commits=3)
+    os.remove(f"{table.path}/snapshot/snapshot-2")  # expired by a run that saw no consumer
+    assert {s.snapshot_id for s in batch_splits(table, {"snapshot": 2}, {"snapshot": 3})} == {3}
+    with pytest.raises(SourceOptionError, match="needs snapshot 2.*consumer-id"):
+        batch_splits(table, {"snapshot": 1}, {"snapshot": 3})
