@@ -65,7 +65,14 @@ class Store:
 
     def storage_options(self) -> dict[str, Any]:
         """What a job's YAML carries to reach the store through the proxy (credentials: AWS_ENV)."""
-        return {"endpoint_url": self.endpoint_url, "client_kwargs": {"region_name": REGION}}
+        # moto serves one request at a time, a LIST page of a million-key bucket in 0.1-0.5 s: the
+        # ~100 pages a listing keeps in flight queue there for longer than botocore's 60 s read
+        # timeout, and a timed-out request stays in moto's queue. S3 serves them at once.
+        return {
+            "endpoint_url": self.endpoint_url,
+            "client_kwargs": {"region_name": REGION},
+            "config_kwargs": {"read_timeout": 600},
+        }
 
     def control(self, name: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         parts = urlsplit(self.endpoint_url)
