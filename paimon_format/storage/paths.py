@@ -183,7 +183,7 @@ def _render_value(value: Any, data_type: DataType, legacy: bool) -> str:
     if root == "TIME":
         return str(_millis_of_day(value)) if legacy else _format_time(value, _precision(data_type, 0))
     if root == "TIMESTAMP":
-        return _local_date_time_text(value) if legacy else _format_timestamp(value, _precision(data_type, 6))
+        return local_date_time_text(value) if legacy else _format_timestamp(value, _precision(data_type, 6))
     if root == "TIMESTAMP_LTZ":
         return _ltz_text(value, data_type, legacy)
     if root in ("BINARY", "VARBINARY"):
@@ -229,10 +229,11 @@ def _millis_of_day(value: dt.time) -> int:
     return ((value.hour * 60 + value.minute) * 60 + value.second) * 1000 + value.microsecond // 1000
 
 
-def _local_date_time_text(value: dt.datetime) -> str:
-    """java.time.LocalDateTime.toString: "2024-01-01T10:00", seconds and fraction only when non-zero."""
+def local_date_time_text(value: dt.datetime) -> str:
+    """java.time.LocalDateTime.toString: "2024-01-01T10:00", seconds only when not zero, the fraction
+    in groups of three digits (nanoseconds from a pandas Timestamp too)."""
     text = f"{value.date().isoformat()}T{value.hour:02d}:{value.minute:02d}"
-    nanos = value.microsecond * 1000
+    nanos = value.microsecond * 1000 + int(getattr(value, "nanosecond", 0) or 0)
     if value.second or nanos:
         text += f":{value.second:02d}"
     if nanos:
@@ -280,7 +281,7 @@ def _ltz_text(value: dt.datetime, data_type: DataType, legacy: bool) -> str:
     """
     utc = value.astimezone(dt.timezone.utc) if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
     if legacy:
-        return _local_date_time_text(utc.replace(tzinfo=None))
+        return local_date_time_text(utc.replace(tzinfo=None))
     return _format_timestamp(utc.astimezone().replace(tzinfo=None), _precision(data_type, 6))
 
 

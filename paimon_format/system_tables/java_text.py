@@ -24,6 +24,7 @@ from decimal import Decimal
 from typing import Any
 
 from paimon_format.model.types import DataType
+from paimon_format.storage.paths import local_date_time_text
 
 _EPOCH_DATE = dt.date(1970, 1, 1)
 
@@ -61,23 +62,6 @@ def java_float_text(value: float) -> str:
 
 def _as_float32(value: float) -> float:
     return struct.unpack("<f", struct.pack("<f", value))[0]
-
-
-def local_date_time_text(value: dt.datetime) -> str:
-    """Java's `LocalDateTime.toString`: seconds only when not zero, the fraction in groups of three
-    digits (`2024-01-02T03:04`, `2024-01-02T03:04:05.120`)."""
-    text = value.strftime("%Y-%m-%dT%H:%M")
-    nanos = value.microsecond * 1000 + int(getattr(value, "nanosecond", 0) or 0)
-    if value.second or nanos:
-        text += f":{value.second:02d}"
-    if nanos:
-        if nanos % 1_000_000 == 0:
-            text += f".{nanos // 1_000_000:03d}"
-        elif nanos % 1000 == 0:
-            text += f".{nanos // 1000:06d}"
-        else:
-            text += f".{nanos:09d}"
-    return text
 
 
 def internal_text(value: Any, data_type: DataType) -> str:
