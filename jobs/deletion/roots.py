@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
+from jobs.deletion.retained_read import MISSING_MARK, RetainedRead, collect_notes, read_retained_root
 from jobs.deletion.stages import ALREADY_DELETED, FILES, LISTS, MANIFESTS
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import parallelize_small
@@ -98,6 +99,7 @@ def retained_needs(
     log: logging.Logger | logging.LoggerAdapter,
     chain_end: int | None = None,
     stats: dict[str, int] | None = None,
+    lenient: RetainedRead | None = None,
 ) -> DataFrame:
     """Paths the retained roots need among the candidates: a DataFrame of one `path` column.
 
@@ -118,15 +120,27 @@ def retained_needs(
     root is read in full. Without file candidates no manifest is read at all: names protect the
     metadata candidates, and only file candidates need liveness. `stats` receives how many roots
     and manifests were read.
+
+    `lenient` (not with `chain_end`): a manifest list, manifest or index manifest found missing is
+    noted in it instead of failing the job (`jobs.deletion.retained_read`), and so are the roots
+    gone when read and the retained snapshots as read. The caller MUST judge every missing one
+    before it deletes anything: what it names is not protected here. The frames the notes come
+    from are checkpointed first, so that the notes and the protected paths come from one read.
     """
+    if lenient is not None and chain_end is not None:
+        raise ValueError("a lenient read of the retained roots has no delta-chain proof")
     F = functions_for(spark)
     roots = _retained_roots(table, keep_root, extra_roots)
     log.info("reading what %d retained snapshots, tags and changelogs need", len(roots))
     root_frame = spark.createDataFrame(
         parallelize_small(spark, roots, limit=ROOT_LIMIT, what="retained roots"), _ROOT_DDL
     )
-    needs = root_frame.mapInArrow(_retained_root_reader(table, chain_end), _NEEDS_COLUMNS)
+    needs = root_frame.mapInArrow(
+        _retained_root_reader(table, chain_end, lenient is not None), _NEEDS_COLUMNS
+    )
     needs = needs.localCheckpoint(eager=True)
+    if lenient is not None:
+        collect_notes(F, needs, lenient)
     named = needs.filter(F.col("what") == "file").select(F.col("value").alias("path"))
     if stats is not None:
         stats["retained_roots"] = len(roots)
@@ -136,8 +150,13 @@ def retained_needs(
             stats["retained_manifests_read"] = 0
         return named.distinct()
     index_names = needs.filter(F.col("what") == "index").select("value").distinct()
-    index_files = index_names.mapInArrow(_index_file_reader(table), "path string")
-    live = _live_in_retained_roots(spark, table, needs, file_candidates, stats)
+    index_files = index_names.mapInArrow(_index_file_reader(table, lenient is not None), "path string")
+    if lenient is not None:
+        index_files = index_files.localCheckpoint(eager=True)
+        marked = index_files.filter(F.col("path") < "\x01").collect()
+        lenient.missing.extend(row["path"][len(MISSING_MARK) :] for row in marked)
+        index_files = index_files.filter(F.col("path") >= "\x01")
+    live = _live_in_retained_roots(spark, table, needs, file_candidates, stats, lenient)
     return named.unionByName(index_files).unionByName(live).distinct()
 
 
@@ -173,23 +192,32 @@ def _named_by_root(
     return named
 
 
-def _retained_root_reader(table: Table, chain_end: int | None) -> ArrowMapper:
+def _retained_root_reader(table: Table, chain_end: int | None, lenient: bool) -> ArrowMapper:
     """Per retained root: (root, what, value) rows of the files it names and the manifests and index
-    manifest it needs, each manifest with how it counts (`_manifest_mode`)."""
+    manifest it needs, each manifest with how it counts (`_manifest_mode`); `lenient`: also the
+    notes of `retained_read.read_retained_root` (a missing list noted, not raised)."""
     chain_branch = table.branch
 
-    def read_root(branch: str, kind: str, name: str) -> RootReferences | None:
+    def read_root(branch: str, kind: str, name: str) -> tuple[RootReferences | None, list[tuple[str, str]]]:
+        if lenient:
+            return read_retained_root(table, branch, kind, name)
         if chain_end is not None and branch == chain_branch and kind in (SNAPSHOT_ROOT, TAG_ROOT):
-            return chained_root_references(table.for_branch(branch), kind, name, chain_end)
-        return root_references(table.for_branch(branch), kind, name)
+            return chained_root_references(table.for_branch(branch), kind, name, chain_end), []
+        return root_references(table.for_branch(branch), kind, name), []
 
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out: dict[str, list] = {"root": [], "what": [], "value": []}
-            for (branch, kind, name), found in rows_in_flight(table, [batch], _ROOT_COLUMNS, read_root):
+            for (branch, kind, name), (found, notes) in rows_in_flight(
+                table, [batch], _ROOT_COLUMNS, read_root
+            ):
+                key = f"{branch}/{kind}/{name}"
+                for what, value in notes:
+                    out["root"].append(key)
+                    out["what"].append(what)
+                    out["value"].append(value)
                 if found is None:
                     continue  # expired concurrently: needs nothing
-                key = f"{branch}/{kind}/{name}"
                 for what, value in _named_by_root(found, _manifest_mode):
                     out["root"].append(key)
                     out["what"].append(what)
@@ -199,14 +227,21 @@ def _retained_root_reader(table: Table, chain_end: int | None) -> ArrowMapper:
     return read_roots
 
 
-def _index_file_reader(table: Table) -> ArrowMapper:
-    """Per index manifest name (`value`): the index files it names, strictly."""
+def _index_file_reader(table: Table, lenient: bool) -> ArrowMapper:
+    """Per index manifest name (`value`): the index files it names, strictly; `lenient`: a missing
+    one gives the path `MISSING_MARK` + its path instead."""
+
+    def read_one(name: str) -> list[str]:
+        try:
+            return index_manifest_references(table, name)
+        except MissingFileError as error:
+            if not lenient:
+                raise
+            return [MISSING_MARK + error.path]
 
     def read_index(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            read = rows_in_flight(
-                table, [batch], ("value",), lambda name: index_manifest_references(table, name)
-            )
+            read = rows_in_flight(table, [batch], ("value",), read_one)
             paths = [p for _name, found in read for p in found]
             yield pa.RecordBatch.from_pydict({"path": paths}, schema=_PATH_SCHEMA)
 
@@ -219,10 +254,15 @@ def _live_in_retained_roots(
     needs: DataFrame,
     file_candidates: DataFrame,
     stats: dict[str, int] | None,
+    lenient: RetainedRead | None,
 ) -> DataFrame:
     """The file candidates live in some retained root: each manifest the roots need is read once,
     its entries of candidate files joined back to the roots needing it, and summed per root as the
-    manifest's mode says (a balance of ADDs over DELETEs, append-origin entries, or ADDs only)."""
+    manifest's mode says (a balance of ADDs over DELETEs, append-origin entries, or ADDs only).
+
+    `lenient`: a missing manifest gives one entry of path `MISSING_MARK`, which the join with the
+    candidates keeps; the entries kept are checkpointed (one read gives both the protected files and
+    the missing manifests) and the missing manifests noted in `lenient`."""
     F = functions_for(spark)
     parallelism = max(1, spark.sparkContext.defaultParallelism)
     root_manifests = (
@@ -233,10 +273,19 @@ def _live_in_retained_roots(
     manifests = root_manifests.select("manifest").distinct()
     if stats is not None:
         stats["retained_manifests_read"] = manifests.count()
-    entries = manifests.repartition(parallelism * 2).mapInArrow(_retained_entry_reader(table), _LIVE_COLUMNS)
+    reader = _retained_entry_reader(table, lenient is not None)
+    entries = manifests.repartition(parallelism * 2).mapInArrow(reader, _LIVE_COLUMNS)
+    wanted = file_candidates.select("path")
+    if lenient is not None:
+        wanted = wanted.unionByName(spark.createDataFrame([(MISSING_MARK,)], "path string"))
+    entries = entries.join(wanted, "path", "left_semi")
+    if lenient is not None:
+        entries = entries.localCheckpoint(eager=True)
+        marked = entries.filter(F.col("path") == MISSING_MARK).select("manifest").distinct().collect()
+        lenient.missing.extend(table.manifest_path(row["manifest"]) for row in marked)
+        entries = entries.filter(F.col("path") != MISSING_MARK)
     return (
-        entries.join(file_candidates.select("path"), "path", "left_semi")
-        .join(root_manifests, "manifest")
+        entries.join(root_manifests, "manifest")
         .groupBy("root", "mode", "path")
         .agg(
             F.sum(
@@ -252,12 +301,21 @@ def _live_in_retained_roots(
     )
 
 
-def _retained_entry_reader(table: Table) -> ArrowMapper:
-    """Per manifest: (manifest, path, delta, appended) of every entry, strictly."""
+def _retained_entry_reader(table: Table, lenient: bool) -> ArrowMapper:
+    """Per manifest: (manifest, path, delta, appended) of every entry, strictly; `lenient`: a missing
+    manifest gives one row of path `MISSING_MARK` instead."""
 
     def read_one(name: str) -> pa.RecordBatch:
         out: dict[str, list] = {"manifest": [], "path": [], "delta": [], "appended": []}
-        for entry in read_manifest(table.file_io, table.manifest_path(name)):
+        try:
+            entries = read_manifest(table.file_io, table.manifest_path(name))
+        except MissingFileError:
+            if not lenient:
+                raise
+            entries = []
+            for column, value in zip(out, (name, MISSING_MARK, 0, 0), strict=True):
+                out[column].append(value)
+        for entry in entries:
             appended = 1 if changelog_needs_entry(entry, appended_only=True) else 0
             for path in table.entry_relpaths(entry):
                 out["manifest"].append(name)
@@ -309,6 +367,7 @@ def dropped_root_candidates(
     keep_root: KeepRoot,
     extra_roots: list[Root],
     log: logging.Logger | logging.LoggerAdapter,
+    lenient: RetainedRead | None = None,
 ) -> DataFrame:
     """What the `dropped` roots (branch, kind, name) alone need: a checkpointed DataFrame (path,
     size, stage) for `delete_stages`.
@@ -322,7 +381,8 @@ def dropped_root_candidates(
     The dropped side is read leniently, as expire-snapshots reads its expiring snapshots: a manifest
     list or manifest an interrupted run already deleted (after everything it names, by the stage
     order) is counted as stage ALREADY_DELETED; any other read error fails. Missing metadata only
-    ever means deleting less. The retained side is always strict.
+    ever means deleting less. The retained side is strict, unless the caller asks for a `lenient`
+    read (`retained_needs`) and judges what it notes before deleting anything.
     """
     F = functions_for(spark)
     root_frame = spark.createDataFrame(
@@ -345,7 +405,7 @@ def dropped_root_candidates(
         .localCheckpoint(eager=True)
     )
     protected = retained_needs(
-        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log
+        spark, table, everything.filter(F.col("stage") == FILES), keep_root, extra_roots, log, lenient=lenient
     )
     candidates = everything.join(protected, "path", "left_anti").localCheckpoint(eager=True)
     named.unpersist()

@@ -12,10 +12,31 @@ Order (Paimon's): plan; then the tag files; then the files in expire-snapshots' 
 and index files; manifests, index manifests, statistics; manifest lists). The tag file goes first so
 that no reader ever opens a tag whose files are half gone. A crash after the tag files went and
 before (or while) their files go leaves those files unreferenced: a rerun does not find the tag any
-more, and remove-orphan-files clears them (they are orphans by its rules). Before any file is
-deleted the tags and branches are listed again: a tag or branch created meanwhile may reference
-the candidates, so the run stops there (exit 3, the tag files already gone, the files left for
-remove-orphan-files to judge).
+more, and remove-orphan-files clears them (they are orphans by its rules).
+
+On a live table (Paimon's Java writers commit, create tags and expire snapshots and tags while this
+runs; issue #28) the safety argument is: a file goes only if no root present when it goes needs it.
+The plan protects every root listed at planning; what changes until the deletes is handled so:
+1. A tag created since planning (the tags of every branch are listed again right before the file
+   deletes): if the plan read its snapshot as a retained root with the same lists, index manifest
+   and statistics (`RetainedRead.covers`), it needs nothing the plan did not protect. Any other new
+   tag is read now, strictly, like a retained root, and what it needs leaves the candidates before
+   any file goes (`_protect_new_tags`); a read that fails, tags that keep appearing, or a branch
+   created since planning stop the run (exit 3: the tag files are gone, their files left for a
+   rerun or remove-orphan-files; the parked copies make a rerun finish them).
+2. A root listed at planning and gone when read protects nothing: whoever deleted it judged its
+   files against the roots present, and every present root is protected (`retained_roots_vanished`
+   in the run record). A tag to delete that is gone when parked was deleted by someone else: it
+   counts as already absent, its planned files still go (they are judged like the rest).
+3. A manifest list, manifest or index manifest missing while reading the retained roots is noted
+   by the lenient read (`jobs.deletion.retained_read`), and judged after the read and before
+   anything is deleted (also in a dry run): it may be skipped only when no snapshot, tag or
+   changelog present names it any more (`vanished_manifests`: the roots that named it were
+   expired during the run, and nothing present needs what only they needed). One still named
+   fails the run as a strict read would have (MissingFileError: exit 3 when a writer committed
+   during the run, else exit 2).
+The window left: a tag created between the last listing and the deletes (milliseconds; the same
+window Paimon's own expiry has).
 """
 
 from __future__ import annotations
@@ -25,10 +46,15 @@ from typing import TYPE_CHECKING
 
 from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import future_changelog_roots
-from jobs.deletion.roots import dropped_root_candidates
-from jobs.deletion.stages import delete_stages, report_candidates_if_any
+from jobs.deletion.retained_read import RetainedRead
+from jobs.deletion.roots import Root, dropped_root_candidates, retained_needs
+from jobs.deletion.stages import FILES, StageTotals, delete_stages, report_candidates_if_any
 from jobs.runtime.errors import SafetyRefusal
+from jobs.runtime.live_writers import missing_file
 from jobs.runtime.report import SAMPLE_LIMIT
+from jobs.runtime.vanished_roots import vanished_manifests
+from paimon_format.branches import MAIN_BRANCH
+from paimon_format.errors import MissingFileError, SnapshotNotFoundError
 from paimon_format.maintenance.references import PENDING_TAG_ROOT, TAG_ROOT
 from paimon_format.model.options import (
     CHANGELOG_NUM_RETAINED_MAX,
@@ -42,6 +68,12 @@ from paimon_format.table import Table
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+# Rounds of reading tags created during the run before the run gives up (exit 3): each round reads
+# the tags that appeared during the previous one.
+NEW_TAG_ROUNDS = 3
+# Missing manifests judged at most; more than this on one run is no race (the first one fails it).
+MISSING_LIMIT = 1000
 
 
 @dataclass(frozen=True)
@@ -82,13 +114,14 @@ def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: Tag
         record.count("tags_deleted", 0)
         return
     with_files = _tags_on_expired_snapshots(table, tags, names)
-    # Only a plan of files needs the roots as they were at plan time (`_refuse_new_roots`): a run
+    # Only a plan of files needs the roots as they were at plan time (`_protect_new_tags`): a run
     # that deletes tag files alone lists no tags or branches again.
-    plans_files = bool(with_files or unfinished)
-    tags_at_plan = set(manager.tag_names()) if plans_files else set()
-    branches_at_plan = set(table.branch_manager.branch_names()) if plans_files else set()
-    candidates = _plan_tag_files(deletion, names, with_files, unfinished)
+    at_plan = _tag_roots(table) if with_files or unfinished else None
+    read = RetainedRead()
+    candidates = _plan_tag_files(deletion, names, with_files, unfinished, read)
     try:
+        if candidates is not None:
+            _judge_retained_read(deletion, read)
         totals = report_candidates_if_any(candidates, record, log)
         crash_point(steps.planned)
         if deletion.dry_run:
@@ -97,8 +130,11 @@ def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: Tag
             return
         parked = _delete_tag_files(deletion, names, with_files, unfinished)
         crash_point(steps.tags_deleted)
-        if candidates is not None:
-            _refuse_new_roots(table, tags_at_plan, branches_at_plan)
+        if candidates is not None and at_plan is not None:
+            planned = candidates
+            candidates, totals = _protect_new_tags(deletion, candidates, totals, at_plan, names, read)
+            if candidates is not planned:
+                planned.unpersist()
             delete_stages(deletion, candidates, totals, "", (steps.files, steps.manifests, steps.lists))
         for key in parked:
             manager.finish_deletion(key)
@@ -125,10 +161,16 @@ def _record_tags_to_delete(
 
 
 def _plan_tag_files(
-    deletion: DeletionContext, names: list[str], with_files: list[str], unfinished: list[str]
+    deletion: DeletionContext,
+    names: list[str],
+    with_files: list[str],
+    unfinished: list[str],
+    read: RetainedRead,
 ) -> DataFrame | None:
     """The candidates of the tags on expired snapshots and of the unfinished deletions (None when
-    there are none, and Spark is not started): what they need minus what every other root needs."""
+    there are none, and Spark is not started): what they need minus what every other root needs,
+    read leniently: `read` receives what the read of the other roots noted (to be judged by
+    `_judge_retained_read` before anything is deleted)."""
     table = deletion.table
     branch = table.branch  # a branch's tags live under branch/branch-<name>/tag/
     dropped = [(branch, TAG_ROOT, name) for name in with_files]
@@ -142,7 +184,32 @@ def _plan_tag_files(
 
     extra = future_changelog_roots(table, 0) if _changelog_options(table) else []
     deletion.log.info("planning the files of %d tags on expired snapshots", len(dropped))
-    return dropped_root_candidates(deletion.spark, table, dropped, keep_root, extra, deletion.log)
+    return dropped_root_candidates(deletion.spark, table, dropped, keep_root, extra, deletion.log, read)
+
+
+def _judge_retained_read(deletion: DeletionContext, read: RetainedRead) -> None:
+    """Before anything is deleted: every manifest the lenient read found missing must be named by no
+    root present now (module docstring, 3.), else the run fails as a strict read would have. Counts
+    the roots gone when read and the manifests skipped."""
+    record, log = deletion.record, deletion.log
+    record.count("retained_roots_vanished", len(read.vanished))
+    if read.vanished:
+        record.details["retained_roots_vanished"] = sorted(read.vanished)[:SAMPLE_LIMIT]
+        log.info(
+            "%d retained roots were deleted before they were read: %s", len(read.vanished), read.vanished[:5]
+        )
+    missing = sorted(set(read.missing))
+    if len(missing) > MISSING_LIMIT:
+        raise MissingFileError(missing[0], f"a retained root; {len(missing) - 1} more manifests are missing")
+    verdicts = vanished_manifests(deletion.table, missing) if missing else {}
+    named = [path for path, why in verdicts.items() if why is None]
+    if named:
+        more = f"; {len(named) - 1} more" if len(named) > 1 else ""
+        raise MissingFileError(named[0], f"a snapshot, tag or changelog present now{more}")
+    record.count("retained_manifests_vanished", len(verdicts))
+    if verdicts:
+        record.details["retained_manifests_vanished"] = dict(list(verdicts.items())[:SAMPLE_LIMIT])
+        log.info("%d manifests went with roots expired during the run: skipped", len(verdicts))
 
 
 def _delete_tag_files(
@@ -154,33 +221,133 @@ def _delete_tag_files(
     Every parking comes before any tag file goes, and the tag files go together (one DeleteObjects
     on S3): their order among themselves does not matter, each tag is a root of its own. A crash
     or a failed delete in between leaves tags that are still there (expired again by a rerun) and
-    parked copies that the rerun finishes. On S3 a tag deleted by someone else meanwhile counts as
-    deleted (DeleteObjects does not say which keys existed); elsewhere as `tags_already_absent`."""
+    parked copies that the rerun finishes. A tag found gone when parked was deleted by someone else
+    (Java's tag expiry): nothing to park or delete, it counts as `tags_already_absent`. On S3 a tag
+    deleted by someone else after parking counts as deleted (DeleteObjects does not say which keys
+    existed); elsewhere as `tags_already_absent`."""
     manager = deletion.table.tag_manager
     parked = list(unfinished)
+    absent = 0
+    paths: list[str] = []
     for name in names:
         if name in with_files:
-            parked.append(manager.park_for_deletion(name))
-    paths = [manager.tag_path(name) for name in names]
+            try:
+                parked.append(manager.park_for_deletion(name))
+            except MissingFileError:
+                absent += 1
+                continue
+        paths.append(manager.tag_path(name))
     deleted = set(deletion.table.file_io.delete_many(paths)) if paths else set()
     gone = sum(1 for path in paths if path in deleted)
     deletion.record.count("tags_deleted", gone)
-    if len(paths) > gone:
-        deletion.record.count("tags_already_absent", len(paths) - gone)
+    if absent + len(paths) > gone:
+        deletion.record.count("tags_already_absent", absent + len(paths) - gone)
     deletion.log.info("deleted %d tag files", len(names))
     return parked
 
 
-def _refuse_new_roots(table: Table, tags_at_plan: set[str], branches_at_plan: set[str]) -> None:
-    """Exit 3 before any file goes when a tag or branch was created since planning: it may need them."""
-    new_tags = set(table.tag_manager.tag_names()) - tags_at_plan
-    new_branches = set(table.branch_manager.branch_names()) - branches_at_plan
-    if new_tags or new_branches:
-        raise SafetyRefusal(
-            f"{table.path}: tags {sorted(new_tags)} / branches {sorted(new_branches)} were created "
-            "while this job ran; the tag files are deleted and their files left for now: run the job "
-            "again to finish (it plans again with the new ones)"
+@dataclass(frozen=True)
+class _TagRoots:
+    """The tags of every branch, and the branches, as listed at one moment."""
+
+    tags: frozenset[tuple[str, str]]  # (branch, tag name)
+    branches: frozenset[str]
+
+
+def _tag_roots(table: Table) -> _TagRoots:
+    """List the branches and the tags of main and of every branch (one listing each)."""
+    branches = table.branch_manager.branch_names()
+    tags = {
+        (branch, name)
+        for branch in [MAIN_BRANCH, *branches]
+        for name in table.for_branch(branch).tag_manager.tag_names()
+    }
+    return _TagRoots(frozenset(tags), frozenset(branches))
+
+
+def _protect_new_tags(
+    deletion: DeletionContext,
+    candidates: DataFrame,
+    totals: StageTotals,
+    at_plan: _TagRoots,
+    deleted: list[str],
+    read: RetainedRead,
+) -> tuple[DataFrame, StageTotals]:
+    """Right before any file goes: the candidates less what the tags created since planning need
+    (module docstring, 1.), with their stage totals; exit 3 when that cannot be made sure of.
+
+    A new tag on a snapshot the plan read with the same lists needs nothing more; any other new
+    tag is read now like a retained root (`retained_needs`, strictly, on the same session) and its
+    needs leave the candidates. Tags created during that read are looked at in the next round. A
+    tag of a name this run `deleted` that is there again was created anew: it is a new tag too.
+    """
+    table, record = deletion.table, deletion.record
+    seen = set(at_plan.tags) - {(table.branch, name) for name in deleted}
+    for _ in range(NEW_TAG_ROUNDS):
+        now = _tag_roots(table)
+        new_branches = now.branches - at_plan.branches
+        if new_branches:
+            raise SafetyRefusal(
+                f"{table.path}: branches {sorted(new_branches)} were created while this job ran; the tag "
+                "files are deleted and their files left for now: run the job again to finish (it plans "
+                "again with the new ones)"
+            )
+        new = sorted(now.tags - seen)
+        if not new:
+            return candidates, totals
+        seen |= set(new)
+        to_read = [root for branch, name in new if (root := _uncovered(table, read, branch, name))]
+        record.count("new_tags", len(new))
+        record.count("new_tags_read", len(to_read))
+        deletion.log.info(
+            "%d tags created during the run, %d of them to read: %s", len(new), len(to_read), new
         )
+        if to_read:
+            candidates, totals = _without_needs_of(deletion, candidates, totals, to_read)
+    raise SafetyRefusal(
+        f"{table.path}: tags kept being created while this job ran ({NEW_TAG_ROUNDS} rounds); the tag "
+        "files are deleted and their files left for now: run the job again to finish"
+    )
+
+
+def _uncovered(table: Table, read: RetainedRead, branch: str, name: str) -> Root | None:
+    """The root to read for a new tag, or None when it needs nothing the plan did not protect: the
+    plan read its snapshot as is (`RetainedRead.covers`), or the tag is gone again."""
+    try:
+        tag = table.for_branch(branch).tag_manager.tag(name)
+    except SnapshotNotFoundError:
+        return None
+    return None if read.covers(branch, tag) else (branch, TAG_ROOT, name)
+
+
+def _without_needs_of(
+    deletion: DeletionContext, candidates: DataFrame, totals: StageTotals, roots: list[Root]
+) -> tuple[DataFrame, StageTotals]:
+    """`candidates` less everything `roots` need, read strictly (a failed read: exit 3), checkpointed,
+    with their stage totals; the run record counts the candidates kept."""
+    table, spark = deletion.table, deletion.spark
+    try:
+        needed = retained_needs(
+            spark, table, candidates.filter(f"stage = {FILES}"), lambda *_: False, roots, deletion.log
+        )
+        kept = candidates.join(needed, "path", "left_anti").localCheckpoint(eager=True)
+    except Exception as error:
+        if not missing_file(error):
+            raise
+        raise SafetyRefusal(
+            f"{table.path}: cannot read what the tags created during this run need ({error}); the tag "
+            "files are deleted and their files left for now: run the job again to finish"
+        ) from error
+    after = _stage_totals(kept)
+    before, left = sum(n for n, _ in totals.values()), sum(n for n, _ in after.values())
+    deletion.record.count("candidates_kept_for_new_tags", before - left)
+    return kept, after
+
+
+def _stage_totals(candidates: DataFrame) -> StageTotals:
+    """{stage: (files, bytes)} of the candidates (as `report_candidates` counts them)."""
+    rows = candidates.groupBy("stage").agg({"path": "count", "size": "sum"}).collect()
+    return {row["stage"]: (row["count(path)"], row["sum(size)"] or 0) for row in rows}
 
 
 def _tags_on_expired_snapshots(table: Table, tags: dict[str, Snapshot], names: list[str]) -> list[str]:

@@ -321,8 +321,13 @@ def root_references(table: Table, kind: str, name: str) -> RootReferences | None
         if kind == SNAPSHOT_ROOT:
             return _handed_over_to_changelog(table, int(name))
         return None
+    return snapshot_root_references(table, snapshot, kind == SNAPSHOT_ROOT)
+
+
+def snapshot_root_references(table: Table, snapshot: Snapshot, is_snapshot: bool) -> RootReferences:
+    """What a snapshot (`is_snapshot`) or a tag (or a parked tag) already read needs (`root_references`)."""
     # A tag (and a branch's copy of its tag) needs no changelog: Paimon's expiry deletes it.
-    with_changelog = kind == SNAPSHOT_ROOT and keeps_changelog(table, snapshot)
+    with_changelog = is_snapshot and keeps_changelog(table, snapshot)
     metas = data_manifests(table, snapshot) + (changelog_manifests(table, snapshot) if with_changelog else [])
     manifests = [meta.file_name for meta in metas]
     files = snapshot_metadata_files(snapshot, with_changelog) + [f"manifest/{m}" for m in manifests]
