@@ -14,7 +14,10 @@ Times are local, as Paimon stores `tagCreateTime` (a LocalDateTime of the writer
 
 The deletion itself is delete-tag's (`jobs/deletion/tags.py`): tag files first, then the files no
 snapshot, other tag, branch or long-lived changelog needs; a crash in between leaves orphans that
-remove-orphan-files clears, and a rerun expires the tags that are left.
+remove-orphan-files clears, and a rerun expires the tags that are left. On a live table (Paimon's
+Java writers tag and expire while this runs, issue #28) it finishes whenever that is provably safe:
+new tags' files are kept, roots and manifests that went with another writer's expiry are skipped
+only when no present root names them (the argument, with the crash ordering, is in that module).
 
 Spark-submit entry: `spark-submit jobs/expire_tags.py --config conf/expire-tags.yaml`.
 """

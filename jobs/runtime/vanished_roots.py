@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs.runtime.errors import executor_error
+from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError
 from paimon_format.maintenance.read_memo import ReadMemoFileIO
 from paimon_format.maintenance.references import (
@@ -175,7 +176,9 @@ def _holders(table: Table, names: set[str]) -> tuple[dict[str, _Holder], dict[st
     named_by: dict[str, set[str]] = {}
     pinned: set[str] = set()
     latest: dict[str, int] = {}
-    for source in snapshot_sources(table):
+    # every branch's roots: main's too when the job works on a branch (`snapshot_sources` starts
+    # from the table it is given and adds the other branches)
+    for source in snapshot_sources(table.for_branch(MAIN_BRANCH)):
         named = _named_among(source, names)
         if not named:
             continue
