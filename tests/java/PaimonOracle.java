@@ -167,6 +167,8 @@ public final class PaimonOracle {
                 return clearConsumers(request);
             case "snapshots_around":
                 return snapshotsAround(request);
+            case "mark_partition_done":
+                return markPartitionDone(request);
             default:
                 throw new IllegalArgumentException("unknown op " + op);
         }
@@ -867,6 +869,33 @@ public final class PaimonOracle {
             }
         }
         return deleted;
+    }
+
+    /** Paimon's success-file mark-done action (SuccessFileMarkDoneAction) on "partitions" (paths such as
+     * "dt=a") when given, then what Paimon reads back from every "read" partition's _SUCCESS file:
+     * {partition: {"creationTime", "modificationTime"} or null}. */
+    private static JsonNode markPartitionDone(JsonNode request) throws Exception {
+        FileStoreTable table = table(request);
+        org.apache.paimon.partition.actions.SuccessFileMarkDoneAction action =
+                new org.apache.paimon.partition.actions.SuccessFileMarkDoneAction(table.fileIO(), table.location());
+        for (JsonNode partition : request.path("partitions")) {
+            action.markDone(partition.asText());
+        }
+        ObjectNode result = NODES.objectNode();
+        for (JsonNode partition : request.path("read")) {
+            org.apache.paimon.fs.Path file = new org.apache.paimon.fs.Path(
+                    new org.apache.paimon.fs.Path(table.location(), partition.asText()), "_SUCCESS");
+            org.apache.paimon.partition.file.SuccessFile success =
+                    org.apache.paimon.partition.file.SuccessFile.safelyFromPath(table.fileIO(), file);
+            if (success == null) {
+                result.putNull(partition.asText());
+            } else {
+                ObjectNode times = result.putObject(partition.asText());
+                times.put("creationTime", success.creationTime());
+                times.put("modificationTime", success.modificationTime());
+            }
+        }
+        return result;
     }
 
     /** The snapshots Paimon's time-travel procedures pick for "time_ms" (and "watermark"): rollback_to_*

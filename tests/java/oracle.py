@@ -417,6 +417,14 @@ class JavaPaimon:
         request = {"op": "snapshots_around", "path": str(path), "time_ms": time_ms, "watermark": watermark}
         return self._call(request)
 
+    def mark_partition_done(
+        self, path: str, partitions: list[str] = (), read: list[str] = ()
+    ) -> dict[str, dict[str, int] | None]:
+        """Paimon's success-file mark-done action on `partitions` (paths such as "dt=a"), then what
+        Paimon's SuccessFile reads from each `read` partition's _SUCCESS (None: none there)."""
+        request = {"op": "mark_partition_done", "path": str(path), "partitions": list(partitions)}
+        return self._call({**request, "read": list(read)})
+
     def clear_consumers(
         self, path: str, include: str = ".*", exclude: str | None = None, branch: str | None = None
     ) -> list[str]:

@@ -140,6 +140,32 @@ def test_java_reads_a_java_written_table_after_marking(java_paimon, tmp_path):
     assert java_paimon.read(path) == sorted(rows, key=lambda row: [str(row[k]) for k in sorted(row)])
 
 
+@pytest.mark.java
+def test_java_reads_our_success_files_and_we_keep_the_creation_time_of_javas(java_paimon, tmp_path):
+    """Differential with Paimon's SuccessFileMarkDoneAction: Java marks dt=b, we mark dt=a and dt=b;
+    Paimon's SuccessFile reads ours, dt=b keeps Java's creation time, and both files have one layout."""
+    path = str(tmp_path / "wh" / "db.db" / "t")
+    java_paimon.create_table(path, [("dt", "STRING NOT NULL"), ("k", "BIGINT NOT NULL")], ["dt"])
+    java_paimon.write(path, [{"dt": "a", "k": 1}, {"dt": "b", "k": 2}, {"dt": "c", "k": 3}])
+    javas = java_paimon.mark_partition_done(path, partitions=["dt=b"], read=["dt=b"])["dt=b"]
+    with open(os.path.join(path, "dt=b", "_SUCCESS"), encoding="utf-8") as handle:
+        java_text = handle.read()
+    table = Table(FileIO.for_path(path), path)
+    now = javas["creationTime"] + 60_000
+    mark_partition_done(table, MarkDoneRequest(specs=({"dt": "a"}, {"dt": "b"})), now_ms=now)
+    read = java_paimon.mark_partition_done(path, read=["dt=a", "dt=b", "dt=c"])
+    assert read == {
+        "dt=a": {"creationTime": now, "modificationTime": now},
+        "dt=b": {"creationTime": javas["creationTime"], "modificationTime": now},
+        "dt=c": None,
+    }
+    with open(os.path.join(path, "dt=a", "_SUCCESS"), encoding="utf-8") as handle:
+        ours = handle.read()
+    assert ours == java_text.replace(str(javas["creationTime"]), str(now)).replace(
+        str(javas["modificationTime"]), str(now)
+    )
+
+
 def test_maintain_marks_the_partitions_idle_for_the_tables_option(warehouse, tmp_path, capsys):
     import dataclasses
 
