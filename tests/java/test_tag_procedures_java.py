@@ -1,15 +1,19 @@
-"""rename-tag and replace-tag on the Java-written ``pk_changelog`` table (issue 30).
+"""rename-tag, replace-tag, create-tag and rollback by time on the Java-written ``pk_changelog`` table (#30).
 
 The fixture (tests/java/tables.py): snapshots 8-9, tag ``t2`` on the expired snapshot 2 (Java wrote
 it), tag ``t_latest`` on 9, branch ``b1`` made from ``t2`` with its own copy of ``t2``. After each
 job Paimon's Java reads the renamed tag as the old name read, the replaced tag as its new snapshot,
 and every other snapshot, tag and branch as before; nothing a remaining root needs is gone, and
-nothing only the old tag used is left (by our oracle and by Java's own orphan cleaning).
+nothing only the old tag used is left (by our oracle and by Java's own orphan cleaning). This
+bundle's TagManager and Table have neither renameTag nor replaceTag (javap), so there is no
+differential for those two; create-tag and rollback by time are checked against its SnapshotManager's
+pick and Java's reads.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import pytest
@@ -67,4 +71,37 @@ def test_replace_tag_java_reads_the_new_snapshot(spark_session, java_paimon, pk,
     assert record["details"]["old_snapshot_expired"] is True
     assert java_paimon.read(path, tag="t2") == table.reads[("snapshot", "8")]
     assert_reads_kept(java_paimon, table, base["warehouse"], changed={("tag", "t2")})
+    assert_nothing_lost_nothing_left(java_paimon, path, orphans_before)
+
+
+def test_create_tag_and_rollback_by_time_on_a_java_table(spark_session, java_paimon, pk, tmp_path):
+    """By a UTC time between Java's commits of snapshots 8 and 9: the tag and the rollback both take
+    8, the one Paimon's rollback_to_timestamp takes (SnapshotManager.earlierOrEqualTimeMills; its
+    create_tag_from_timestamp would take 9), and Java reads the new tag and the rolled-back main as
+    snapshot 8 read, every other root as before."""
+    table, path, base = pk
+    orphans_before = unreferenced(open_path(path))
+    committed = {}
+    for snapshot_id in (8, 9):
+        with open(os.path.join(path, "snapshot", f"snapshot-{snapshot_id}"), encoding="utf-8") as handle:
+            committed[snapshot_id] = json.load(handle)["timeMillis"]
+    moment_ms = (committed[8] + committed[9]) // 2  # after 8 was committed, before 9
+    assert committed[8] < moment_ms < committed[9]
+    java = java_paimon.snapshots_around(path, moment_ms)
+    assert java["earlier_or_equal_time"] == 8 and java["later_or_equal_time"] == 9
+    moment = dt.datetime.fromtimestamp(moment_ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")
+
+    code, record = run_job(tmp_path / "tag", "create-tag", {**base, "tag": "at-8", "timestamp": moment})
+    assert code == 0, record.get("error")
+    assert record["snapshot_ids"]["tagged"] == 8
+    assert java_paimon.read(path, tag="at-8") == table.reads[("snapshot", "8")]
+    assert_reads_kept(java_paimon, table, base["warehouse"])
+
+    code, record = run_job(tmp_path / "rollback", "rollback", {**base, "to_timestamp": moment})
+    assert code == 0, record.get("error")
+    assert record["snapshot_ids"]["target"] == 8
+    assert java_paimon.read(path) == table.reads[("snapshot", "8")]
+    assert not os.path.exists(os.path.join(path, "snapshot", "snapshot-9"))
+    assert java_paimon.read(path, tag="at-8") == table.reads[("snapshot", "8")]
+    assert_reads_kept(java_paimon, table, base["warehouse"], changed={("tag", "t_latest")})
     assert_nothing_lost_nothing_left(java_paimon, path, orphans_before)
