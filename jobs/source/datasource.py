@@ -13,13 +13,14 @@ import os
 from typing import ClassVar
 
 from pyspark.sql.datasource import DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamReader
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from jobs.read import spark_schema_of
 from jobs.source.location import SourceOptionError, table_location
 from jobs.source.reader import PaimonReader, SystemTableReader, check_schema
 from jobs.source.scan import open_read, read_options
 from jobs.source.stream import PaimonStreamReader, stream_options
+from jobs.source.stream_pk import ROW_KIND_COLUMN, read_changelog
 from jobs.source.writer import make_writer
 from paimon_format import system_tables
 from paimon_format.data.reader import output_arrow_schema
@@ -48,9 +49,14 @@ class PaimonDataSource(DataSource):
             except PaimonFormatError as error:
                 raise SourceOptionError(f"option 'path': {error}") from None
         opened = open_read(read_options(self.options))
-        return spark_schema_of(output_arrow_schema(opened.schema))
+        schema = spark_schema_of(output_arrow_schema(opened.schema))
+        if read_changelog(self.options):  # a stream's rows with their kinds (stream_pk.py)
+            return StructType([StructField(ROW_KIND_COLUMN, StringType(), False), *schema.fields])
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if read_changelog(self.options):
+            raise SourceOptionError("option 'read.changelog' is for streams (spark.readStream), not batches")
         options = read_options(self.options)
         ours = self.schema()
         check_schema(schema, ours)

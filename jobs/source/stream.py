@@ -7,9 +7,8 @@ whole content instead of its delta): that is how `scan.mode` `latest-full` (the 
 added, as Paimon's streaming `DeltaFollowUpScanner` does for an append table: the files ADDed by
 APPEND snapshots. COMPACT snapshots only rewrite rows already delivered and OVERWRITE snapshots
 replace them (Paimon skips both unless `streaming-read-overwrite`), so both deliver nothing.
-
-Primary-key tables are refused for now: their stream needs row kinds (+I/-U/+U/-D), which this
-reader does not surface yet.
+A primary-key table's changes are its delta or changelog files with their row kinds, as its
+`changelog-producer` says (stream_pk.py); `read.changelog` = true adds the `rowkind` column.
 
 `consumer-id`: after Spark has committed a micro-batch ending at snapshot `s` (`commit`), the
 consumer file `consumer/consumer-<id>` records `nextSnapshot = s + 1`, as Paimon's streaming source
@@ -33,12 +32,11 @@ from pyspark.sql.types import StructType
 
 from jobs.read import read_splits_as, read_task_groups
 from jobs.source.location import SourceOptionError, TableLocation, table_location
-from paimon_format.commit import APPEND
+from jobs.source.stream_pk import delta_splits, read_changelog, read_changes, with_insert_kind
 from paimon_format.consumers import ConsumerManager
-from paimon_format.errors import PaimonFormatError
-from paimon_format.manifest.entries import ADD
+from paimon_format.data.reader import prefetch_data_files
 from paimon_format.model.schema import TableSchema
-from paimon_format.scan.snapshot_scan import read_entries, read_list
+from paimon_format.scan.split_read import split_files
 from paimon_format.scan.splits import Split, plan_splits
 from paimon_format.table import Table
 
@@ -54,6 +52,7 @@ class StreamOptions:
     snapshot_id: int | None
     consumer_id: str | None
     parallelism: int | None
+    read_changelog: bool = False
 
 
 def stream_options(options: Mapping[str, str]) -> StreamOptions:
@@ -81,6 +80,7 @@ def stream_options(options: Mapping[str, str]) -> StreamOptions:
         snapshot_id,
         consumer,
         _positive(parallelism, "parallelism") if parallelism else None,
+        read_changelog(options),
     )
 
 
@@ -97,9 +97,10 @@ def _positive(text: str, key: str) -> int:
 class StreamTask(InputPartition):
     """One Spark task of a micro-batch: its splits (file metadata only, small and picklable)."""
 
-    def __init__(self, index: int, splits: list[Split]) -> None:
+    def __init__(self, index: int, splits: list[Split], changes: bool = False) -> None:
         super().__init__(index)
         self.splits = splits
+        self.changes = changes  # changes of later snapshots (with row kinds), else a full snapshot
 
 
 def initial_offset(table: Table, options: StreamOptions) -> dict[str, int]:
@@ -132,52 +133,35 @@ def consumers(table: Table) -> ConsumerManager:
     return ConsumerManager(table.file_io, table.path, table.branch)
 
 
-def delta_splits(table: Table, snapshot_id: int) -> list[Split]:
-    """The files snapshot `snapshot_id` appended, one split per partition and bucket; nothing for a
-    COMPACT or OVERWRITE snapshot (see the module docstring). A snapshot already expired is an error:
-    the stream would silently lose its rows."""
-    try:
-        snapshot = table.snapshot_manager.snapshot(snapshot_id)
-    except PaimonFormatError as error:
-        raise SourceOptionError(
-            f"{table.path}: the stream needs snapshot {snapshot_id}, which cannot be read ({error}); "
-            "give the stream a 'consumer-id' so expire-snapshots keeps what it has still to read"
-        ) from None
-    if snapshot.commit_kind != APPEND:
-        return []
-    groups: dict[tuple[bytes, int], Split] = {}
-    for entry in read_entries(table, read_list(table, snapshot.delta_manifest_list)):
-        if entry.kind != ADD:
-            continue
-        key = (entry.partition, entry.bucket)
-        if key not in groups:
-            groups[key] = Split(entry.partition, entry.bucket, [], entry.total_buckets, {}, True, snapshot_id)
-        groups[key].files.append(entry.file)
-    return list(groups.values())
-
-
-def batch_splits(table: Table, start: Mapping[str, int], end: Mapping[str, int]) -> list[Split]:
-    """The splits of the micro-batch (start, end]: a full snapshot first if `start` asks for one."""
-    splits: list[Split] = []
+def batch_parts(
+    table: Table, schema: TableSchema, start: Mapping[str, int], end: Mapping[str, int]
+) -> tuple[list[Split], list[Split]]:
+    """The micro-batch (start, end]: the splits of the full snapshot `start` asks for first (read
+    merged) and those of each later snapshot's changes (`stream_pk.delta_splits`)."""
+    full_splits: list[Split] = []
     first = int(start["snapshot"]) + 1
     full = start.get("full")
     if full is not None and int(full) <= int(end["snapshot"]):
-        splits.extend(plan_splits(table, table.snapshot_manager.snapshot(int(full))))
+        full_splits = plan_splits(table, table.snapshot_manager.snapshot(int(full)))
         first = int(full) + 1
-    for snapshot_id in range(first, int(end["snapshot"]) + 1):
-        splits.extend(delta_splits(table, snapshot_id))
-    return splits
+    changes = [
+        split for sid in range(first, int(end["snapshot"]) + 1) for split in delta_splits(table, schema, sid)
+    ]
+    return full_splits, changes
+
+
+def batch_splits(table: Table, start: Mapping[str, int], end: Mapping[str, int]) -> list[Split]:
+    """Every split the micro-batch (start, end] reads, in the table's latest schema."""
+    full_splits, changes = batch_parts(table, table.schema, start, end)
+    return full_splits + changes
 
 
 class PaimonStreamReader(DataSourceStreamReader):
     """Spark's stream reader over a table (see the module docstring for offsets and consumers)."""
 
-    def __init__(self, options: StreamOptions, table: Table, read_schema: TableSchema, schema: StructType):
-        if read_schema.primary_keys:
-            raise SourceOptionError(
-                f"{table.path}: streaming reads of primary-key tables are not supported yet (they need "
-                "row kinds); read it in batches with spark.read.format('paimon')"
-            )
+    def __init__(
+        self, options: StreamOptions, table: Table, read_schema: TableSchema, schema: StructType
+    ) -> None:
         self._options = options
         self._table = table
         self._read_schema = read_schema
@@ -200,15 +184,23 @@ class PaimonStreamReader(DataSourceStreamReader):
         """The micro-batch's tasks; first the consumer moves to the first snapshot they read (the
         first batch of a run that reads one batch would record nothing otherwise)."""
         self._record_consumer(int(start.get("full", int(start["snapshot"]) + 1)))
-        splits = batch_splits(self._table, start, end)
-        groups = read_task_groups(splits, self._parallelism)
-        return [StreamTask(index, group) for index, group in enumerate(groups)]
+        full_splits, changes = batch_parts(self._table, self._read_schema, start, end)
+        merged = [(group, False) for group in read_task_groups(full_splits, self._parallelism)]
+        delta = [(group, True) for group in read_task_groups(changes, self._parallelism)]
+        return [StreamTask(index, group, kinds) for index, (group, kinds) in enumerate(merged + delta)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, StreamTask):
             return
         target = to_arrow_schema(self._schema, timezone="UTC")
-        yield from read_splits_as(self._table, self._read_schema, None, partition.splits, target)
+        if partition.changes and self._read_schema.primary_keys:
+            with prefetch_data_files(self._table, split_files(partition.splits)) as prefetch:
+                yield from read_changes(self._table, self._read_schema, partition.splits, target, prefetch)
+            return
+        kinds = self._options.read_changelog  # an append table's rows, a full snapshot's: all +I
+        plain = pa.schema(list(target)[1:]) if kinds else target
+        for rows in read_splits_as(self._table, self._read_schema, None, partition.splits, plain):
+            yield with_insert_kind(rows, target) if kinds else rows
 
     def commit(self, end: dict) -> None:
         """Record the consumer's next snapshot (written after Spark's own commit log: see the module
