@@ -53,12 +53,20 @@ class RetainedRead:
     missing: list[str] = field(default_factory=list)  # paths of manifest-directory files not there
     vanished: list[str] = field(default_factory=list)  # "branch/kind/name" of roots gone when read
     snapshots: dict[tuple[str, int], Signature] = field(default_factory=dict)  # (branch, id): as read
+    # branch: its newest snapshot among the roots listed for the read (its latest at planning)
+    latest_at_plan: dict[str, int] = field(default_factory=dict)
 
     def covers(self, branch: str, tag: Snapshot) -> bool:
         """Whether the read took a retained snapshot of `branch` with the tag's id, lists, index
         manifest and statistics as a root: then it protected every file the tag needs (a tag needs
         exactly what its snapshot needs, less the changelog)."""
         return self.snapshots.get((branch, tag.id)) == signature(tag)
+
+    def note_latest(self, roots: list[tuple[str, str, str]]) -> None:
+        """Remember each branch's newest snapshot among the `roots` (branch, kind, name) read."""
+        for branch, kind, name in roots:
+            if kind == SNAPSHOT_ROOT and int(name) > self.latest_at_plan.get(branch, -1):
+                self.latest_at_plan[branch] = int(name)
 
 
 def signature(snapshot: Snapshot) -> Signature:

@@ -140,6 +140,7 @@ def retained_needs(
     )
     needs = needs.localCheckpoint(eager=True)
     if lenient is not None:
+        lenient.note_latest(roots)
         collect_notes(F, needs, lenient)
     named = needs.filter(F.col("what") == "file").select(F.col("value").alias("path"))
     if stats is not None:

@@ -52,7 +52,7 @@ from jobs.deletion.stages import FILES, StageTotals, delete_stages, report_candi
 from jobs.runtime.errors import SafetyRefusal
 from jobs.runtime.live_writers import missing_file
 from jobs.runtime.report import SAMPLE_LIMIT
-from jobs.runtime.vanished_roots import vanished_manifests
+from jobs.runtime.vanished_roots import forget_reads_of, vanished_manifests
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError
 from paimon_format.maintenance.references import PENDING_TAG_ROOT, TAG_ROOT
@@ -198,6 +198,8 @@ def _judge_retained_read(deletion: DeletionContext, read: RetainedRead) -> None:
         log.info(
             "%d retained roots were deleted before they were read: %s", len(read.vanished), read.vanished[:5]
         )
+    if read.missing or read.vanished:
+        _require_latest_read_whole(deletion.table, read)
     missing = sorted(set(read.missing))
     if len(missing) > MISSING_LIMIT:
         raise MissingFileError(missing[0], f"a retained root; {len(missing) - 1} more manifests are missing")
@@ -210,6 +212,26 @@ def _judge_retained_read(deletion: DeletionContext, read: RetainedRead) -> None:
     if verdicts:
         record.details["retained_manifests_vanished"] = dict(list(verdicts.items())[:SAMPLE_LIMIT])
         log.info("%d manifests went with roots expired during the run: skipped", len(verdicts))
+
+
+def _require_latest_read_whole(table: Table, read: RetainedRead) -> None:
+    """Exit 3 unless each branch's latest snapshot at planning was read and is still there.
+
+    Why: snapshots committed during the run are not read; they are safe only because they carry
+    files from the snapshot that was latest at planning (read in full) or new files no expiring
+    tag names. When that snapshot was expired during the run (newer ones committed, then the
+    writer's own expiry), the lenient read may have skipped its lists or manifests as vanished, and
+    what it shared with the unread new snapshots would be protected by nothing. Still there now:
+    every manifest it names is judged as named by a present root (`vanished_manifests`)."""
+    for branch, latest in sorted(read.latest_at_plan.items()):
+        path = table.for_branch(branch).snapshot_manager.snapshot_path(latest)
+        forget_reads_of(table.file_io, path)  # the store's answer, not what the run read earlier
+        if (branch, latest) not in read.snapshots or not table.file_io.file_exists(path):
+            raise SafetyRefusal(
+                f"{table.path}: snapshot {latest} of branch {branch}, the latest when this job planned, "
+                "was expired while it ran and some retained metadata was gone when read; nothing was "
+                "deleted: run the job again"
+            )
 
 
 def _delete_tag_files(

@@ -332,3 +332,28 @@ def test_the_lenient_read_notes_each_missing_kind_where_the_strict_read_fails(se
     assert set(read.snapshots) == {("main", 2), ("main", 3)} and read.vanished == []
     assert read.covers("main", snapshot_3) and not read.covers("main", first)
     assert all(not path.startswith("\x00") for path in protected)
+
+
+def test_the_latest_snapshot_at_planning_expired_during_the_run_refuses(
+    session, template, tmp_path, monkeypatch
+):
+    """A writer commits snapshot 8 and then its own expiry removes snapshot 7, the latest when we
+    planned, while we read: snapshot 8 was never read and holds what 7 held, so with 7's metadata
+    gone nothing would protect those files. The run refuses (exit 3) before anything is deleted."""
+    warehouse, table = fresh(template, tmp_path)
+
+    def commit_then_expire_7() -> None:
+        append_rows(open_table(warehouse), batch(900, 1))
+        seven = table.snapshot_manager.snapshot(7)
+        for name in (seven.base_manifest_list, seven.delta_manifest_list):
+            os.remove(table.manifest_path(name))
+        os.remove(table.snapshot_manager.snapshot_path(7))
+
+    after_listing_retained_roots(monkeypatch, commit_then_expire_7)
+    planned = listed_files(table)
+    with pytest.raises(SafetyRefusal, match="snapshot 7 of branch main, the latest when this job planned"):
+        expire(session, table, "t2")
+    assert planned - listed_files(table) == {
+        "snapshot/snapshot-7",
+        *(p for p in planned if p.startswith("manifest/manifest-list") and p not in listed_files(table)),
+    }  # only what the other writer removed: not a tag file, not a data file of ours
