@@ -28,7 +28,7 @@ unreferenced files for remove-orphan-files, never a snapshot naming them.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -158,12 +158,14 @@ class DynamicBuckets:
                 self._new[(part.partition, int(bucket))].append(hashes[rows][new & (assigned == bucket)])
         return buckets
 
-    def write_deltas(self) -> list[IndexManifestEntry]:
-        """One delta HASH file per bucket where this task met new keys (its new hashes)."""
+    def write_deltas(self, file_uuids: Callable[[], str]) -> list[IndexManifestEntry]:
+        """One delta HASH file per bucket where this task met new keys (its new hashes), named with
+        `file_uuids` (the write's and the task attempt's identity)."""
         written = []
         try:
             for (partition, bucket), parts in self._new.items():
-                written.append(write_hash_index(self.target, partition, bucket, np.concatenate(parts)))
+                hashes = np.concatenate(parts)
+                written.append(write_hash_index(self.target, partition, bucket, hashes, file_uuids()))
         except BaseException:
             delete_index_files(self.target, written)
             raise
@@ -171,20 +173,24 @@ class DynamicBuckets:
 
 
 def merged_index(
-    rule: DynamicBuckets, deltas: list[IndexManifestEntry], written_partitions: set[bytes]
+    rule: DynamicBuckets,
+    deltas: list[IndexManifestEntry],
+    written_partitions: set[bytes],
+    file_uuids: Callable[[], str],
 ) -> IndexUpdate:
     """The commit's index change: per bucket with deltas, one new HASH file (its base hashes, unless
-    replaced, with every delta's), replacing the bucket's entry. Files written: in `IndexUpdate.add`
-    (`commit_written` removes them if the commit fails)."""
+    replaced, with every delta's; named with `file_uuids`), replacing the bucket's entry. Files
+    written: in `IndexUpdate.add` (`commit_written` removes them if the commit fails)."""
     by_bucket: dict[tuple[bytes, int], list[IndexManifestEntry]] = defaultdict(list)
     for entry in deltas:
         by_bucket[(bytes(entry.partition), entry.bucket)].append(entry)
+    names = {key: file_uuids() for key in sorted(by_bucket)}  # drawn here: the merges run in threads
 
     def merge(key: tuple[bytes, int]) -> IndexManifestEntry:
         partition, bucket = key
         old = [e for e in rule._entries(partition) if e.bucket == bucket]
         hashes = [read_hash_index(rule.target, e) for e in old + by_bucket[key]]
-        return write_hash_index(rule.target, partition, bucket, np.concatenate(hashes))
+        return write_hash_index(rule.target, partition, bucket, np.concatenate(hashes), names[key])
 
     merged: list[IndexManifestEntry] = []
     try:

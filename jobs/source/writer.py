@@ -22,8 +22,11 @@ Spark runs the three steps in three places, with no SparkSession in any of them:
 Crash ordering: data files are written before the commit and nothing names them until the snapshot
 (create-if-absent) lands. A task that fails removes the files it wrote; `abort` removes those of
 the tasks that finished; a failed commit removes them all (unless a snapshot of ours landed); a
-table this write created is removed after its files. A process killed in between leaves only
-unreferenced files (remove-orphan-files finds them) and no snapshot.
+table this write created is removed after its files. Every file name carries the write's id and
+the task attempt (`jobs.source.write_leftovers`), so after the snapshot landed (and in `abort`)
+the driver lists the directories the tasks wrote and removes this write's files no message names:
+those of attempts Spark killed or dropped (speculative duplicates). A process killed in between
+leaves only unreferenced files (remove-orphan-files finds them) and no snapshot.
 
 Dynamic-bucket primary-key tables: the tasks agree on a new key's bucket without a shuffle
 (`jobs.source.write_dynamic`). Not written here (refused before any task runs, naming the table):
@@ -34,6 +37,7 @@ after its commit with Spark (`python -m jobs write`).
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,11 +51,12 @@ from jobs.runtime.errors import BadInputError
 from jobs.runtime.report import RunRecord
 from jobs.source.location import SourceOptionError, table_location
 from jobs.source.write_dynamic import DynamicBuckets, delete_index_files, merged_index
+from jobs.source.write_leftovers import DRIVER_ATTEMPT, FileUuids, new_write_id, remove_leftovers
 from jobs.source.write_options import write_settings
 from jobs.writing.columns import BUCKET_COLUMN, written_file_rows
 from jobs.writing.commit import commit_written, remove_created_table
 from jobs.writing.data_files import next_sequence_number_on_driver
-from jobs.writing.dynamic_bucket import is_dynamic_bucket
+from jobs.writing.dynamic_bucket import index_relpath, is_dynamic_bucket
 from jobs.writing.run import plan_write
 from jobs.writing.settings import WritePlan, WriteSettings
 from paimon_format.commit import IndexUpdate, SnapshotCommit
@@ -109,7 +114,7 @@ def make_writer(options: dict[str, str], schema: StructType, overwrite: bool) ->
     if is_dynamic_bucket(plan.schema):
         replaces = None if settings.mode == "append" else (plan.overwrite_filter or _every_partition)
         dynamic = DynamicBuckets.plan(target, plan.schema, plan.previous, replaces)
-    return PaimonWriter(plan, settings, dynamic)
+    return PaimonWriter(plan, settings, dynamic, new_write_id())
 
 
 def _every_partition(_partition: bytes) -> bool:
@@ -133,16 +138,22 @@ def _check_writable(plan: WritePlan, name: str) -> None:
 class PaimonWriter(DataSourceArrowWriter):
     """The write a `make_writer` call planned: `write` in each task, `commit` or `abort` once."""
 
-    def __init__(self, plan: WritePlan, settings: WriteSettings, dynamic: DynamicBuckets | None) -> None:
+    def __init__(
+        self, plan: WritePlan, settings: WriteSettings, dynamic: DynamicBuckets | None, write_id: str
+    ) -> None:
         self.plan = plan
         self.settings = settings
         self.dynamic = dynamic
+        self.write_id = write_id  # in every file name (jobs.source.write_leftovers)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """This task's rows -> level-0 data files; the files' rows. On failure, the files this task
         wrote are deleted before the error goes on (the commit never names them)."""
         context = TaskContext.get()
         task = context.partitionId() if context is not None else 0
+        # outside Spark (a direct call) no attempt id exists: a random one keeps the names apart
+        attempt = context.taskAttemptId() if context is not None else random.randrange(DRIVER_ATTEMPT)
+        names = FileUuids(self.write_id, attempt)
         next_sequence = self.plan.first_sequence + task * SEQUENCE_STRIDE
         target, schema = self.plan.target, self.plan.schema
         flush_bytes = CoreOptions(schema.options).target_file_size(bool(schema.primary_keys))
@@ -157,11 +168,11 @@ class PaimonWriter(DataSourceArrowWriter):
                 pending.append(batch)
                 pending_bytes += batch.nbytes
                 if pending_bytes >= flush_bytes:
-                    next_sequence = self._flush(pending, next_sequence, rows, dynamic)
+                    next_sequence = self._flush(pending, next_sequence, rows, dynamic, names)
                     pending, pending_bytes = [], 0
             if pending:
-                self._flush(pending, next_sequence, rows, dynamic)
-            deltas = dynamic.write_deltas() if dynamic is not None else []
+                self._flush(pending, next_sequence, rows, dynamic, names)
+            deltas = dynamic.write_deltas(names) if dynamic is not None else []
         except BaseException:
             target.file_io.delete_many([target.full_path(row["path"]) for row in rows])
             raise
@@ -173,6 +184,7 @@ class PaimonWriter(DataSourceArrowWriter):
         first_sequence: int,
         rows: list[dict[str, Any]],
         dynamic: DynamicBuckets | None,
+        names: FileUuids,
     ) -> int:
         """Write buffered batches (sequence numbers from `first_sequence`, in input order); adds the
         files' rows to `rows`, returns the next free sequence number."""
@@ -183,18 +195,29 @@ class PaimonWriter(DataSourceArrowWriter):
             bucket_column = BUCKET_COLUMN
             data = data.append_column(BUCKET_COLUMN, pa.array(dynamic.assign(data), pa.int32()))
         outputs = write_bucket_outputs(
-            target.file_io, target.path, schema, data, first_sequence, bucket_column=bucket_column
+            target.file_io,
+            target.path,
+            schema,
+            data,
+            first_sequence,
+            bucket_column=bucket_column,
+            file_uuids=names,
         )
         rows.extend(written_file_rows(target, outputs))
         return first_sequence + data.num_rows
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        """Every task finished: one snapshot of all their files (none for an empty append)."""
+        """Every task finished: one snapshot of all their files (none for an empty append); then the
+        files of this write that no message names (attempts whose result Spark dropped) are removed.
+
+        Crash ordering: the snapshot lands first, the leftovers go after it (a crash in between
+        leaves only unreferenced files, which remove-orphan-files takes)."""
         finished = [message for message in messages if isinstance(message, WrittenFiles)]
         written = [row for message in finished for row in message.rows]
         deltas = [entry for message in finished for entry in message.index]
         record = RunRecord(operation="spark-write", table=self.settings.table)
         record.snapshot_ids["base"] = self.plan.previous
+        index: IndexUpdate | None = None
         try:
             if not written and self._truncates():
                 self._commit_empty_overwrite(record)
@@ -202,12 +225,35 @@ class PaimonWriter(DataSourceArrowWriter):
                 index = self._prepare(written, deltas, record)
                 commit_written(written, self.plan, self.settings, record, log, index)
         except BaseException:
+            self._remove_leftovers(finished, index, record)  # never named by any snapshot: safe
             if self.plan.created:
                 remove_created_table(self.plan.target, log)
             raise
         finally:
             delete_index_files(self.plan.target, deltas)  # merged into the committed ones, or unneeded
+        self._remove_leftovers(finished, index, record)
         log.info("spark write of %s: %s", self.settings.table, record.to_json())
+
+    def _remove_leftovers(
+        self, finished: list[WrittenFiles], index: IndexUpdate | None, record: RunRecord
+    ) -> None:
+        """Remove this write's files in the directories the messages name that neither the messages
+        nor the commit's index files name. A failure here is logged, not raised: the commit's
+        outcome stands and remove-orphan-files takes what stays."""
+        target = self.plan.target
+        keep = [row["path"] for message in finished for row in message.rows]
+        keep += [index_relpath(target, entry) for entry in (index.add if index else [])]
+        deltas = [index_relpath(target, entry) for message in finished for entry in message.index]
+        try:
+            removed = remove_leftovers(target, self.write_id, keep + deltas, keep + deltas)
+        except Exception:
+            log.warning(
+                "spark write of %s: its leftover files stay for remove-orphan-files",
+                target.path,
+                exc_info=True,
+            )
+            return
+        record.count("leftover_files_removed", len(removed))
 
     def _prepare(
         self, written: list[dict[str, Any]], deltas: list[IndexManifestEntry], record: RunRecord
@@ -229,7 +275,7 @@ class PaimonWriter(DataSourceArrowWriter):
             if self.dynamic is None:
                 return None
             partitions = {bytes(row["partition"]) for row in written}
-            index = merged_index(self.dynamic, deltas, partitions)
+            index = merged_index(self.dynamic, deltas, partitions, FileUuids(self.write_id, DRIVER_ATTEMPT))
             record.count("hash_index_files_written", len(index.add))
             return index
         except BaseException:
@@ -249,14 +295,20 @@ class PaimonWriter(DataSourceArrowWriter):
         """A task failed (after its retries): remove the files of the tasks that finished, then a
         table this write created. No snapshot was committed."""
         target = self.plan.target
-        delete_index_files(
-            target,
-            [entry for message in messages if isinstance(message, WrittenFiles) for entry in message.index],
-        )
-        paths = [
-            row["path"] for message in messages if isinstance(message, WrittenFiles) for row in message.rows
-        ]
+        finished = [message for message in messages if isinstance(message, WrittenFiles)]
+        deltas = [entry for message in finished for entry in message.index]
+        delete_index_files(target, deltas)
+        paths = [row["path"] for message in finished for row in message.rows]
         target.file_io.delete_many([target.full_path(path) for path in paths])
+        named = paths + [index_relpath(target, entry) for entry in deltas]
+        try:  # then the files of attempts whose message never came, in the same directories
+            paths += remove_leftovers(target, self.write_id, named, ())
+        except Exception:
+            log.warning(
+                "spark write of %s: its leftover files stay for remove-orphan-files",
+                target.path,
+                exc_info=True,
+            )
         log.warning(
             "spark write of %s aborted: removed the %d files its tasks wrote", self.settings.table, len(paths)
         )

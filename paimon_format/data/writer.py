@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,6 +160,7 @@ class BucketWriter:
         changelog: bool = False,
         file_prefix: str | None = None,
         uploads: Uploads | None = None,
+        file_uuids: Callable[[], str] | None = None,
     ) -> None:
         self.file_io = file_io
         self._uploads = uploads
@@ -173,7 +174,9 @@ class BucketWriter:
         self._target = target_file_size or self.options.target_file_size(self._has_pk)
         self._level = level
         self._file_source = file_source
-        self._uuid = str(uuid.uuid4())
+        # `file_uuids`: the caller names its files (e.g. a Spark write's id and task attempt, so that the
+        # files of an attempt whose result never reached the commit can be found and removed)
+        self._uuid = file_uuids() if file_uuids is not None else str(uuid.uuid4())
         self._counter = 0
         self._extension = data_file_extension(self.options)
         self._pending: list[pa.Table] = []
@@ -199,6 +202,7 @@ class BucketWriter:
                 target_file_size=target_file_size,
                 file_prefix=self.options.changelog_file_prefix,
                 uploads=uploads,
+                file_uuids=file_uuids,
             )
         self.changelog_files: list[DataFileMeta] = []
 
@@ -443,6 +447,7 @@ def write_bucket_outputs(
     bucket_column: str | None = None,
     *,
     changelog: bool = True,
+    file_uuids: Callable[[], str] | None = None,
 ) -> list[BucketOutput]:
     """`write_table_files`, plus the changelog files of `changelog-producer: input` tables.
 
@@ -451,7 +456,8 @@ def write_bucket_outputs(
     as it came, sorted by key then sequence number), which the caller commits as the snapshot's
     changelog (`CommitMessage.changelog_files`). Finished files upload in the background while the
     next bucket is encoded; this returns once every upload finished. On failure all files written
-    by this call are deleted (after their uploads ended).
+    by this call are deleted (after their uploads ended). `file_uuids`: the uuid part of each
+    bucket writer's file names (`data-<uuid>-<n>`), a random uuid when None.
     """
     if isinstance(data, pa.RecordBatch):
         data = pa.Table.from_batches([data])
@@ -473,6 +479,7 @@ def write_bucket_outputs(
                     options,
                     changelog=changelog,
                     uploads=uploads,
+                    file_uuids=file_uuids,
                 )
                 writers.append(writer)
                 writer.write(part.data)

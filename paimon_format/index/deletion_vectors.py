@@ -75,9 +75,10 @@ def write_new_index_file(
     data: bytes,
     row_count: int,
     deletion_vector_ranges: list[dict[str, Any]] | None = None,
+    file_uuid: str | None = None,
 ) -> IndexManifestEntry:
     """Write `data` as a new index file of `index_type` (a random name, `index-<uuid>-0`, where
-    readers look for it); return its ADD index entry.
+    readers look for it; `file_uuid`: the caller's uuid instead); return its ADD index entry.
 
     The name is new, so a crash leaves at most an orphan for orphan cleaning; the file takes effect
     only when a commit puts the entry into an index manifest.
@@ -87,7 +88,7 @@ def write_new_index_file(
         partition=partition,
         bucket=bucket,
         index_type=index_type,
-        file_name=f"index-{uuid.uuid4()}-0",
+        file_name=f"index-{file_uuid or uuid.uuid4()}-0",
         file_size=len(data),
         row_count=row_count,
         deletion_vector_ranges=deletion_vector_ranges,

@@ -69,15 +69,18 @@ def read_hash_index(table: Table, entry: IndexManifestEntry) -> np.ndarray:
     return hashes
 
 
-def write_hash_index(table: Table, partition: bytes, bucket: int, hashes: np.ndarray) -> IndexManifestEntry:
-    """Write a new HASH index file (sorted, distinct hashes) and return its ADD index entry.
+def write_hash_index(
+    table: Table, partition: bytes, bucket: int, hashes: np.ndarray, file_uuid: str | None = None
+) -> IndexManifestEntry:
+    """Write a new HASH index file (sorted, distinct hashes) and return its ADD index entry
+    (`file_uuid`: the uuid in its name, random when None).
 
     The name is new, so a crash leaves at most an orphan; the file takes effect only when a commit
     puts the entry into an index manifest.
     """
     distinct = np.unique(np.asarray(hashes, dtype=np.int32))
     return write_new_index_file(
-        table, partition, bucket, HASH_INDEX, encode_hash_index(distinct), len(distinct)
+        table, partition, bucket, HASH_INDEX, encode_hash_index(distinct), len(distinct), file_uuid=file_uuid
     )
 
 

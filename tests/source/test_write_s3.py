@@ -41,6 +41,9 @@ class _Task:
     def partitionId(self) -> int:  # noqa: N802 - Spark's name
         return self.number
 
+    def taskAttemptId(self) -> int:  # noqa: N802 - Spark's name
+        return self.number
+
 
 def _batch(rows: list[tuple]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(

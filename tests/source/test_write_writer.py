@@ -44,6 +44,9 @@ class _Task:
     def partitionId(self) -> int:  # noqa: N802 - Spark's name
         return self.number
 
+    def taskAttemptId(self) -> int:  # noqa: N802 - Spark's name
+        return self.number
+
 
 def _batches(rows: list[tuple[Any, ...]], size: int = 2) -> Iterator[pa.RecordBatch]:
     for start in range(0, len(rows), size):
