@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 
 from jobs.source import register
+from paimon_format.consumers import ConsumerManager
+from paimon_format.storage.fileio import FileIO
 from tests.java.oracle import sort_key
 
 pytestmark = pytest.mark.java
@@ -52,9 +54,10 @@ def test_java_changes_between_batches_equal_javas_stream(spark_session, java_pai
     fields = [("k", "BIGINT NOT NULL"), ("v", "STRING")]
     java_paimon.create_table(path, fields, [], ["k"], {"bucket": "1", "changelog-producer": producer})
     java_paimon.write(path, [{"k": 1, "v": "a"}, {"k": 2, "v": "b"}])
-    java_paimon.write(path, [{"k": 1, "v": "a2"}])
+    full = java_paimon.write(path, [{"k": 1, "v": "a2"}])
     first = run_stream(spark_session, path, checkpoint, **{"consumer-id": "feed"})
     assert first == [("+I", row) for row in java_paimon.read(path)]  # the merged table
+    assert ConsumerManager(FileIO.for_path(path), path).consumer("feed") == full  # pinned for expiry
 
     latest = java_paimon.write(path, [{"k": 2, "v": "b", "_kind": "-D"}, {"k": 3, "v": "c"}])
     java_paimon.write(path, [{"k": 1, "v": "a3"}])
