@@ -295,7 +295,7 @@ def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any
     driver = record.get("details", {}).get("driver_peak_rss_mib", 0)
     print(
         f"      peak RSS: our Python workers {memory.workers:,.0f} MiB, Spark JVM {memory.spark_jvm:,.0f} "
-        f"MiB, driver {driver:,} MiB ({memory.samples} samples)"
+        f"MiB, driver {driver:,} MiB (record; sampled {memory.driver:,.0f}) ({memory.samples} samples)"
         + (f"; Java JVM {row['java_peak']:,.0f} MiB" if "java_peak" in row else ""),
         flush=True,
     )
