@@ -1,7 +1,8 @@
 """Soak a live table: Paimon's Java writer commits while our maintenance runs, and nothing is lost.
 
     .venv/bin/python scripts/soak.py --minutes 10 [--warehouse DIR] [--seed 7] [--tables events,dedup]
-                                     [--checkpoint-seconds 60]
+                                     [--checkpoint-seconds 60] [--orphan-older-than-seconds 60]
+                                     [--json RESULT.json] [--ledgers LEDGERS.pickle]
 
 Tables (scripts/soak/ledger.py): an append table partitioned by day, and primary-key tables
 (deduplicate with fixed buckets, partial-update, dynamic bucket, deletion vectors with
@@ -29,7 +30,9 @@ the work directory (the warehouse's parent unless --warehouse is given, then kep
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import pickle
 import sys
 import tempfile
 from pathlib import Path
@@ -51,16 +54,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=7, help="the rows and keys the writer picks")
     parser.add_argument("--tables", default="", help="comma-separated soak tables (default: all)")
     parser.add_argument("--checkpoint-seconds", type=float, default=60.0, help="seconds between checks")
+    parser.add_argument(
+        "--orphan-older-than-seconds", type=int, default=60, help="remove-orphan-files' older_than"
+    )
+    parser.add_argument("--json", default=None, help="also write the figures to this file, as JSON")
+    parser.add_argument(
+        "--ledgers", default=None, help="also pickle the ledgers (every row Java sent) to this file"
+    )
     parser.add_argument("--s3", action="store_true", help="on moto's S3 behind the proxy, our writers")
     parser.add_argument("--throttle", type=float, default=0.01, help="--s3: share of requests answered 503")
     parser.add_argument("--writers", type=int, default=2, help="--s3: writers of ours at once")
     args = parser.parse_args(argv)
-    if args.s3 and args.warehouse:
-        parser.error("--warehouse is for the local soak; the S3 soak's tables live in moto")
+    if args.s3 and (args.warehouse or args.json or args.ledgers):
+        parser.error("--warehouse, --json and --ledgers are for the local soak; the S3 soak's are in moto")
 
     from scripts.chaos import quiet
     from scripts.soak.ledger import SPECS
-    from scripts.soak.run import SoakOptions, report, soak, start_java
+    from scripts.soak.run import SoakOptions, report, soak, start_java, summary
 
     tables = tuple(t for t in args.tables.split(",") if t) or tuple(SPECS)
     unknown = [t for t in tables if t not in SPECS]
@@ -72,7 +82,14 @@ def main(argv: list[str] | None = None) -> int:
     warehouse = os.path.abspath(args.warehouse) if args.warehouse else os.path.join(workdir, "warehouse")
     if os.path.exists(os.path.join(warehouse, "soak.db")):
         parser.error(f"{warehouse}/soak.db exists: give an empty or new --warehouse")
-    options = SoakOptions(args.minutes, warehouse, args.seed, tables, args.checkpoint_seconds)
+    options = SoakOptions(
+        args.minutes,
+        warehouse,
+        args.seed,
+        tables,
+        args.checkpoint_seconds,
+        orphan_older_than_s=args.orphan_older_than_seconds,
+    )
     out = os.fdopen(os.dup(1), "w", buffering=1)
     log_path = os.path.join(workdir, "soak.log")
     with quiet(log_path):
@@ -87,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
             java.close()
     report(result, out)
     out.write(f"logs: {log_path}\n")
+    if args.ledgers:  # before the JSON: a reader that waits for the JSON finds both
+        with open(args.ledgers, "wb") as f:
+            pickle.dump(result.ledgers, f)
+    if args.json:
+        with open(args.json + ".part", "w") as f:
+            json.dump(summary(result), f, indent=1)
+        os.replace(args.json + ".part", args.json)
     return 1 if result.failed else 0
 
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from tests.java import soak_background
+
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -99,3 +101,15 @@ def java_warehouse(java_templates: tuple[str, dict[str, Any]], tmp_path: Any) ->
     from tests.java import tables
 
     return tables.copy_warehouse(java_templates[0], str(tmp_path / "wh"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    soak_background.order_last(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    soak_background.start(session)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    soak_background.stop(session, exitstatus)

@@ -12,9 +12,9 @@ import os
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from scripts.soak import checks
 from scripts.soak.checks import Findings, SnapshotWatcher
@@ -197,6 +197,35 @@ def report(result: SoakResult, out: TextIO) -> None:
         print("RESULT: FAILED, something was lost, doubled, missing or overwritten", file=out)
     else:
         print("RESULT: FAILED: nothing lost, but a writer or a job failed (see above)", file=out)
+
+
+def summary(result: SoakResult) -> dict[str, Any]:
+    """The figures report() prints, as JSON-able data (scripts/soak.py --json): what a test reading the
+    result of a soak in another process asserts on."""
+    java, ours, found = result.writer.stats, result.ours.stats, result.findings
+    return {
+        "minutes": result.elapsed_s / 60,
+        "paths": result.paths,
+        "java": {
+            "commits": dict(java.commits),
+            "tags": java.tags,
+            "compactions": java.compactions,
+            "conflicts_retried": java.conflicts_retried,
+            "failures": java.failures,
+        },
+        "ours": {
+            "rounds": result.ours.rounds,
+            "runs": dict(ours.runs),
+            "conflicts": dict(ours.conflicts),
+            "failures": ours.failures,
+        },
+        "findings": {**asdict(found)},
+        "checkpoints": result.checkpoints,
+        "skipped_ids": result.skipped_ids,
+        "overwritten": result.watcher.problems,
+        "lost": result.lost,
+        "failed": result.failed,
+    }
 
 
 def first_lines(text: str) -> str:

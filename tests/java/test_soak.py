@@ -1,15 +1,17 @@
-"""The live-table soak, short (scripts/soak.py, issue #28): Paimon's Java writer commits to two tables
-while our maintain and drop-partition run beside it, and nothing is lost.
+"""The live-table soak in CI (scripts/soak.py, issue #28): 5 minutes of Paimon's Java writer committing
+to every soak table while our maintain and drop-partition run beside it, and nothing is lost.
 
-One run of a minute on the session's JVM (as the writer) and SparkSession (our jobs), then the same
-checks shown to fail: a live data file deleted, and a batch the ledger says Java committed that the
-table does not have, are each reported.
+The soak runs as a background process started when collection ends (tests/java/soak_background.py,
+its own JVM and SparkSession), so its 5 minutes overlap the rest of the suite; these tests run last
+and wait for it to exit. Then the same checks are shown to fail on its kept tables: a live data file
+deleted, and a batch the ledger says Java committed that the table does not have, are each reported.
 """
 
 from __future__ import annotations
 
-import io
 import os
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -17,42 +19,59 @@ from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from scripts.soak.checks import check_files, check_read, latest_id
-from scripts.soak.ledger import Ledger
-from scripts.soak.run import SoakOptions, SoakResult, report, soak
+from scripts.soak.ledger import SPECS, Ledger
+from tests.java.soak_background import MINUTES, background_soak
 
 pytestmark = [pytest.mark.java, pytest.mark.slow]
 
 
+@dataclass
+class Soaked:
+    figures: dict[str, Any]
+    paths: dict[str, str]
+    ledgers: dict[str, Ledger]
+
+
 @pytest.fixture(scope="module")
-def soaked(java_paimon, spark_session, tmp_path_factory) -> SoakResult:
-    workdir = tmp_path_factory.mktemp("soak")
-    options = SoakOptions(
-        minutes=1.0,
-        warehouse=str(workdir / "warehouse"),
-        tables=("dedup", "dv_lookup"),
-        checkpoint_s=20.0,
-        orphan_older_than_s=20,
+def soaked(request: pytest.FixtureRequest) -> Soaked:
+    soak = background_soak(request.config)
+    code, figures, printed = soak.wait()
+    assert figures is not None, (
+        f"the soak (exit {code}, in {soak.workdir}) wrote no result:\n{printed[-4000:]}"
     )
-    return soak(options, java_paimon, str(workdir))
+    assert code == (1 if figures["failed"] else 0), printed[-4000:]
+    figures["printed"] = printed
+    return Soaked(figures, figures["paths"], soak.ledgers())
 
 
-def test_nothing_lost_while_java_writes_and_we_maintain(soaked: SoakResult) -> None:
-    printed = io.StringIO()
-    report(soaked, printed)
-    java, ours, found = soaked.writer.stats, soaked.ours.stats, soaked.findings
-    assert not soaked.lost, printed.getvalue()
-    assert not found.problems and not java.failures, printed.getvalue()
+def test_nothing_lost_while_java_writes_and_we_maintain(soaked: Soaked) -> None:
+    figures, printed = soaked.figures, soaked.figures["printed"]
+    java, ours, found = figures["java"], figures["ours"], figures["findings"]
+    assert not figures["lost"] and not figures["failed"], printed
+    assert figures["minutes"] >= MINUTES and set(soaked.paths) == set(SPECS), figures["paths"]
+    assert not found["problems"] and not java["failures"], printed
     # a file Java's own expiry deleted under a job is a race (exit 3, counted), never a failure
-    assert not ours.failures, printed.getvalue()
-    assert all(java.commits[name] >= 5 for name in soaked.paths), java.commits
-    assert java.tags > 0
-    for operation in ("create-tag", "expire-tags", "expire-snapshots", "compact", "remove-orphan-files"):
-        assert ours.runs[operation] + ours.conflicts[operation] > 0, (operation, ours.runs)
-    assert found.reads_checked > 2 * len(soaked.paths) and found.rows_checked > 0 and found.files_checked > 0
-    assert found.rows_lost == found.rows_doubled == found.files_missing == found.old_orphans == 0
+    assert not ours["failures"], printed
+    assert all(java["commits"].get(name, 0) >= 5 for name in soaked.paths), java["commits"]
+    assert java["tags"] > 0 and java["compactions"] > 0, java
+    for operation in (
+        "create-tag",
+        "expire-tags",
+        "expire-snapshots",
+        "compact",
+        "compact-manifests",
+        "remove-orphan-files",
+        "drop-partition",
+    ):
+        assert ours["runs"].get(operation, 0) + ours["conflicts"].get(operation, 0) > 0, (operation, ours)
+    assert figures["checkpoints"] >= 2, figures["checkpoints"]
+    assert found["reads_checked"] > 2 * len(soaked.paths) and found["rows_checked"] > 0
+    assert found["files_checked"] > 0
+    assert found["rows_lost"] == found["rows_doubled"] == found["files_missing"] == found["old_orphans"] == 0
+    assert not figures["skipped_ids"] and not figures["overwritten"], printed
 
 
-def test_a_deleted_live_file_is_reported(soaked: SoakResult) -> None:
+def test_a_deleted_live_file_is_reported(soaked: Soaked) -> None:
     name = "dedup"
     path = soaked.paths[name]
     table = Table(FileIO.for_path(path), path)
@@ -62,7 +81,7 @@ def test_a_deleted_live_file_is_reported(soaked: SoakResult) -> None:
     assert found.files_missing == 1 and found.problems
 
 
-def test_a_batch_missing_from_the_table_is_reported(soaked: SoakResult, java_paimon) -> None:
+def test_a_batch_missing_from_the_table_is_reported(soaked: Soaked, java_paimon: Any) -> None:
     name = "dv_lookup"
     path, ledger = soaked.paths[name], soaked.ledgers[name]
     latest = latest_id(path)
