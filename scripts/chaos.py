@@ -1,7 +1,7 @@
 """Run the crash and race matrix, bounded in cases and time, and print what it found.
 
     .venv/bin/python scripts/chaos.py [--cases 300] [--seconds 600] [--jobs write,compact-manifests]
-                                      [--race-rounds 2] [--orphan-job-every 10]
+                                      [--race-rounds 2] [--orphan-job-every 10] [--named-steps]
 
 For each job (those of tests/chaos/harness.JOBS committed in this checkout): count the storage
 operations of a clean run, then for every one of them and each action (`halt` = the process dies
@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--orphan-job-every", type=int, default=10, help="run remove-orphan-files every N cases"
     )
+    parser.add_argument(
+        "--named-steps", action="store_true", help="only the jobs' named crash steps (each one, halted)"
+    )
     parser.add_argument("--seed", type=int, default=8, help="order of the cases (shuffled per job)")
     parser.add_argument("--workdir", default=None)
     args = parser.parse_args(argv)
@@ -69,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             counts = harness.count_operations(job, templates[job], workdir)
             references[job] = harness.reference_run(job, templates[job], workdir)
             queues[job] = harness.fault_cases(job, counts)
+            if args.named_steps:
+                queues[job] = [case for case in queues[job] if case.startswith("step:")]
             random.Random(args.seed).shuffle(queues[job])
             print(f"{job}: {counts} -> {len(queues[job])} cases", file=out)
 
