@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 import random
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -54,7 +55,7 @@ from jobs.source.write_dynamic import DynamicBuckets, delete_index_files, merged
 from jobs.source.write_leftovers import DRIVER_ATTEMPT, FileUuids, new_write_id, remove_leftovers
 from jobs.source.write_options import write_settings
 from jobs.writing.columns import BUCKET_COLUMN, written_file_rows
-from jobs.writing.commit import commit_written, remove_created_table
+from jobs.writing.commit import commit_written, landed_snapshot, remove_created_table
 from jobs.writing.data_files import next_sequence_number_on_driver
 from jobs.writing.dynamic_bucket import index_relpath, is_dynamic_bucket
 from jobs.writing.run import plan_write
@@ -145,6 +146,9 @@ class PaimonWriter(DataSourceArrowWriter):
         self.settings = settings
         self.dynamic = dynamic
         self.write_id = write_id  # in every file name (jobs.source.write_leftovers)
+        # the commit's user: `abort`, which Spark also calls when `commit` raised (in a worker of its
+        # own, with this object unpickled again), finds by it whether the snapshot landed after all
+        self.commit_user = str(uuid.uuid4())
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WrittenFiles:
         """This task's rows -> level-0 data files; the files' rows. On failure, the files this task
@@ -223,10 +227,10 @@ class PaimonWriter(DataSourceArrowWriter):
                 self._commit_empty_overwrite(record)
             else:
                 index = self._prepare(written, deltas, record)
-                commit_written(written, self.plan, self.settings, record, log, index)
+                commit_written(written, self.plan, self.settings, record, log, index, self.commit_user)
         except BaseException:
             self._remove_leftovers(finished, index, record)  # never named by any snapshot: safe
-            if self.plan.created:
+            if self.plan.created and self._landed() is None:
                 remove_created_table(self.plan.target, log)
             raise
         finally:
@@ -287,14 +291,29 @@ class PaimonWriter(DataSourceArrowWriter):
         return self.settings.mode == "overwrite" and self.settings.overwrite_scope != "touched"
 
     def _commit_empty_overwrite(self, record: RunRecord) -> None:
-        snapshot = SnapshotCommit(self.plan.target).overwrite([], partition_filter=self.plan.overwrite_filter)
+        committer = SnapshotCommit(self.plan.target, self.commit_user)
+        snapshot = committer.overwrite([], partition_filter=self.plan.overwrite_filter)
         if snapshot is not None:
             record.committed(snapshot.id)
 
+    def _landed(self) -> int | None:
+        """The snapshot this write's commit landed, if any (looked up by its commit user)."""
+        return landed_snapshot(self.plan.target, self.commit_user, self.plan.previous)
+
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
-        """A task failed (after its retries): remove the files of the tasks that finished, then a
-        table this write created. No snapshot was committed."""
+        """A task failed (after its retries), or `commit` raised (Spark calls abort then too): remove
+        the files of the tasks that finished, then a table this write created. When a snapshot of
+        this write landed (the commit raised after its snapshot was written, or was told it failed
+        when it had not), nothing is removed: the snapshot names those files."""
         target = self.plan.target
+        landed = self._landed()
+        if landed is not None:
+            log.warning(
+                "spark write of %s aborted after its snapshot %d landed: its files stay",
+                self.settings.table,
+                landed,
+            )
+            return
         finished = [message for message in messages if isinstance(message, WrittenFiles)]
         deltas = [entry for message in finished for entry in message.index]
         delete_index_files(target, deltas)

@@ -39,16 +39,19 @@ def commit_written(
     record: RunRecord,
     log: Log,
     index: IndexUpdate | None = None,
+    commit_user: str | None = None,
 ) -> RunRecord:
     """One commit of everything the executors wrote; their files are removed if it definitely fails.
 
-    `index`: the HASH index files a dynamic-bucket write made, committed in the same snapshot."""
+    `index`: the HASH index files a dynamic-bucket write made, committed in the same snapshot.
+    `commit_user`: the snapshot's commit user (a fresh one by default); a caller that must later
+    tell whether this commit landed (`landed_snapshot`) passes its own."""
     messages = _commit_messages(written, plan.num_buckets, record)
     if not written:
         log.info("the input is empty: nothing to commit, no snapshot created")
         return record
     target, mode = plan.target, settings.mode
-    committer = SnapshotCommit(target)
+    committer = SnapshotCommit(target, commit_user)
     try:
         if mode == "append":
             snapshot = committer.append(list(messages.values()), index=index)
@@ -192,14 +195,20 @@ def _remove_unless_landed(
     target: Table, committer: SnapshotCommit, previous: int | None, paths: list[str], log: Log
 ) -> None:
     """After a failed commit, delete our data files, unless a snapshot of ours landed after all."""
+    landed = landed_snapshot(target, committer.commit_user, previous)
+    if landed is not None:
+        log.warning("commit raised but snapshot %d of this run exists: keeping its files", landed)
+        return
+    target.file_io.delete_many([target.full_path(p) for p in paths])
+    log.info("commit failed: removed the %d data files this run wrote", len(paths))
+
+
+def landed_snapshot(target: Table, commit_user: str, previous: int | None) -> int | None:
+    """The id of a snapshot after `previous` committed by `commit_user`, or None: whether a commit
+    that raised (or whose caller was told it failed) landed after all."""
     manager = target.snapshot_manager
     latest = manager.latest_id() or 0
     for snapshot_id in range((previous or 0) + 1, latest + 1):
-        if (
-            manager.snapshot_exists(snapshot_id)
-            and manager.snapshot(snapshot_id).commit_user == committer.commit_user
-        ):
-            log.warning("commit raised but snapshot %d of this run exists: keeping its files", snapshot_id)
-            return
-    target.file_io.delete_many([target.full_path(p) for p in paths])
-    log.info("commit failed: removed the %d data files this run wrote", len(paths))
+        if manager.snapshot_exists(snapshot_id) and manager.snapshot(snapshot_id).commit_user == commit_user:
+            return snapshot_id
+    return None

@@ -351,3 +351,31 @@ def test_a_broken_table_is_refused_naming_the_file_and_nothing_changes(tmp_path,
     with pytest.raises((PaimonFormatError, BadInputError), match=named):
         make_writer({"warehouse": warehouse, "path": IDENTIFIER}, schema, False)
     assert fingerprint(table_root(warehouse)) == before
+
+
+def test_abort_after_a_commit_that_landed_and_then_raised_keeps_everything(monkeypatch, tmp_path):
+    """Spark calls `abort` whenever `commit` raises, in a worker of its own (the writer unpickled
+    again). A commit that raised after its snapshot landed must leave that snapshot's files and the
+    table it created: abort finds the snapshot by the write's commit user and removes nothing."""
+    import pickle
+
+    from jobs.runtime.report import RunRecord
+
+    warehouse = str(tmp_path / "wh")
+    options = {"warehouse": warehouse, "path": "db.t", "partition": "dt"}
+    writer = make_writer(options, SPARK_SCHEMA, False)
+    rows = [(1, "a", "x"), (2, "b", "y")]
+    monkeypatch.setattr("pyspark.TaskContext.get", lambda: _Task(0))
+    message = writer.write(_batches(rows))
+
+    def landed_then_failed(self, snapshot_id):
+        raise OSError("the run record could not be written")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(RunRecord, "committed", landed_then_failed)
+        with pytest.raises(OSError, match="run record"):
+            writer.commit([message])
+    pickle.loads(pickle.dumps(writer)).abort([message])
+    assert _table(warehouse).snapshot_manager.latest_id() == 1
+    assert len(_data_files(warehouse)) == 2
+    assert pypaimon_rows(warehouse, "db.t") == _dicts(rows)
