@@ -198,7 +198,8 @@ def _judge_retained_read(deletion: DeletionContext, read: RetainedRead) -> None:
         log.info(
             "%d retained roots were deleted before they were read: %s", len(read.vanished), read.vanished[:5]
         )
-    if read.missing or read.vanished:
+    skipped_any = bool(read.missing or read.vanished)
+    if skipped_any:
         _require_latest_read_whole(deletion.table, read)
     missing = sorted(set(read.missing))
     if len(missing) > MISSING_LIMIT:
@@ -208,6 +209,8 @@ def _judge_retained_read(deletion: DeletionContext, read: RetainedRead) -> None:
     if named:
         more = f"; {len(named) - 1} more" if len(named) > 1 else ""
         raise MissingFileError(named[0], f"a snapshot, tag or changelog present now{more}")
+    if skipped_any:  # again after the verdicts: they may have waited for that snapshot to vanish
+        _require_latest_read_whole(deletion.table, read)
     record.count("retained_manifests_vanished", len(verdicts))
     if verdicts:
         record.details["retained_manifests_vanished"] = dict(list(verdicts.items())[:SAMPLE_LIMIT])
@@ -221,8 +224,10 @@ def _require_latest_read_whole(table: Table, read: RetainedRead) -> None:
     files from the snapshot that was latest at planning (read in full) or new files no expiring
     tag names. When that snapshot was expired during the run (newer ones committed, then the
     writer's own expiry), the lenient read may have skipped its lists or manifests as vanished, and
-    what it shared with the unread new snapshots would be protected by nothing. Still there now:
-    every manifest it names is judged as named by a present root (`vanished_manifests`)."""
+    what it shared with the unread new snapshots would be protected by nothing. Checked before and
+    after `vanished_manifests` judges the missing manifests: still there after it means it was there
+    all through the verdicts, so a missing manifest it names was judged named (a failure), never
+    vanished; gone after it (the verdicts may wait for an expiry in progress) refuses."""
     for branch, latest in sorted(read.latest_at_plan.items()):
         path = table.for_branch(branch).snapshot_manager.snapshot_path(latest)
         forget_reads_of(table.file_io, path)  # the store's answer, not what the run read earlier

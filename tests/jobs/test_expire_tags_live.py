@@ -357,3 +357,32 @@ def test_the_latest_snapshot_at_planning_expired_during_the_run_refuses(
         "snapshot/snapshot-7",
         *(p for p in planned if p.startswith("manifest/manifest-list") and p not in listed_files(table)),
     }  # only what the other writer removed: not a tag file, not a data file of ours
+
+
+def test_the_latest_snapshot_at_planning_expiring_while_a_manifest_is_judged_refuses(template, tmp_path):
+    """Snapshot 7 (the latest when we planned) was read, one of its manifests was missing, and its
+    snapshot file goes while that manifest is judged (the verdict waits for an expiry in progress):
+    'named by nothing present' is true by then, but snapshots committed during the run, never read,
+    hold what 7 held. The check after the verdicts refuses before anything is deleted."""
+    from jobs.deletion.context import DeletionContext
+    from jobs.deletion.retained_read import signature
+    from jobs.runtime.report import RunRecord
+
+    _, table = fresh(template, tmp_path)
+    seven = table.snapshot_manager.snapshot(7)
+    missing = table.manifest_path(manifest_names(table, seven)[0])
+    read = RetainedRead(
+        missing=[missing], snapshots={("main", 7): signature(seven)}, latest_at_plan={"main": 7}
+    )
+
+    def expired_while_judged(_table: Table, paths: list[str]) -> dict[str, str]:
+        os.remove(table.snapshot_manager.snapshot_path(7))
+        return {path: "named by no snapshot, tag or changelog any more" for path in paths}
+
+    deletion = DeletionContext(table, RunRecord(operation="expire-tags"), logging.getLogger(__name__))
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(tags, "vanished_manifests", expired_while_judged)
+        with pytest.raises(
+            SafetyRefusal, match="snapshot 7 of branch main, the latest when this job planned"
+        ):
+            tags._judge_retained_read(deletion, read)
