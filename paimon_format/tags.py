@@ -163,11 +163,13 @@ class TagManager:
         path = self.pending_deletion_path(key)
         return read_snapshot_file(self.file_io, path, f"no pending tag deletion {key!r}")
 
-    def park_for_deletion(self, name: str) -> str:
+    def park_for_deletion(self, name: str, data: bytes | None = None) -> str:
         """Copy the tag file to `tag-deletion/tag-<name>.<random>` (a key of its own, so an older
-        unfinished deletion of the same name is never overwritten); returns the key."""
+        unfinished deletion of the same name is never overwritten); returns the key. `data`: the
+        tag file's bytes when the caller has just read them (no second read)."""
         key = f"{name}.{uuid.uuid4().hex[:12]}"
-        data = self.file_io.read_bytes(self.tag_path(name))
+        if data is None:
+            data = self.file_io.read_bytes(self.tag_path(name))
         self.file_io.write_bytes(self.pending_deletion_path(key), data)
         return key
 

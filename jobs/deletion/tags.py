@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import future_changelog_roots
-from jobs.deletion.retained_read import RetainedRead
+from jobs.deletion.retained_read import RetainedRead, signature
 from jobs.deletion.roots import Root, dropped_root_candidates, retained_needs
 from jobs.deletion.stages import FILES, StageTotals, delete_stages, report_candidates_if_any
 from jobs.runtime.errors import SafetyRefusal
@@ -128,7 +128,7 @@ def delete_tags(deletion: DeletionContext, tags: dict[str, Snapshot], steps: Tag
             log.info("dry run: nothing deleted")
             record.count("tags_deleted", 0)
             return
-        parked = _delete_tag_files(deletion, names, with_files, unfinished)
+        parked = _delete_tag_files(deletion, tags, with_files, unfinished)
         crash_point(steps.tags_deleted)
         if candidates is not None and at_plan is not None:
             planned = candidates
@@ -240,7 +240,7 @@ def _require_latest_read_whole(table: Table, read: RetainedRead) -> None:
 
 
 def _delete_tag_files(
-    deletion: DeletionContext, names: list[str], with_files: list[str], unfinished: list[str]
+    deletion: DeletionContext, tags: dict[str, Snapshot], with_files: list[str], unfinished: list[str]
 ) -> list[str]:
     """Delete the tag files; a tag whose files go too is parked first (`tag-deletion/`), so that an
     interrupted run's rerun still finds what to delete. Returns every parked key to finish.
@@ -251,18 +251,20 @@ def _delete_tag_files(
     parked copies that the rerun finishes. A tag found gone when parked was deleted by someone else
     (Java's tag expiry): nothing to park or delete, it counts as `tags_already_absent`. On S3 a tag
     deleted by someone else after parking counts as deleted (DeleteObjects does not say which keys
-    existed); elsewhere as `tags_already_absent`."""
+    existed); elsewhere as `tags_already_absent`. A tag another writer pointed at another snapshot
+    since planning (replaced, or deleted and created again) stops the run first (`_tags_now`)."""
     manager = deletion.table.tag_manager
+    names = sorted(tags)
+    now = _tags_now(deletion.table, tags)
     parked = list(unfinished)
     absent = 0
     paths: list[str] = []
     for name in names:
+        if now[name] is None:  # deleted by someone else since planning
+            absent += 1
+            continue
         if name in with_files:
-            try:
-                parked.append(manager.park_for_deletion(name))
-            except MissingFileError:
-                absent += 1
-                continue
+            parked.append(manager.park_for_deletion(name, now[name]))
         paths.append(manager.tag_path(name))
     deleted = set(deletion.table.file_io.delete_many(paths)) if paths else set()
     gone = sum(1 for path in paths if path in deleted)
@@ -271,6 +273,29 @@ def _delete_tag_files(
         deletion.record.count("tags_already_absent", absent + len(paths) - gone)
     deletion.log.info("deleted %d tag files", len(names))
     return parked
+
+
+def _tags_now(table: Table, tags: dict[str, Snapshot]) -> dict[str, bytes | None]:
+    """Each tag file as the store has it now (None: gone), read past the run's memo; exit 3 before
+    anything is parked or deleted when one points at another snapshot than planned: the plan's
+    files are not the new tag's, and the tag is another writer's now."""
+    manager, now = table.tag_manager, {}
+    for name, planned in sorted(tags.items()):
+        path = manager.tag_path(name)
+        forget_reads_of(table.file_io, path)
+        try:
+            data = table.file_io.read_bytes(path)
+        except MissingFileError:
+            now[name] = None
+            continue
+        current = Snapshot.from_json(data, path)
+        if current.id != planned.id or signature(current) != signature(planned):
+            raise SafetyRefusal(
+                f"{path}: tag {name!r} now points at snapshot {current.id}, not {planned.id} as when this "
+                "job planned: another writer replaced it; nothing was deleted: run the job again"
+            )
+        now[name] = data
+    return now
 
 
 @dataclass(frozen=True)

@@ -181,10 +181,12 @@ def expire_partitions_fewest(f: Facts) -> int:
 def expire_tags_fewest(f: Facts) -> int:
     """List tag/ and schema/ (the latest schema's tag options), read every tag and the schema, read
     the tags' snapshot (it is there with the same lists, so no file but the tag's own goes), list
-    tag-deletion/ (deletions an interrupted run left, finished by the next), delete the expired
-    tags in one batch."""
+    tag-deletion/ (deletions an interrupted run left, finished by the next), read each expired tag
+    again right before it goes (a tag another writer replaced meanwhile must not be deleted), delete
+    the expired tags in one batch."""
     t = f["maintenance"]
-    return 2 + t.tags + 1 + 1 + 1 + batches(t.tags - RETAINED_TAGS)
+    expired = t.tags - RETAINED_TAGS
+    return 2 + t.tags + 1 + 1 + 1 + expired + batches(expired)
 
 
 def compact_append_fewest(f: Facts) -> int:

@@ -386,3 +386,16 @@ def test_the_latest_snapshot_at_planning_expiring_while_a_manifest_is_judged_ref
             SafetyRefusal, match="snapshot 7 of branch main, the latest when this job planned"
         ):
             tags._judge_retained_read(deletion, read)
+
+
+def test_a_tag_replaced_by_another_writer_since_planning_is_not_deleted(template, tmp_path):
+    """Another writer points t3 at snapshot 6 after our plan (a replace-tag of its own): deleting
+    t3 by name would delete that writer's tag, and the plan's files are old t3's. The run refuses
+    before any tag or file goes; the replaced tag stays as the other writer left it."""
+    _, table = fresh(template, tmp_path)
+    planned = listed_files(table)
+    with at_step(STEPS.planned, tag_copier(table, "t6", "t3")):
+        with pytest.raises(SafetyRefusal, match="tag 't3' now points at snapshot 6, not 3"):
+            expire(LocalSession(), table, "t2", "t3")
+    assert listed_files(table) == planned
+    assert table.tag_manager.tag("t3").id == 6 and not table.tag_manager.pending_deletion_names()
