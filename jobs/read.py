@@ -121,15 +121,10 @@ def read_schema_at(table: Table, snapshot: Snapshot | None) -> TableSchema:
 
 
 def read_task_count(splits: Sequence[Split], parallelism: int) -> int:
-    """How many tasks read `splits`: splits of small files share tasks, each reading its files with
-    the next ones in flight (on a store with latency a task per split kept one file in flight per
-    core)."""
-    return tasks_for_files(
-        len(splits),
-        sum(len(s.files) for s in splits),
-        sum(meta.file_size for s in splits for meta in s.files),
-        parallelism,
-    )
+    """How many tasks read `splits`: splits share tasks (a few a core, see `tasks_for_files`), each
+    reading its files with the next ones in flight (on a store with latency a task per split kept
+    one file in flight per core)."""
+    return tasks_for_files(len(splits), sum(meta.file_size for s in splits for meta in s.files), parallelism)
 
 
 def read_task_groups(splits: Sequence[Split], parallelism: int) -> list[list[Split]]:

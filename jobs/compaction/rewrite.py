@@ -179,12 +179,10 @@ def _rewrite_bins(
             uploads.wait()  # every output stored before any of them leaves the task (a failure fails it)
         yield from done
 
-    # bins of small files share tasks, so each task keeps its read-ahead full (not one file per core)
+    # bins share tasks (a few a core): each task's read-ahead spans its bins, and fewer tasks pay
+    # Spark's per-task cost fewer times
     tasks = tasks_for_files(
-        len(summaries),
-        sum(s.files for s in summaries),
-        sum(s.bytes for s in summaries),
-        spark.sparkContext.defaultParallelism,
+        len(summaries), sum(s.bytes for s in summaries), spark.sparkContext.defaultParallelism
     )
     results = (
         bins.rdd.flatMap(keyed)

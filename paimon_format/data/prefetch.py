@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from paimon_format.storage.fileio import WHOLE_READ_BYTES, FileIO
-from paimon_format.storage.in_flight import OBJECT_STORE_PARALLELISM, allowed_in_flight, note_completed
+from paimon_format.storage.in_flight import allowed_in_flight, note_completed
 
 AHEAD_BYTES = 128 << 20  # fetched but not yet read, per task: 4 files of the largest size fetched whole
 
@@ -140,15 +140,15 @@ class Prefetch:
         self.close()
 
 
-def tasks_for_files(units: int, files: int, total_bytes: int, parallelism: int, most: int = 10_000) -> int:
-    """How many Spark tasks to spread `units` (bins, splits) holding `files` data files of
-    `total_bytes` over: enough for a few tasks per core (`parallelism`), and at most as many as
-    keep each task's read-ahead full (`OBJECT_STORE_PARALLELISM` files or `AHEAD_BYTES` a task),
-    so small files are read many at a time per task rather than one task each; never more than
-    `units` or `most`."""
-    wanted = max(
-        3 * max(parallelism, 1),
-        -(-files // OBJECT_STORE_PARALLELISM),
-        -(-total_bytes // AHEAD_BYTES),
-    )
+def tasks_for_files(units: int, total_bytes: int, parallelism: int, most: int = 10_000) -> int:
+    """How many Spark tasks to spread `units` (bins, splits) of `total_bytes` over: three per core
+    (`parallelism`), more only when a task would hold over `AHEAD_BYTES`; never more than `units`
+    or `most`.
+
+    Not one task per unit nor per few small files: a Spark task costs about 55 ms of scheduling and
+    Python worker round trip on 2 local cores (79 empty tasks took 2.1-2.3 s, 6 took 0.2-0.3 s), so
+    compacting 5,000 small files (10M rows) rewrote in 8.6 s as 79 tasks and in 4.1 s as 6. Inside
+    a task the read-ahead keeps the next files in flight, so one task of many small files loses
+    nothing per file against many tasks of a few."""
+    wanted = max(3 * max(parallelism, 1), -(-total_bytes // AHEAD_BYTES))
     return max(1, min(units, most, wanted))

@@ -214,8 +214,9 @@ class _DeletedRows:
 # -- the three formats ----------------------------------------------------------------------------
 
 
-def _parquet_batches(handle: Any, columns: list[str] | None, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    parquet = pq.ParquetFile(handle)
+def _parquet_batches(
+    parquet: pq.ParquetFile, columns: list[str] | None, batch_rows: int
+) -> Iterator[pa.RecordBatch]:
     names = parquet.schema_arrow.names
     wanted = [c for c in names if columns is None or c in columns]
     if not wanted:  # nothing to read but the row count (e.g. a schema with only added columns)
@@ -325,7 +326,7 @@ def _file_types(file_schema: TableSchema) -> dict[str, tuple[DataType, int]]:
 
 def _file_column_names(file_format: str, handle: Any) -> list[str]:
     if file_format == "parquet":
-        return pq.read_schema(handle).names
+        return handle.schema_arrow.names  # an open `pq.ParquetFile`: its footer parsed once
     if file_format == "orc":
         return orc.ORCFile(handle).schema.names
     return _avro_field_names(fastavro.reader(handle).writer_schema)
@@ -409,14 +410,16 @@ def _read(
     handle = opener(path, meta.file_size)  # size known: no HEAD, small files in 1 GET
     try:
         try:
-            file_columns = _file_column_names(file_format, handle)
-            handle.seek(0)
+            source = pq.ParquetFile(handle) if file_format == "parquet" else handle
+            file_columns = _file_column_names(file_format, source)
+            if source is handle:
+                handle.seek(0)
         except Exception as error:  # noqa: BLE001 - decoders raise anything on damaged bytes
             raise _decode_error(error, path, f"not a readable {file_format} file") from None
         plan = _plan_columns(read_schema, file_schema, file_columns, system_columns, path)
         needed = sorted({c.source for c in plan if c.source is not None})
         if file_format == "parquet":
-            batches = _parquet_batches(handle, needed, batch_rows)
+            batches = _parquet_batches(source, needed, batch_rows)
         elif file_format == "orc":
             batches = _orc_batches(handle, needed, batch_rows, _file_types(file_schema))
         else:

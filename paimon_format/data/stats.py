@@ -8,7 +8,7 @@ and `_VALUE_STATS_COLS` with `metadata.stats-dense-store`. Used by `writer` for 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,7 +61,7 @@ def stats_modes(options: CoreOptions, names: Sequence[str]) -> list[StatsMode]:
     return modes
 
 
-def _has_min_max(data_type: DataType) -> bool:
+def has_min_max(data_type: DataType) -> bool:
     """Types Java records bounds for: not nested, not binary, timestamps only up to micros."""
     root = data_type.root
     if root in _NESTED_ROOTS or root in ("BINARY", "VARBINARY"):
@@ -93,7 +93,7 @@ def truncate_max(value: str, length: int) -> str | None:
 
 
 def _min_max(column: pa.ChunkedArray, data_type: DataType) -> tuple[Any, Any]:
-    if not _has_min_max(data_type) or column.null_count == len(column):
+    if not has_min_max(data_type) or column.null_count == len(column):
         return None, None
     if data_type.root in ("FLOAT", "DOUBLE") and pc.any(pc.is_nan(column)).as_py():
         return None, None  # NaN has no place in an ordered range: give no bounds rather than wrong ones
@@ -101,14 +101,23 @@ def _min_max(column: pa.ChunkedArray, data_type: DataType) -> tuple[Any, Any]:
     return extremes["min"].as_py(), extremes["max"].as_py()
 
 
-def column_stats(data: pa.Table, fields: Sequence[DataField], modes: Sequence[StatsMode]) -> SimpleStats:
-    """Min, max and null count of each field's column (by name in `data`), as SimpleStats."""
+def column_stats(
+    data: pa.Table,
+    fields: Sequence[DataField],
+    modes: Sequence[StatsMode],
+    null_counts: Mapping[str, int] | None = None,
+) -> SimpleStats:
+    """Min, max and null count of each field's column (by name in `data`), as SimpleStats.
+
+    `null_counts` (by column name) replace the counts of `data` when it stands in for the rows
+    (a file's per-row-group extremes, `file_summary.FileSummary`)."""
     minimums: list[Any] = []
     maximums: list[Any] = []
     nulls: list[int | None] = []
     for f, mode in zip(fields, modes, strict=True):
         column = data.column(f.name)
-        nulls.append(None if mode.kind == "none" else column.null_count)
+        count = column.null_count if null_counts is None else null_counts[f.name]
+        nulls.append(None if mode.kind == "none" else count)
         low = high = None
         if mode.kind in ("full", "truncate"):
             low, high = _min_max(column, f.type)
@@ -123,9 +132,10 @@ def column_stats(data: pa.Table, fields: Sequence[DataField], modes: Sequence[St
 
 
 def value_stats(
-    data: pa.Table, schema: TableSchema, options: CoreOptions
+    data: pa.Table, schema: TableSchema, options: CoreOptions, null_counts: Mapping[str, int] | None = None
 ) -> tuple[SimpleStats, list[str] | None]:
-    """`_VALUE_STATS` and `_VALUE_STATS_COLS` over the table columns.
+    """`_VALUE_STATS` and `_VALUE_STATS_COLS` over the table columns (`null_counts`: see
+    `column_stats`).
 
     With `metadata.stats-dense-store` (default true) columns in mode `none` are left out and the
     kept columns are listed; null means "all columns".
@@ -134,6 +144,6 @@ def value_stats(
     modes = stats_modes(options, [f.name for f in fields])
     if options.metadata_stats_dense_store and any(m.kind == "none" for m in modes):
         kept = [(f, m) for f, m in zip(fields, modes, strict=True) if m.kind != "none"]
-        stats = column_stats(data, [f for f, _ in kept], [m for _, m in kept])
+        stats = column_stats(data, [f for f, _ in kept], [m for _, m in kept], null_counts)
         return stats, [f.name for f, _ in kept]
-    return column_stats(data, fields, modes), None
+    return column_stats(data, fields, modes, null_counts), None

@@ -36,6 +36,7 @@ import pyarrow.compute as pc
 from paimon_format.data.bucket_slices import split_by_partition_and_bucket
 from paimon_format.data.conform import ROW_KIND_COLUMN, conform
 from paimon_format.data.encoders import FileEncoder, data_file_extension, new_encoder
+from paimon_format.data.file_summary import FileSummary
 from paimon_format.data.stats import FULL_STATS, column_stats, value_stats
 from paimon_format.data.uploads import Uploads
 from paimon_format.errors import DataWriteError
@@ -44,7 +45,6 @@ from paimon_format.merge.sorted_runs import merge_rows
 from paimon_format.model.binary_row import EMPTY_ROW, serialize_row
 from paimon_format.model.file_layout import (
     KEY_PREFIX,
-    RETRACT_KINDS,
     SEQUENCE_NUMBER,
     VALUE_KIND,
     file_arrow_schema,
@@ -117,18 +117,21 @@ def _row_group_rows(data: pa.Table, target_bytes: int) -> int:
 
 
 class _OpenFile:
-    """A data file being encoded; its row groups are kept (zero-copy) for the stats at the end."""
+    """A data file being encoded; of its row groups only what its metadata needs is kept
+    (`FileSummary`), so a writer's memory is its encoded bytes, not its rows."""
 
-    def __init__(self, name: str, encoder: FileEncoder) -> None:
+    def __init__(self, name: str, encoder: FileEncoder, summary: FileSummary) -> None:
         self.name = name
         self.encoder = encoder
-        self.chunks: list[pa.Table] = []
-        self.rows = 0
+        self.summary = summary
+
+    @property
+    def rows(self) -> int:
+        return self.summary.rows
 
     def write(self, chunk: pa.Table) -> None:
         self.encoder.write(chunk)
-        self.chunks.append(chunk)
-        self.rows += chunk.num_rows
+        self.summary.add(chunk)
 
 
 class BucketWriter:
@@ -301,7 +304,8 @@ class BucketWriter:
         if self._file is None:
             name = new_data_file_name(self._prefix, self._uuid, self._counter, self._extension)
             self._counter += 1
-            self._file = _OpenFile(name, new_encoder(self.schema, self.options))
+            summary = FileSummary(self.schema.fields, [f.name for f in key_fields(self.schema)], self._has_pk)
+            self._file = _OpenFile(name, new_encoder(self.schema, self.options), summary)
         self._file.write(chunk)
         if self._file.encoder.size() >= self._target:
             self._finish_file()
@@ -317,33 +321,30 @@ class BucketWriter:
             self._uploads.put(path, payload)
         else:
             self.file_io.write_bytes(path, payload)
-        data = pa.concat_tables(current.chunks)
-        self._files.append(self._file_meta(current.name, len(payload), data))
+        self._files.append(self._file_meta(current.name, len(payload), current.summary))
 
-    def _file_meta(self, name: str, size: int, data: pa.Table) -> DataFileMeta:
-        stats, stats_cols = value_stats(data, self.schema, self.options)
+    def _file_meta(self, name: str, size: int, summary: FileSummary) -> DataFileMeta:
+        extremes, nulls = summary.extremes(), summary.null_counts
+        stats, stats_cols = value_stats(extremes, self.schema, self.options, nulls)
         min_key = max_key = EMPTY_ROW
         key_stats = SimpleStats.empty()
         deletes = 0
         if self._has_pk:
             keys = key_fields(self.schema)
             key_types = [f.type for f in keys]
-            first, last = data.slice(0, 1), data.slice(data.num_rows - 1, 1)
-            min_key = serialize_row([first.column(f.name)[0].as_py() for f in keys], key_types)
-            max_key = serialize_row([last.column(f.name)[0].as_py() for f in keys], key_types)
-            key_stats = column_stats(data, keys, [FULL_STATS] * len(keys))
-            kinds = data.column(VALUE_KIND).to_numpy()
-            deletes = int(np.count_nonzero(np.isin(kinds, RETRACT_KINDS)))
-            extremes = pc.min_max(data.column(SEQUENCE_NUMBER))
-            min_sequence, max_sequence = extremes["min"].as_py(), extremes["max"].as_py()
+            min_key = serialize_row(summary.first_key or [], key_types)
+            max_key = serialize_row(summary.last_key or [], key_types)
+            key_stats = column_stats(extremes, keys, [FULL_STATS] * len(keys), nulls)
+            deletes = summary.deletes
+            min_sequence, max_sequence = summary.min_sequence, summary.max_sequence
         else:
             min_sequence = self.next_sequence_number
-            max_sequence = min_sequence + data.num_rows - 1
+            max_sequence = min_sequence + summary.rows - 1
             self.next_sequence_number = max_sequence + 1
         return DataFileMeta(
             file_name=name,
             file_size=size,
-            row_count=data.num_rows,
+            row_count=summary.rows,
             min_key=min_key,
             max_key=max_key,
             key_stats=key_stats,

@@ -6,6 +6,8 @@ same answer to "which columns, in which order, with which Parquet field ids does
 
 from __future__ import annotations
 
+import functools
+
 import pyarrow as pa
 
 from paimon_format.model.arrow_types import to_arrow
@@ -113,7 +115,14 @@ def key_column_names(schema: TableSchema, options: CoreOptions) -> list[str]:
 
 def table_arrow_schema(schema: TableSchema) -> pa.Schema:
     """The table's columns as stored in data files (what `conform` casts input to)."""
-    return pa.schema([arrow_field(f.name, f.type, f.id) for f in schema.fields])
+    return _arrow_schema_of(schema.fields)
+
+
+@functools.lru_cache(maxsize=64)
+def _arrow_schema_of(fields: tuple[DataField, ...]) -> pa.Schema:
+    """Cached by the (immutable, hashable) fields: readers and writers ask for it once per file or
+    batch, thousands of times a task, and a schema has few versions."""
+    return pa.schema([arrow_field(f.name, f.type, f.id) for f in fields])
 
 
 def file_fields(schema: TableSchema, options: CoreOptions | None = None) -> list[tuple[str, DataType, int]]:

@@ -139,10 +139,10 @@ def test_a_table_read_through_the_prefetch_gives_the_same_rows():
     assert fetched.num_rows == sum(meta.row_count for _p, _b, meta in refs)
 
 
-def test_tasks_hold_enough_small_files_to_fill_their_read_ahead():
-    assert tasks_for_files(4, 40, 4_000, parallelism=2) == 4  # fewer units than 3 tasks a core: one each
-    assert tasks_for_files(1_000, 5_000, 5_000_000, parallelism=2) == 79  # 64 small files a task
-    assert tasks_for_files(1_000, 5_000, 5_000_000, parallelism=100) == 300  # but 3 tasks a core
-    assert tasks_for_files(1_000, 2_000, 500 * AHEAD_BYTES, parallelism=2) == 500  # large files: by bytes
-    assert tasks_for_files(50_000, 50_000, 10**15, parallelism=2) == 10_000  # at most `most`
-    assert tasks_for_files(0, 0, 0, parallelism=2) == 1
+def test_tasks_are_a_few_a_core_and_more_only_for_many_bytes():
+    assert tasks_for_files(4, 4_000, parallelism=2) == 4  # fewer units than 3 tasks a core: one each
+    assert tasks_for_files(1_000, 5_000_000, parallelism=2) == 6  # small files: 3 tasks a core
+    assert tasks_for_files(1_000, 5_000_000, parallelism=100) == 300
+    assert tasks_for_files(1_000, 500 * AHEAD_BYTES, parallelism=2) == 500  # many bytes: by bytes
+    assert tasks_for_files(50_000, 10**15, parallelism=2) == 10_000  # at most `most`
+    assert tasks_for_files(0, 0, parallelism=2) == 1
