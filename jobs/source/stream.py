@@ -32,12 +32,12 @@ from pyspark.sql.types import StructType
 
 from jobs.read import read_splits_as, read_task_groups
 from jobs.source.location import SourceOptionError, TableLocation, table_location
-from jobs.source.stream_pk import delta_splits, read_changelog, read_changes, with_insert_kind
+from jobs.source.stream_pk import delta_splits, full_splits, read_changelog, read_changes, with_insert_kind
 from paimon_format.consumers import ConsumerManager
 from paimon_format.data.reader import prefetch_data_files
 from paimon_format.model.schema import TableSchema
 from paimon_format.scan.split_read import split_files
-from paimon_format.scan.splits import Split, plan_splits
+from paimon_format.scan.splits import Split
 from paimon_format.table import Table
 
 _MODES = ("default", "latest-full", "full", "latest", "from-snapshot", "from-snapshot-full")
@@ -137,17 +137,16 @@ def batch_parts(
     table: Table, schema: TableSchema, start: Mapping[str, int], end: Mapping[str, int]
 ) -> tuple[list[Split], list[Split]]:
     """The micro-batch (start, end]: the splits of the full snapshot `start` asks for first (read
-    merged) and those of each later snapshot's changes (`stream_pk.delta_splits`)."""
-    full_splits: list[Split] = []
+    merged, `stream_pk.full_splits`) and those of each later snapshot's changes (`delta_splits`)."""
+    merged: list[Split] = []
     first = int(start["snapshot"]) + 1
     full = start.get("full")
     if full is not None and int(full) <= int(end["snapshot"]):
-        full_splits = plan_splits(table, table.snapshot_manager.snapshot(int(full)))
-        first = int(full) + 1
+        merged, first = full_splits(table, schema, int(full))
     changes = [
         split for sid in range(first, int(end["snapshot"]) + 1) for split in delta_splits(table, schema, sid)
     ]
-    return full_splits, changes
+    return merged, changes
 
 
 def batch_splits(table: Table, start: Mapping[str, int], end: Mapping[str, int]) -> list[Split]:

@@ -15,18 +15,23 @@ streaming split), so every row of these files is delivered with its kind. Row ki
 way Paimon's Spark connector hands them over: with the option `read.changelog` = true the rows carry
 a leading `rowkind` column holding Paimon's short strings (+I, -U, +U, -D), as Paimon's audit-log
 table; without it the kind is dropped (Paimon's Spark rows carry none), so a -D row looks like any
-other row. The first batch of a `latest-full`/`from-snapshot-full` stream is the merged table: every
-row +I.
+other row. The first batch of a `latest-full`/`from-snapshot-full` stream is the merged table, every row +I,
+read as Paimon's stream scan reads its first snapshot (`full_start`): a table that needs lookup
+(deletion vectors, `changelog-producer` lookup, first-row, `force-lookup`) without the level-0
+files, whose rows its later changes carry; `full-compaction` its top level only. A deletion-vector
+table that produces no lookup changelog then reads that snapshot's own changes too: its level-0
+files are in neither the levels above nor any later snapshot's changes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 
 from jobs.source.location import SourceOptionError
 from paimon_format.commit import APPEND, OVERWRITE
+from paimon_format.compaction.settings import CompactionSettingError, CompactionSettings
 from paimon_format.data.prefetch import Prefetch
 from paimon_format.data.reader import read_data_file
 from paimon_format.errors import PaimonFormatError
@@ -35,7 +40,7 @@ from paimon_format.model.file_layout import VALUE_KIND
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import TableSchema
 from paimon_format.scan.snapshot_scan import read_entries, read_list
-from paimon_format.scan.splits import Split
+from paimon_format.scan.splits import Split, plan_splits
 from paimon_format.table import Table
 
 ROW_KIND_COLUMN = "rowkind"
@@ -51,6 +56,38 @@ def read_changelog(options: Mapping[str, str]) -> bool:
     if text not in ("true", "false"):
         raise SourceOptionError(f"option 'read.changelog' must be true or false, got {text!r}")
     return text == "true"
+
+
+def full_start(schema: TableSchema) -> tuple[Callable[[int], bool] | None, bool]:
+    """How a stream's full first batch reads a primary-key table's snapshot, as the first plan of
+    Paimon's stream scan: (the levels it reads, None = all; whether the changes of that snapshot
+    itself follow it). Lookup tables leave level 0 out (later changes carry those rows); a
+    deletion-vector table without a lookup changelog then also reads the snapshot's own changes,
+    so the rows of the level-0 files it added arrive; full-compaction reads its top level only."""
+    options = CoreOptions(schema.options)
+    try:
+        settings = CompactionSettings.of(options, has_primary_key=True)
+    except CompactionSettingError as error:
+        raise SourceOptionError(f"the table cannot be streamed: {error}") from None
+    if settings.needs_lookup:
+        return (lambda level: level > 0), (
+            settings.deletion_vectors and options.changelog_producer != "lookup"
+        )
+    if options.changelog_producer == "full-compaction":
+        return (lambda level: level == settings.top_level), False
+    return None, False
+
+
+def full_splits(table: Table, schema: TableSchema, snapshot_id: int) -> tuple[list[Split], int]:
+    """The splits of the full batch of snapshot `snapshot_id` (merged reads) and the first snapshot
+    whose changes follow it (`full_start`)."""
+    snapshot = table.snapshot_manager.snapshot(snapshot_id)
+    if not schema.primary_keys:
+        return plan_splits(table, snapshot), snapshot_id + 1
+    levels, replays = full_start(schema)
+    keep = None if levels is None else (lambda entry: levels(entry.file.level))
+    splits = plan_splits(table, snapshot, all_levels=True, file_filter=keep)
+    return splits, snapshot_id if replays else snapshot_id + 1
 
 
 def delta_splits(table: Table, schema: TableSchema, snapshot_id: int) -> list[Split]:
