@@ -243,6 +243,14 @@ def plain_rewrite_main(listing: str, out: str, partitions: int) -> None:
     stop_session(spark)
 
 
+def settle() -> None:
+    """Flush the page cache's dirty pages before a peer starts: the table just built and copied
+    (hundreds of MiB) is otherwise still being written back while the first peer runs, and our
+    writer's fsync per file waits behind that write-back, so the first peer would pay for the
+    build and the others not."""
+    os.sync()
+
+
 def check(label: str, expected: dict, found: dict) -> None:
     """Stop the benchmark when a peer's result reads other rows than the table before it."""
     if found != expected:
@@ -259,6 +267,7 @@ def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any
     copy_table(source, ours_root)
     copy_table(source, java_root)
 
+    settle()
     ours, record, memory = run_ours(ours_root, args.target_file_size, work)
     written = max(record.get("counts", {}).get("files_written", 1), 1)
     row = {"label": shape.label, "rows": shape.rows, "files": len(paths), "ours": ours, "memory": memory}
@@ -272,6 +281,7 @@ def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any
         options = {"target-file-size": args.target_file_size}
         if args.java_max_file_num:
             options["compaction.max.file-num"] = str(args.java_max_file_num)
+        settle()
         java, answer, java_peak = run_java_peer(java_root, args.java_threads, options)
         left = len(paths) - answer["files_removed"]
         print(
@@ -289,6 +299,7 @@ def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any
         print(f"      {describe_ratio(ours, java)}", flush=True)
         row.update(java=java, java_peak=java_peak, java_left=left)
     if not args.skip_plain:
+        settle()
         plain = run_plain_rewrite(paths, work / "plain", written, work)
         print(f"  (c) plain  {plain:8.2f} s  speed ratio plain/ours = {plain / ours.total_s:.2f}", flush=True)
         row["plain"] = plain

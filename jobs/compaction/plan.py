@@ -323,13 +323,14 @@ def _bucket_file(meta: DataFileMeta, bucket_vectors: Mapping[str, DeletionFile])
 
 
 def collect_summaries(bins: DataFrame) -> list[BinSummary]:
-    """The bins' summaries on the driver (never their payloads); refuses absurdly many bins."""
-    rows = (
-        bins.select("partition", "bucket", "bin", "files", "bytes", "rows", "bucket_files", "error")
-        .limit(DRIVER_LIST_LIMIT + 1)
-        .collect()
-    )
-    assert_small(len(rows), DRIVER_LIST_LIMIT, "compaction bins")
+    """The bins' summaries on the driver (never their payloads); refuses absurdly many bins.
+
+    Counted first, then collected: `bins` is persisted, so the count computes every partition at
+    once and the collect reads the cache (a `limit` would run one job per growing set of
+    partitions, each a Spark job's fixed cost)."""
+    summary = bins.select("partition", "bucket", "bin", "files", "bytes", "rows", "bucket_files", "error")
+    assert_small(summary.count(), DRIVER_LIST_LIMIT, "compaction bins")
+    rows = summary.collect()
     errors = [row["error"] for row in rows if row["error"]]
     if errors:
         raise InvalidTableStateError(errors[0])
