@@ -9,6 +9,12 @@ client's read timeout fires or its connection is cut), and read the bill: every 
 by kind (GET, HEAD, LIST, PUT, DELETE, DeleteObjects, OTHER), its bytes in and out, status, time,
 and the peak number of requests in flight at once.
 
+A test confines all of that to its own prefix with `scope` (`reset(throttle_first=4, scope=prefix)`):
+the test session shares one proxy, and a request of an earlier test still on its way (a Spark task of a
+failed job that runs on until it is killed, a read-ahead thread) must neither take one of the 503s
+(or stalls, or denials) this test planned for its own requests nor appear on its bill. A request for a
+key outside the scope is forwarded untouched and booked apart, in `strays`.
+
 In a test the proxy runs in the test's process (`ThrottlingProxy`, the `s3_proxy` fixture). A
 benchmark runs moto and the proxy in a process of their own, so the process running the jobs never
 shares its GIL with them:
@@ -18,7 +24,7 @@ shares its GIL with them:
 writes {"endpoint_url": <proxy>, "moto_url": <moto itself>} to the port file (and as one line to
 stdout, once both listen) and is steered over HTTP
 on a reserved path (no bucket name has underscores, so it never collides with S3's key space):
-`POST /__proxy__/reset` (JSON: latency_ms, throttle_ratio, seed, throttle_first, throttle_every),
+`POST /__proxy__/reset` (JSON: latency_ms, throttle_ratio, seed, throttle_first, throttle_every, scope),
 `GET /__proxy__/ledger` (the summary; `?requests=1` adds every request), and, in that process only,
 `POST /__proxy__/copy` (JSON: source_bucket, target_bucket: a bucket's objects copied inside moto,
 no request billed), `POST /__proxy__/drop` (JSON: bucket: forgotten with its objects) and
@@ -51,6 +57,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from tests.s3 import fast_listing
+from tests.s3.ledger import KINDS, Request, busy_seconds, classify, in_scope, scope_path
 
 SLOW_DOWN = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -67,62 +74,6 @@ ACCESS_DENIED = (
 _HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "upgrade"}
 _KEY_ID = re.compile(r"Credential=([^/]+)/")
 CONTROL_PREFIX = "/__proxy__/"
-KINDS = ("GET", "HEAD", "LIST", "PUT", "DELETE", "DeleteObjects", "OTHER")
-# Query keys of a bucket-level GET that make it a listing (ListObjects / ListObjectsV2 and their pages).
-_LIST_KEYS = {"list-type", "prefix", "delimiter", "marker", "continuation-token", "start-after", "max-keys"}
-
-
-@dataclass(frozen=True)
-class Request:
-    method: str
-    path: str
-    query: str
-    status: int
-    key_id: str | None
-    conditional: bool  # If-None-Match on a PUT: a create-if-absent
-    kind: str = "OTHER"  # one of KINDS
-    bytes_in: int = 0  # request body
-    bytes_out: int = 0  # response body
-    seconds: float = 0.0  # arrival to answer, the added latency included
-    upstream_seconds: float = 0.0  # moto's own time for it (0 when the proxy answered itself)
-    upstream_start: float = 0.0  # when it went to moto (time.perf_counter of the proxy's process)
-    deleted_keys: int = 0  # keys named by a DeleteObjects body
-    fault: str = ""  # "stall", "drop" or "conflict" when a `Stall` picked it; status 0: it got no answer
-
-
-def classify(method: str, path: str, query: str) -> str:
-    """The request's kind on S3's path-style API (`/bucket` or `/bucket/key`, query unparsed).
-
-    A GET on the bucket itself is a LIST when it carries a listing parameter (or none at all);
-    `POST /bucket?delete` is a DeleteObjects batch; object GET/PUT/DELETE with a sub-resource
-    (?tagging, ?acl, multipart parts and uploads) and everything else count as OTHER.
-    """
-    keys = set(parse_qs(query, keep_blank_values=True))
-    on_bucket = "/" not in path.strip("/")
-    if method == "HEAD":
-        return "HEAD"
-    if method == "POST":
-        return "DeleteObjects" if "delete" in keys else "OTHER"
-    if on_bucket:
-        return "LIST" if method == "GET" and (not keys or keys & _LIST_KEYS) else "OTHER"
-    if keys - {"x-id", "versionId"}:
-        return "OTHER"
-    return {"GET": "GET", "PUT": "PUT", "DELETE": "DELETE"}.get(method, "OTHER")
-
-
-def busy_seconds(spans: list[tuple[float, float]]) -> float:
-    """The length of the union of (start, duration) spans: how long something was busy at all."""
-    busy, end = 0.0, float("-inf")
-    for start, duration in sorted(spans):
-        if duration <= 0:
-            continue
-        finish = start + duration
-        if finish > end:
-            busy += finish - max(start, end)
-            end = finish
-    return busy
-
-
 # Decides from (method, path, unquoted query) whether the proxy answers 403 AccessDenied.
 DenyRule = Callable[[str, str, str], bool]
 
@@ -167,13 +118,16 @@ class _Server(ThreadingHTTPServer):
 
 class ThrottlingProxy:
     """Forward to `upstream` after `latency_s`; `throttle_first` / `throttle_every` / `throttle_ratio`
-    decide which requests get 503, `deny` which get 403; `requests` and `summary()` are the ledger."""
+    decide which requests get 503, `deny` which get 403; `requests` and `summary()` are the ledger.
+    With a `scope` all of it concerns only requests for keys under it; the others are `strays`."""
 
     def __init__(
         self, upstream: str, latency_s: float = 0.0, throttle_ratio: float = 0.0, port: int = 0
     ) -> None:
         self.upstream = urlsplit(upstream)
         self.requests: list[Request] = []
+        self.strays: list[Request] = []  # requests outside the scope: forwarded untouched, billed apart
+        self.scope = ""  # a `scope_path`: "" for every request
         self.throttle_first = 0
         self.throttle_every = 0
         self.throttle_ratio = throttle_ratio
@@ -220,10 +174,18 @@ class ThrottlingProxy:
         throttle_ratio: float = 0.0,
         seed: int = 0,
         stall: Stall | None = None,
+        scope: str = "",
     ) -> None:
-        """A fresh ledger and these settings (everything left out: off)."""
+        """A fresh ledger and these settings (everything left out: off).
+
+        `scope` (`s3://bucket/prefix`): the latency, the 503s, the denials, the stalls and the ledger
+        concern only requests for keys under it (`in_scope`), so nothing else in the session can take
+        a 503 a test planned for its own requests (the first N are the first N of its own); any other
+        request is forwarded at once, unharmed, and booked in `strays`."""
         with self._lock:
             self.requests.clear()
+            self.strays.clear()
+            self.scope = scope_path(scope)
             self._seen = 0
             self._peak_in_flight = self._in_flight
             self.throttle_first, self.throttle_every = throttle_first, throttle_every
@@ -268,6 +230,8 @@ class ThrottlingProxy:
             "upstream_busy_s": busy_seconds([(r.upstream_start, r.upstream_seconds) for r in requests]),
             "latency_s": self.latency_s,
             "throttle_ratio": self.throttle_ratio,
+            "scope": self.scope,
+            "strays": len(self.strays),
         }
         if with_requests:
             summary["request_list"] = [asdict(r) for r in requests]
@@ -280,6 +244,7 @@ class ThrottlingProxy:
             latency_s=float(body.get("latency_ms", 0)) / 1000,
             throttle_ratio=float(body.get("throttle_ratio", 0)),
             seed=int(body.get("seed", 0)),
+            scope=str(body.get("scope", "")),
         )
         return {"latency_s": self.latency_s, "throttle_ratio": self.throttle_ratio}
 
@@ -326,9 +291,10 @@ class ThrottlingProxy:
         upstream_s: float,
         upstream_start: float = 0.0,
         fault: str = "",
+        stray: bool = False,
     ) -> None:
         """Book the request and count it out of flight (before its answer is written, so a client that
-        has its answer always finds it in the ledger)."""
+        has its answer always finds it in the ledger); a stray, never in flight, in `strays`."""
         parts = urlsplit(handler.path)
         match = _KEY_ID.search(handler.headers.get("Authorization", ""))
         kind = classify(handler.command, unquote(parts.path), parts.query)
@@ -349,6 +315,9 @@ class ThrottlingProxy:
             fault=fault,
         )
         with self._lock:
+            if stray:
+                self.strays.append(request)
+                return
             self.requests.append(request)
             self._in_flight -= 1
             self._idle.notify_all()
@@ -438,12 +407,54 @@ class ThrottlingProxy:
                 self.close_connection = True  # closed without a word: the client sees the connection end
                 return False
 
+            def _upstream(self, body: bytes) -> tuple[int, list[tuple[str, str]], bytes, float, float]:
+                """(status, headers, body, moto's seconds, when it went) of this request sent to moto:
+                a create-if-absent PUT one at a time, and moto gone is a 502 (still booked)."""
+                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
+                upstream_start = time.perf_counter()
+                atomic = (
+                    proxy._conditional_puts
+                    if self.command == "PUT" and "If-None-Match" in self.headers
+                    else None
+                )
+                try:
+                    with atomic or contextlib.nullcontext():
+                        status, upstream_headers, data = proxy._send_upstream(
+                            self.command, self.path, body, headers
+                        )
+                except (OSError, http.client.HTTPException) as failure:
+                    status, upstream_headers, data = 502, [], f"proxy: {failure}".encode()
+                if proxy.on_write is not None and self.command not in ("GET", "HEAD"):
+                    proxy.on_write(unquote(urlsplit(self.path).path).strip("/").split("/")[0])
+                return status, upstream_headers, data, time.perf_counter() - upstream_start, upstream_start
+
+            def _pass_on(self, status: int, upstream_headers: list[tuple[str, str]], data: bytes) -> None:
+                kept = [
+                    (key, value)
+                    for key, value in upstream_headers
+                    if key.lower() not in _HOP_HEADERS
+                    # HEAD keeps the object's Content-Length; a body gets its own
+                    and not (key.lower() == "content-length" and self.command != "HEAD")
+                ]
+                self._answer(status, kept, data)
+
+            def _stray(self, body: bytes, started: float) -> None:
+                """A request outside the scope: to moto and back untouched, booked in `strays`."""
+                status, upstream_headers, data, upstream_s, upstream_start = self._upstream(body)
+                sent = 0 if self.command == "HEAD" else len(data)
+                proxy._record(self, status, body, sent, started, upstream_s, upstream_start, stray=True)
+                self._pass_on(status, upstream_headers, data)
+
             def _forward(self) -> None:
                 started = time.perf_counter()
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 if self.path.startswith(CONTROL_PREFIX):
                     self._control(body)
+                    return
+                parts = urlsplit(self.path)
+                if not in_scope(proxy.scope, self.command, unquote(parts.path), parts.query, body):
+                    self._stray(body, started)
                     return
                 proxy._arrive()
                 if proxy.latency_s:
@@ -462,36 +473,13 @@ class ThrottlingProxy:
                     return
                 if stall is not None and not stall.applied and not self._outwaited(stall, body, started):
                     return
-                headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_HEADERS}
-                upstream_start = time.perf_counter()
-                atomic = (
-                    proxy._conditional_puts
-                    if self.command == "PUT" and "If-None-Match" in self.headers
-                    else None
-                )
-                try:
-                    with atomic or contextlib.nullcontext():
-                        status, upstream_headers, data = proxy._send_upstream(
-                            self.command, self.path, body, headers
-                        )
-                except (OSError, http.client.HTTPException) as failure:  # moto gone: a 502, still booked
-                    status, upstream_headers, data = 502, [], f"proxy: {failure}".encode()
-                upstream_s = time.perf_counter() - upstream_start
-                if proxy.on_write is not None and self.command not in ("GET", "HEAD"):
-                    proxy.on_write(unquote(urlsplit(self.path).path).strip("/").split("/")[0])
+                status, upstream_headers, data, upstream_s, upstream_start = self._upstream(body)
                 if stall is not None and stall.applied and not self._outwaited(stall, body, started):
                     return
                 sent = 0 if self.command == "HEAD" else len(data)
                 fault = "" if stall is None else "stall"
                 proxy._record(self, status, body, sent, started, upstream_s, upstream_start, fault)
-                kept = [
-                    (key, value)
-                    for key, value in upstream_headers
-                    if key.lower() not in _HOP_HEADERS
-                    # HEAD keeps the object's Content-Length; a body gets its own
-                    and not (key.lower() == "content-length" and self.command != "HEAD")
-                ]
-                self._answer(status, kept, data)
+                self._pass_on(status, upstream_headers, data)
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

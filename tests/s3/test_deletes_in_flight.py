@@ -62,7 +62,7 @@ def test_throttled_deletes_still_delete_every_file(s3):
     prefix, options, proxy = s3
     paths = _files(prefix, 2500)
     file_io = FileIO.for_path(prefix, options, io_parallelism=8)
-    proxy.reset(throttle_every=2)  # every second request answered 503 SlowDown
+    proxy.reset(throttle_every=2, scope=prefix)  # every second request of this test answered 503 SlowDown
     try:
         deleted = file_io.delete_many(paths)
         throttled = proxy.count(status=503)

@@ -29,7 +29,7 @@ def test_a_spark_compaction_reports_every_throttle_the_store_answered(spark_sess
     impatient = {**options, "config_kwargs": {"read_timeout": 1}}
     config = {"warehouse": warehouse, "table": IDENTIFIER, "storage_options": impatient}
     data_get = lambda method, path, query: method == "GET" and "/data-" in path  # noqa: E731
-    proxy.reset(throttle_ratio=0.2, seed=7, stall=Stall(data_get, times=1))
+    proxy.reset(throttle_ratio=0.2, seed=7, stall=Stall(data_get, times=1), scope=prefix)
     code, record = run_job(tmp_path, "compact", config, capsys)
     assert proxy.wait_idle()
     throttled = proxy.count(status=503)

@@ -146,7 +146,7 @@ def test_throttled_requests_are_retried_and_the_job_succeeds(spark_session, s3, 
     build_sample_table(warehouse, commits=4, storage_options=options)
     config = {"warehouse": warehouse, "table": IDENTIFIER, "storage_options": options, "mode": "full"}
 
-    proxy.reset(throttle_first=2, throttle_every=6)  # 503 SlowDown to the first 2 and every 6th request
+    proxy.reset(throttle_first=2, throttle_every=6, scope=prefix)  # 503 to the first 2 and every 6th
     code, record = run_job(tmp_path, "compact-manifests", config, capsys)
     throttled = proxy.count(status=503)
     proxy.reset()
@@ -162,11 +162,11 @@ def test_throttled_requests_are_retried_and_the_job_succeeds(spark_session, s3, 
 def test_conditional_put_and_batch_delete_are_retried_when_throttled(s3):
     prefix, options, proxy = s3
     file_io = FileIO.for_path(prefix, options)
-    proxy.reset(throttle_first=2)
+    proxy.reset(throttle_first=2, scope=prefix)
     assert file_io.create_if_absent(f"{prefix}/snapshot-1", b"one")
     assert not file_io.create_if_absent(f"{prefix}/snapshot-1", b"two")  # 412, never overwritten
     assert file_io.read_bytes(f"{prefix}/snapshot-1") == b"one"
-    proxy.reset(throttle_first=2)
+    proxy.reset(throttle_first=2, scope=prefix)
     assert file_io.delete_many([f"{prefix}/snapshot-1"]) == [f"{prefix}/snapshot-1"]
     assert proxy.count(status=503) == 2 and proxy.count("POST", "delete", status=200) == 1
 

@@ -81,7 +81,7 @@ def test_local_always_and_never_decide_alone(spark_session, s3_table, tmp_path, 
 
 def test_throttled_requests_are_retried_and_counted_in_the_record(s3_table, tmp_path, capsys):
     config, proxy = s3_table
-    proxy.reset(throttle_first=3)
+    proxy.reset(throttle_first=3, scope=config["warehouse"])  # the 3 are the job's own
     code, record = run_job(tmp_path, "remove-orphan-files", config, capsys, "--dry-run")
     throttled = proxy.count(status=503)
     proxy.reset()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +23,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionClosedError, ReadTimeoutError
 
+from tests.s3.ledger import in_scope, scope_path
 from tests.s3.proxy import Stall, ThrottlingProxy, busy_seconds, classify
 
 REPO = Path(__file__).resolve().parents[2]
@@ -131,6 +132,82 @@ def test_busy_seconds_is_the_union_of_overlapping_spans() -> None:
     """moto's cost per request is its busy time over the requests: overlapping waits count once."""
     assert busy_seconds([]) == 0
     assert busy_seconds([(0.0, 1.0), (0.5, 1.0), (3.0, 0.5), (3.1, 0.1), (5.0, 0.0)]) == 2.0
+
+
+_DELETE_BODY = b"<Delete><Object><Key>t-2/a</Key></Object><Object><Key>t-1/a&amp;b</Key></Object></Delete>"
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "query", "body", "inside"),
+    [
+        ("GET", "/b/t-1/wh/data-0.parquet", "", b"", True),
+        ("HEAD", "/b/t-1", "", b"", True),
+        ("PUT", "/b/t-1/a", "partNumber=1&uploadId=u", b"", True),
+        ("GET", "/b/t-10/x", "", b"", False),  # a longer name beside the prefix, not under it
+        ("GET", "/b/t-2/x", "", b"", False),
+        ("GET", "/other/t-1/x", "", b"", False),
+        ("GET", "/b", "list-type=2&prefix=t-1%2Fwh%2F&delimiter=%2F", b"", True),
+        ("GET", "/b", "list-type=2&prefix=t-1", b"", True),
+        ("GET", "/b", "list-type=2&prefix=t-2%2F", b"", False),
+        ("GET", "/b", "list-type=2", b"", False),  # the whole bucket
+        ("POST", "/b", "delete", _DELETE_BODY, True),  # one key of the batch is under it
+        ("POST", "/b", "delete", _DELETE_BODY.replace(b"t-1/", b"t-3/"), False),
+    ],
+)
+def test_a_scope_takes_the_requests_for_keys_under_its_prefix(
+    method: str, path: str, query: str, body: bytes, inside: bool
+) -> None:
+    assert in_scope(scope_path("s3://b/t-1"), method, path, query, body) is inside
+    assert in_scope(scope_path(""), method, path, query, body)  # no scope: every request
+    assert scope_path("b/t-1/") == scope_path("/b/t-1") == "/b/t-1"
+
+
+def status_of(call: Callable[[], Any]) -> int:
+    """The HTTP status of one S3 call (its error's when it raised one)."""
+    try:
+        response = call()
+    except ClientError as error:
+        return int(error.response["ResponseMetadata"]["HTTPStatusCode"])
+    return int(response["ResponseMetadata"]["HTTPStatusCode"])
+
+
+def test_a_scope_leaves_other_requests_untouched_and_off_the_bill(moto_s3, proxy: ThrottlingProxy) -> None:
+    """The session's tests share one proxy, and a request of an earlier test may still be on its way
+    (a failed Spark job's sibling task): once it took one of the first N 503s a test had planned for
+    its own reads. Outside the scope a request takes no 503, no denial, no stall, and is billed apart."""
+    _, bucket, _ = moto_s3
+    mine, other = f"mine-{uuid.uuid4().hex[:12]}", f"other-{uuid.uuid4().hex[:12]}"
+    s3 = client(proxy.endpoint_url)
+    for prefix in (mine, other):
+        s3.put_object(Bucket=bucket, Key=f"{prefix}/k", Body=b"x")
+    proxy.reset(
+        throttle_first=2,
+        deny=lambda method, path, query: method == "GET",
+        stall=Stall(lambda method, path, query: method == "DELETE", conflict=True),
+        scope=f"s3://{bucket}/{mine}",
+    )
+
+    def calls(prefix: str) -> list[Callable[[], Any]]:
+        key = f"{prefix}/k"
+        return [
+            lambda: s3.head_object(Bucket=bucket, Key=key),
+            lambda: s3.head_object(Bucket=bucket, Key=key),
+            lambda: s3.head_object(Bucket=bucket, Key=key),
+            lambda: s3.get_object(Bucket=bucket, Key=key),
+            lambda: s3.delete_object(Bucket=bucket, Key=key),
+        ]
+
+    strays = [status_of(call) for call in calls(other)]  # first: the first N are the scope's own
+    own = [status_of(call) for call in calls(mine)]
+
+    assert strays == [200, 200, 200, 200, 204]
+    assert own == [503, 503, 200, 403, 409]
+    assert [r.status for r in proxy.requests] == own
+    assert [r.status for r in proxy.strays] == strays
+    assert (proxy.summary()["throttled"], proxy.summary()["strays"]) == (2, 5)
+    proxy.reset()  # no scope: every request is the test's again
+    assert status_of(lambda: s3.head_object(Bucket=bucket, Key=f"{mine}/k")) == 200
+    assert (len(proxy.requests), len(proxy.strays)) == (1, 0)
 
 
 def test_throttle_ratio_answers_a_seeded_share_with_slow_down(moto_s3, proxy: ThrottlingProxy) -> None:
@@ -265,10 +342,12 @@ def test_the_standalone_process_serves_moto_and_is_steered_over_http(tmp_path: P
         assert control(urls["endpoint_url"], "copy", {"source_bucket": "src", "target_bucket": "dst"}) == {
             "copied": 1
         }
-        control(urls["endpoint_url"], "reset", {"latency_ms": 0, "throttle_ratio": 0})
+        control(urls["endpoint_url"], "reset", {"latency_ms": 0, "throttle_ratio": 0, "scope": "s3://dst/t"})
         assert s3.get_object(Bucket="dst", Key="t/a")["Body"].read() == b"abc"
+        assert head_status(s3, "src", "t/a") == 200  # outside the scope: billed apart
         ledger = control(urls["endpoint_url"], "ledger?requests=1")
         assert ledger["requests"] == 1 and ledger["latency_s"] == 0  # the copy itself billed nothing
+        assert (ledger["scope"], ledger["strays"]) == ("/dst/t", 1)
         assert ledger["request_list"][0]["path"] == "/dst/t/a"
         assert control(urls["endpoint_url"], "drop", {"bucket": "dst"}) == {"dropped": True}
         (tmp_path / "local" / "d").mkdir(parents=True)

@@ -81,7 +81,7 @@ def test_a_list_and_a_get_whose_connections_drop_are_retried(s3) -> None:
     expected = file_io.list_dir(f"{prefix}/d")
     before = timed_out_requests()
     is_get = lambda method, path, query: method == "GET" and path.endswith("/d/a")  # noqa: E731
-    proxy.reset(stall=Stall(first_of(is_list, is_get, each=each), times=2 * each, drop=True))
+    proxy.reset(stall=Stall(first_of(is_list, is_get, each=each), times=2 * each, drop=True), scope=prefix)
 
     assert file_io.list_dir(f"{prefix}/d") == expected
     assert file_io.read_bytes(f"{prefix}/d/a") == b"a"
@@ -101,7 +101,7 @@ def test_many_timeouts_at_once_are_all_retried(s3) -> None:
     file_io = FileIO.for_path(prefix, impatient(options), io_parallelism=80)
     file_io.write_bytes(f"{prefix}/d/a", b"a")
     expected = file_io.list_dir(f"{prefix}/d")
-    proxy.reset(stall=Stall(is_list, times=80))
+    proxy.reset(stall=Stall(is_list, times=80), scope=prefix)
 
     with ThreadPoolExecutor(80) as pool:
         listings = list(pool.map(lambda _: file_io.list_dir(f"{prefix}/d"), range(80)))
@@ -134,9 +134,9 @@ def _orphan_table(s3: Any, age_s3_objects: Any, tmp_path: Any, retries: int) -> 
 def test_an_orphan_run_whose_list_and_get_time_out_once_finds_the_same(
     s3, age_s3_objects, tmp_path, capsys
 ) -> None:
-    _, _, proxy = s3
+    prefix, _, proxy = s3
     _, config, _ = _orphan_table(s3, age_s3_objects, tmp_path, retries=10)
-    proxy.reset()
+    proxy.reset(scope=prefix)
     code, clean = run_job(tmp_path, "remove-orphan-files", config, capsys, "--dry-run")
     assert code == 0, clean["error"]
     assert proxy.wait_idle()
@@ -144,7 +144,7 @@ def test_an_orphan_run_whose_list_and_get_time_out_once_finds_the_same(
 
     is_range = lambda method, path, query: is_list(method, path, query) and "start-after" in query  # noqa: E731
     is_manifest = lambda method, path, query: method == "GET" and "/manifest/manifest-" in path  # noqa: E731
-    proxy.reset(stall=Stall(first_of(is_range, is_manifest), times=2))
+    proxy.reset(stall=Stall(first_of(is_range, is_manifest), times=2), scope=prefix)
     code, record = run_job(tmp_path, "remove-orphan-files", config, capsys, "--dry-run")
 
     assert code == 0, record["error"]
@@ -168,10 +168,10 @@ def test_an_orphan_run_whose_list_and_get_time_out_once_finds_the_same(
 def test_a_listing_that_never_answers_fails_the_run_and_deletes_nothing(
     s3, age_s3_objects, tmp_path, capsys
 ) -> None:
-    _, _, proxy = s3
+    prefix, _, proxy = s3
     table, config, listed = _orphan_table(s3, age_s3_objects, tmp_path, retries=1)
     is_range = lambda method, path, query: is_list(method, path, query) and "start-after" in query  # noqa: E731
-    proxy.reset(stall=Stall(is_range, times=0))
+    proxy.reset(stall=Stall(is_range, times=0), scope=prefix)
 
     code, record = run_job(tmp_path, "remove-orphan-files", config, capsys)
 
@@ -206,7 +206,7 @@ def test_a_commit_whose_conditional_put_was_applied_but_unanswered_commits_once(
     def is_snapshot_2(method: str, path: str, query: str) -> bool:
         return method == "PUT" and path.endswith("/snapshot/snapshot-2")
 
-    proxy.reset(stall=Stall(is_snapshot_2, times=times, drop=drop, applied=True))
+    proxy.reset(stall=Stall(is_snapshot_2, times=times, drop=drop, applied=True), scope=prefix)
     assert append_rows(table, batch(100, 3)) == 2
 
     faults = stalled(proxy)
@@ -236,7 +236,7 @@ def test_a_lock_whose_create_was_applied_but_never_answered_is_held(s3) -> None:
     directory = default_lock_dir(f"{prefix}/wh")
     path = lock_path(directory, IDENTIFIER)
     lock = TableLock(FileIO.for_path(directory, impatient(options, retries=1)), path, 60_000, "a@host")
-    proxy.reset(stall=Stall(lambda method, p, query: method == "PUT", times=0, applied=True))
+    proxy.reset(stall=Stall(lambda method, p, query: method == "PUT", times=0, applied=True), scope=prefix)
 
     assert lock.acquire().held
 
@@ -258,7 +258,7 @@ def test_a_create_if_absent_that_met_a_conflict_is_sent_again_as_it_is(s3) -> No
     def is_snapshot_2(method: str, path: str, query: str) -> bool:
         return method == "PUT" and path.endswith("/snapshot/snapshot-2")
 
-    proxy.reset(stall=Stall(is_snapshot_2, times=1, conflict=True))
+    proxy.reset(stall=Stall(is_snapshot_2, times=1, conflict=True), scope=prefix)
     assert append_rows(table, batch(100, 3)) == 2
 
     puts = [r for r in proxy.requests if r.conditional and "/snapshot/snapshot-" in r.path]
