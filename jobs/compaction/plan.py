@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from jobs.partitions.scan import manifest_frame
+from jobs.runtime.local_frame import LocalFrame, LocalSession, functions_for
 from jobs.runtime.spark import DRIVER_LIST_LIMIT, assert_small, driver_list_frame
 from paimon_format.compaction.rules import BucketFile, CompactionSettings, pick_bins
 from paimon_format.compaction.universal import Placement, placement_of
@@ -103,14 +104,18 @@ def creation_millis(created: dt.datetime | None) -> int | None:
 
 
 def live_files_frame(
-    spark: SparkSession, table: Table, snapshot: Snapshot, selected: Sequence[PartitionTest] | None
-) -> DataFrame:
+    spark: SparkSession | LocalSession,
+    table: Table,
+    snapshot: Snapshot,
+    selected: Sequence[PartitionTest] | None,
+) -> DataFrame | LocalFrame:
     """One row per live file of `snapshot` in the selected partitions (all when `selected` is None).
 
     Raises InvalidTableStateError (via the job's error mapping) when the metadata deletes a file
-    never added or adds one twice: a compaction on inconsistent metadata could lose rows.
+    never added or adds one twice: a compaction on inconsistent metadata could lose rows. On a
+    `LocalSession` the same code plans in the driver (`jobs.compaction.run`: small tables).
     """
-    from pyspark.sql import functions as F  # pyspark: loaded when the job runs, not on import (--help)
+    F = functions_for(spark)  # noqa: N806 - pyspark's functions (or their local stand-in) as usually named
 
     manifests = data_manifests(table, snapshot)
     tests = list(selected) if selected is not None else None
@@ -181,13 +186,13 @@ DeletionFiles = Mapping[tuple[bytes, int], Mapping[str, DeletionFile]]
 
 
 def bins_frame(
-    files: DataFrame,
+    files: DataFrame | LocalFrame,
     shape: PlanShape,
     settings: CompactionSettings,
     num_tasks: int,
     source: str,
     deletions: DeletionFiles | None = None,
-) -> DataFrame:
+) -> DataFrame | LocalFrame:
     """One row per bin: (partition, bucket) groups of live files handed to the picking rules.
 
     `files` are the grouped entries of `live_files_frame` (with their ADD/DELETE count `net`); a

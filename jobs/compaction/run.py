@@ -31,12 +31,15 @@ from jobs.compaction.slices import BucketRanges, bucket_condition, check_bucket_
 from jobs.partitions.records import RECORD_PARTITION_LIMIT, partition_label
 from jobs.partitions.selection import selection_tests
 from jobs.runtime.errors import BadInputError
+from jobs.runtime.local_frame import LocalFrame, LocalLimitExceeded, LocalSession
 from jobs.runtime.report import RunRecord
+from jobs.runtime.spark import driver_list_frame
 from paimon_format.compaction.rewrite import RewriteSpec
 from paimon_format.compaction.rules import CompactionSettingError, CompactionSettings
 from paimon_format.index.deletion_vectors import snapshot_deletion_files
 from paimon_format.model.options import CoreOptions, parse_duration_ms
 from paimon_format.scan.partition_predicate import PartitionTest
+from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.snapshot import Snapshot
 from paimon_format.table import Table
 
@@ -45,6 +48,10 @@ if TYPE_CHECKING:
 
 
 Log = logging.Logger | logging.LoggerAdapter
+
+# A plan of at most this many manifest entries is made in the driver (`_planned_bins`); its bins'
+# payloads (about 450 bytes a file) are then at most ~25 MiB of driver memory.
+LOCAL_PLAN_ENTRIES = 50_000
 
 
 @dataclass(frozen=True)
@@ -98,7 +105,7 @@ def compact_table(
         return record
     if latest.schema_id != table.schema.id:
         table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse
-    bins = _planned_bins(spark, table, latest, tests, settings, request)
+    bins, record.details["planned_in"] = _planned_bins(spark, table, latest, tests, settings, request)
     try:
         summaries = _sliced(table, collect_summaries(bins), request, record)
         _record_plan(record, table, summaries, settings)
@@ -133,7 +140,7 @@ def compact_table(
             if fresh is None:
                 return None, None, []
             again = dataclasses.replace(request, buckets=buckets)
-            planned = _planned_bins(spark, table, fresh, tests, settings, again)
+            planned, _where = _planned_bins(spark, table, fresh, tests, settings, again)
             return fresh, planned, collect_summaries(planned)
 
         retry = replan if request.partial_progress else None
@@ -201,10 +208,47 @@ def _planned_bins(
     tests: list[PartitionTest] | None,
     settings: CompactionSettings,
     request: CompactRequest,
-) -> DataFrame:
-    """The persisted bins of the snapshot's live files in the selected, idle, requested buckets."""
+) -> tuple[DataFrame, str]:
+    """The persisted bins of the snapshot's live files in the selected, idle, requested buckets, and
+    where they were planned ("driver" or "spark").
+
+    A plan of at most `LOCAL_PLAN_ENTRIES` manifest entries (counted from the manifest lists) is
+    made in the driver by the same code on a `LocalSession`, and only the bins go to Spark: Spark's
+    planning jobs (a manifest-reading task, two shuffles, their Python workers) took about 3 s of a
+    10M-row compaction of 5,000 files on 2 cores, the driver 0.2 s. Bucket filters and idle
+    partitions (the write job's buckets, a commit group's retry, `buckets`, `partition_idle_time`)
+    plan on Spark. The driver holds at most the local row limit of entries, whatever the table."""
     from pyspark import StorageLevel  # pyspark: loaded when the job runs, not on import (--help)
 
+    plain = request.buckets is None and request.bucket_ranges is None and request.partition_idle_time is None
+    if plain and planned_entries(table, latest) <= LOCAL_PLAN_ENTRIES:
+        try:
+            local = _bins(LocalSession(row_limit=LOCAL_PLAN_ENTRIES), table, latest, tests, settings, request)
+        except LocalLimitExceeded:
+            pass  # more entries than the lists counted (should not happen): plan on Spark
+        else:
+            # a local relation in the JVM: counted and collected without a Spark job, never persisted
+            columns = {name: local.table.column(name) for name in local.table.column_names}
+            frame = driver_list_frame(spark, columns, "compaction bins", LOCAL_PLAN_ENTRIES, spread=False)
+            return frame, "driver"
+    planned = _bins(spark, table, latest, tests, settings, request)
+    return planned.persist(StorageLevel.MEMORY_AND_DISK), "spark"
+
+
+def planned_entries(table: Table, snapshot: Snapshot) -> int:
+    """The manifest entries (ADD and DELETE) a plan of `snapshot` reads, from its manifest lists."""
+    return sum(meta.num_added_files + meta.num_deleted_files for meta in data_manifests(table, snapshot))
+
+
+def _bins(
+    spark: SparkSession | LocalSession,
+    table: Table,
+    latest: Snapshot,
+    tests: list[PartitionTest] | None,
+    settings: CompactionSettings,
+    request: CompactRequest,
+) -> DataFrame | LocalFrame:
+    """The bins frame (not persisted), on Spark or on a `LocalSession`."""
     schema = table.schema
     # deletion files of the snapshot: O(files with a deletion vector) on the driver, shipped with the bins
     deletions = snapshot_deletion_files(table, latest) if latest.index_manifest else {}
@@ -224,8 +268,7 @@ def _planned_bins(
     if request.partition_idle_time is not None:
         files = idle_partitions_only(files, parse_duration_ms(request.partition_idle_time))
     source = f"{table.path} snapshot {latest.id}"
-    bins = bins_frame(files, shape, settings, max(parallelism * 2, 1), source, deletions)
-    return bins.persist(StorageLevel.MEMORY_AND_DISK)
+    return bins_frame(files, shape, settings, max(parallelism * 2, 1), source, deletions)
 
 
 def _record_plan(

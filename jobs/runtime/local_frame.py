@@ -184,17 +184,28 @@ def _column(value: Any, literal: bool = False) -> Column:
 
 
 class _When:
-    """`when(condition, value)`: completed by `.otherwise(value)` into a Column, as the jobs use it."""
+    """`when(condition, value)`, chained with `.when(...)` and completed by `.otherwise(value)` into a
+    Column, as the jobs use it (the first condition that holds picks the value)."""
 
-    def __init__(self, condition: Column, value: Any) -> None:
+    def __init__(self, condition: Column, value: Any, earlier: _When | None = None) -> None:
         self.condition = condition
         self.value = _column(value, literal=True)
+        self.earlier = earlier
+
+    def when(self, condition: Column, value: Any) -> _When:
+        return _When(condition, value, self)
 
     def otherwise(self, value: Any) -> Column:
-        condition, chosen, other = self.condition, self.value, _column(value, literal=True)
-        return Column(
-            lambda t: _if_else(condition.evaluate(t), chosen.evaluate(t), other.evaluate(t)), "when"
-        )
+        result = _column(value, literal=True)
+        branch: _When | None = self
+        while branch is not None:  # from the last `when` back to the first: the first one wins
+            result = _branch(branch.condition, branch.value, result)
+            branch = branch.earlier
+        return Column(result.evaluate, "when")
+
+
+def _branch(condition: Column, chosen: Column, other: Column) -> Column:
+    return Column(lambda t: _if_else(condition.evaluate(t), chosen.evaluate(t), other.evaluate(t)), "when")
 
 
 def when(condition: Column, value: Any) -> _When:

@@ -199,7 +199,11 @@ def parallelize_small(
 
 
 def driver_list_frame(
-    spark: SparkSession, columns: dict[str, Any], what: str = "items", limit: int = DRIVER_LIST_LIMIT
+    spark: SparkSession,
+    columns: dict[str, Any],
+    what: str = "items",
+    limit: int = DRIVER_LIST_LIMIT,
+    spread: bool = True,
 ) -> DataFrame:
     """A DataFrame of a list the driver legitimately holds, given as pyarrow arrays, spread over tasks.
 
@@ -208,7 +212,8 @@ def driver_list_frame(
     stage cost 4-5 CPU-seconds against 1.6-1.9 for the Arrow table (1,000 names, `local[2]`).
     Up to four slices per core, so slow items (large manifests) spread over the executors.
     Spark 3.5 takes no Arrow table: there the same columns go as pandas with the Arrow schema, which
-    its Arrow path also converts in the JVM.
+    its Arrow path also converts in the JVM. `spread=False` keeps Spark's local relation as it is:
+    counting and collecting it then runs no job at all.
     """
     table = pa.table(columns)
     assert_small(table.num_rows, limit, what)
@@ -218,11 +223,12 @@ def driver_list_frame(
 
     slices = max(1, min(table.num_rows, spark.sparkContext.defaultParallelism * 4))
     if int(pyspark.__version__.split(".")[0]) >= 4:
-        return spark.createDataFrame(table).repartition(slices)
-    from pyspark.sql.pandas.types import from_arrow_schema  # Spark 3.5 only, see above
+        frame = spark.createDataFrame(table)
+    else:
+        from pyspark.sql.pandas.types import from_arrow_schema  # Spark 3.5 only, see above
 
-    frame = spark.createDataFrame(table.to_pandas(), schema=from_arrow_schema(table.schema))
-    return frame.repartition(slices)
+        frame = spark.createDataFrame(table.to_pandas(), schema=from_arrow_schema(table.schema))
+    return frame.repartition(slices) if spread else frame
 
 
 def take_sample(df: DataFrame, column: str, limit: int = SAMPLE_LIMIT) -> list[str]:

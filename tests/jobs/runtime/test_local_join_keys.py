@@ -1,4 +1,5 @@
-"""The in-process frame's `xxhash64` join key: equal values get equal keys, whatever their chunking.
+"""The in-process frame's `xxhash64` join key: equal values get equal keys, whatever their chunking;
+and its `when` chains, which compaction planning in the driver nets ADD and DELETE entries with.
 
 remove-orphan-files joins the listing and the referenced set on this key in a local run; a key that
 differed for equal paths would make a referenced file look like an orphan.
@@ -34,3 +35,11 @@ def test_numbers_are_keyed_by_their_text():
     numbers = session.createDataFrame([(1,), (2,), (1,)], "n long")
     keys = [row["k"] for row in numbers.select(F.xxhash64("n").alias("k")).collect()]
     assert keys[0] == keys[2] != keys[1]
+
+
+def test_chained_whens_pick_the_first_condition_that_holds_as_spark_does():
+    session = LocalSession()
+    F = functions_for(session)
+    kinds = session.createDataFrame([(0,), (1,), (2,), (None,)], "kind int")
+    net = F.when(F.col("kind") == 0, 1).when(F.col("kind") >= 0, -1).otherwise(1000)
+    assert [row["net"] for row in kinds.select(net.alias("net")).collect()] == [1, -1, -1, 1000]
