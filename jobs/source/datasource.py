@@ -20,7 +20,7 @@ from jobs.source.location import SourceOptionError, table_location
 from jobs.source.reader import PaimonReader, SystemTableReader, check_schema
 from jobs.source.scan import open_read, read_options
 from jobs.source.stream import PaimonStreamReader, stream_options
-from jobs.source.stream_pk import ROW_KIND_COLUMN, read_changelog
+from jobs.source.stream_pk import ROW_KIND_COLUMN, changelog_columns, read_changelog
 from jobs.source.writer import make_writer
 from paimon_format import system_tables
 from paimon_format.data.reader import output_arrow_schema
@@ -51,6 +51,7 @@ class PaimonDataSource(DataSource):
         opened = open_read(read_options(self.options))
         schema = spark_schema_of(output_arrow_schema(opened.schema))
         if read_changelog(self.options):  # a stream's rows with their kinds (stream_pk.py)
+            changelog_columns(opened.table.path, schema.fieldNames())
             return StructType([StructField(ROW_KIND_COLUMN, StringType(), False), *schema.fields])
         return schema
 

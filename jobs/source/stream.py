@@ -6,7 +6,8 @@ whole content instead of its delta): that is how `scan.mode` `latest-full` (the 
 `from-snapshot-full` begin. A micro-batch (start, end] then reads, for each later snapshot, what it
 added, as Paimon's streaming `DeltaFollowUpScanner` does for an append table: the files ADDed by
 APPEND snapshots. COMPACT snapshots only rewrite rows already delivered and OVERWRITE snapshots
-replace them (Paimon skips both unless `streaming-read-overwrite`), so both deliver nothing.
+replace them, so both deliver nothing (Paimon's default; a primary-key table's stream delivers an
+overwrite's changes with `streaming-read-overwrite` = true: stream_overwrite.py).
 A primary-key table's changes are its delta or changelog files with their row kinds, as its
 `changelog-producer` says (stream_pk.py); `read.changelog` = true adds the `rowkind` column.
 
@@ -32,6 +33,7 @@ from pyspark.sql.types import StructType
 
 from jobs.read import read_splits_as, read_task_groups
 from jobs.source.location import SourceOptionError, TableLocation, table_location
+from jobs.source.stream_overwrite import read_overwrite_option, reads_overwrite
 from jobs.source.stream_pk import delta_splits, full_splits, read_changelog, read_changes, with_insert_kind
 from paimon_format.consumers import ConsumerManager
 from paimon_format.data.reader import prefetch_data_files
@@ -53,6 +55,7 @@ class StreamOptions:
     consumer_id: str | None
     parallelism: int | None
     read_changelog: bool = False
+    read_overwrite: bool | None = None  # `streaming-read-overwrite`; None: the table's option
 
 
 def stream_options(options: Mapping[str, str]) -> StreamOptions:
@@ -81,6 +84,7 @@ def stream_options(options: Mapping[str, str]) -> StreamOptions:
         consumer,
         _positive(parallelism, "parallelism") if parallelism else None,
         read_changelog(options),
+        read_overwrite_option(options),
     )
 
 
@@ -134,17 +138,24 @@ def consumers(table: Table) -> ConsumerManager:
 
 
 def batch_parts(
-    table: Table, schema: TableSchema, start: Mapping[str, int], end: Mapping[str, int]
+    table: Table,
+    schema: TableSchema,
+    start: Mapping[str, int],
+    end: Mapping[str, int],
+    read_overwrite: bool = False,
 ) -> tuple[list[Split], list[Split]]:
     """The micro-batch (start, end]: the splits of the full snapshot `start` asks for first (read
-    merged, `stream_pk.full_splits`) and those of each later snapshot's changes (`delta_splits`)."""
+    merged, `stream_pk.full_splits`) and those of each later snapshot's changes (`delta_splits`;
+    OVERWRITE snapshots' too when `read_overwrite`)."""
     merged: list[Split] = []
     first = int(start["snapshot"]) + 1
     full = start.get("full")
     if full is not None and int(full) <= int(end["snapshot"]):
         merged, first = full_splits(table, schema, int(full))
     changes = [
-        split for sid in range(first, int(end["snapshot"]) + 1) for split in delta_splits(table, schema, sid)
+        split
+        for sid in range(first, int(end["snapshot"]) + 1)
+        for split in delta_splits(table, schema, sid, read_overwrite)
     ]
     return merged, changes
 
@@ -166,6 +177,7 @@ class PaimonStreamReader(DataSourceStreamReader):
         self._read_schema = read_schema
         self._schema = schema
         self._parallelism = options.parallelism or os.cpu_count() or 1
+        self._read_overwrite = reads_overwrite(table.path, read_schema, options.read_overwrite)
 
     def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
         return initial_offset(self._table, self._options)
@@ -183,7 +195,7 @@ class PaimonStreamReader(DataSourceStreamReader):
         """The micro-batch's tasks; first the consumer moves to the first snapshot they read (the
         first batch of a run that reads one batch would record nothing otherwise)."""
         self._record_consumer(int(start.get("full", int(start["snapshot"]) + 1)))
-        full_splits, changes = batch_parts(self._table, self._read_schema, start, end)
+        full_splits, changes = batch_parts(self._table, self._read_schema, start, end, self._read_overwrite)
         merged = [(group, False) for group in read_task_groups(full_splits, self._parallelism)]
         delta = [(group, True) for group in read_task_groups(changes, self._parallelism)]
         return [StreamTask(index, group, kinds) for index, (group, kinds) in enumerate(merged + delta)]

@@ -9,6 +9,8 @@ stream scan (its follow-up scanners):
 - `input`, `lookup`, `full-compaction`: the snapshot's changelog files (its changelog manifest list),
   whatever committed it (lookup and full-compaction write theirs with a compaction); a snapshot
   without one, and an OVERWRITE snapshot, delivers nothing.
+- with `streaming-read-overwrite` = true (producers none and input): an OVERWRITE snapshot delivers
+  the rows it replaced as -D and its new rows (`stream_overwrite.py`).
 
 Paimon reads a streaming split without merging and keeps retractions (`MergeFileSplitRead` for a
 streaming split), so every row of these files is delivered with its kind. Row kinds reach Spark the
@@ -30,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import pyarrow as pa
 
 from jobs.source.location import SourceOptionError
+from jobs.source.stream_overwrite import OverwriteSplit, overwrite_rows, overwrite_splits
 from paimon_format.commit import APPEND, OVERWRITE
 from paimon_format.compaction.settings import CompactionSettingError, CompactionSettings
 from paimon_format.data.prefetch import Prefetch
@@ -44,7 +47,9 @@ from paimon_format.scan.splits import Split, plan_splits
 from paimon_format.table import Table
 
 ROW_KIND_COLUMN = "rowkind"
-"""The column `read.changelog` adds, named as in Paimon's audit-log table."""
+"""The column `read.changelog` adds, named as in Paimon's audit-log table. Paimon 1.0 refuses a table
+column of this name (a system field); a table from an older Paimon may have one, and then the stream
+refuses `read.changelog` (`changelog_columns`) rather than hand Spark two columns of one name."""
 
 _SHORT_KINDS = pa.array(["+I", "-U", "+U", "-D"], pa.string())  # by `_VALUE_KIND` code 0..3
 
@@ -56,6 +61,18 @@ def read_changelog(options: Mapping[str, str]) -> bool:
     if text not in ("true", "false"):
         raise SourceOptionError(f"option 'read.changelog' must be true or false, got {text!r}")
     return text == "true"
+
+
+def changelog_columns(table: str, columns: Sequence[str]) -> None:
+    """Refuse `read.changelog` on a table with a column Spark would take for `rowkind` (its names are
+    case-insensitive by default): `SourceOptionError` naming the column and the option."""
+    clash = [name for name in columns if name.lower() == ROW_KIND_COLUMN]
+    if clash:
+        raise SourceOptionError(
+            f"{table}: option 'read.changelog' = true adds the column {ROW_KIND_COLUMN!r}, but the table "
+            f"has a column {clash[0]!r} (Paimon 1.0 reserves the name for the row kind); read this "
+            "stream without 'read.changelog' or rename the column"
+        )
 
 
 def full_start(schema: TableSchema) -> tuple[Callable[[int], bool] | None, bool]:
@@ -90,10 +107,13 @@ def full_splits(table: Table, schema: TableSchema, snapshot_id: int) -> tuple[li
     return splits, snapshot_id if replays else snapshot_id + 1
 
 
-def delta_splits(table: Table, schema: TableSchema, snapshot_id: int) -> list[Split]:
+def delta_splits(
+    table: Table, schema: TableSchema, snapshot_id: int, read_overwrite: bool = False
+) -> list[Split]:
     """The files holding snapshot `snapshot_id`'s changes (see the module docstring), one split per
-    partition and bucket. An append table's changes are the files its APPEND snapshots added. A
-    snapshot already expired is an error: the stream would silently lose its rows."""
+    partition and bucket. An append table's changes are the files its APPEND snapshots added; an
+    OVERWRITE snapshot's are those of `stream_overwrite` when `read_overwrite`. A snapshot already
+    expired is an error: the stream would silently lose its rows."""
     try:
         snapshot = table.snapshot_manager.snapshot(snapshot_id)
     except PaimonFormatError as error:
@@ -101,6 +121,8 @@ def delta_splits(table: Table, schema: TableSchema, snapshot_id: int) -> list[Sp
             f"{table.path}: the stream needs snapshot {snapshot_id}, which cannot be read ({error}); "
             "give the stream a 'consumer-id' so expire-snapshots keeps what it has still to read"
         ) from None
+    if read_overwrite and snapshot.commit_kind == OVERWRITE:
+        return overwrite_splits(table, schema, snapshot)
     producer = CoreOptions(schema.options).changelog_producer if schema.primary_keys else "none"
     if producer == "none":
         manifest_list = snapshot.delta_manifest_list if snapshot.commit_kind == APPEND else None
@@ -125,6 +147,11 @@ def read_changes(
     """The rows of a primary-key table's change splits, each with its kind, unmerged, in the Arrow
     types `target` (Spark's; with `rowkind` first when the stream asked for it)."""
     for split in splits:
+        if isinstance(split, OverwriteSplit):
+            for rows, kind in overwrite_rows(table, schema, split, prefetch):
+                kinds = pa.array([kind] * rows.num_rows, pa.string())
+                yield _in_target(rows, kinds, target)
+            continue
         for meta in split.files:
             for rows in read_data_file(
                 table,
@@ -135,14 +162,15 @@ def read_changes(
                 system_columns=True,
                 prefetch=prefetch,
             ):
-                kinds = _SHORT_KINDS.take(rows.column(VALUE_KIND))
-                columns = [
-                    kinds if field.name == ROW_KIND_COLUMN else rows.column(field.name) for field in target
-                ]
-                yield pa.RecordBatch.from_arrays(
-                    [column.cast(field.type) for column, field in zip(columns, target, strict=True)],
-                    schema=target,
-                )
+                yield _in_target(rows, _SHORT_KINDS.take(rows.column(VALUE_KIND)), target)
+
+
+def _in_target(rows: pa.RecordBatch, kinds: pa.Array, target: pa.Schema) -> pa.RecordBatch:
+    """`rows`' columns in the types and order of `target`, `rowkind` (if asked for) from `kinds`."""
+    columns = [kinds if field.name == ROW_KIND_COLUMN else rows.column(field.name) for field in target]
+    return pa.RecordBatch.from_arrays(
+        [column.cast(field.type) for column, field in zip(columns, target, strict=True)], schema=target
+    )
 
 
 def with_insert_kind(rows: pa.RecordBatch, target: pa.Schema) -> pa.RecordBatch:

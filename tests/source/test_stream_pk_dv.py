@@ -14,14 +14,9 @@ from jobs.source import register
 from paimon_format.consumers import ConsumerManager
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
-from tests.java.oracle import sort_key
-from tests.source.test_stream_pk_java import Change, run_stream
+from tests.support.stream_runs import run_stream, sorted_changes
 
 pytestmark = pytest.mark.java
-
-
-def sorted_changes(changes: list[Change]) -> list[Change]:
-    return sorted(changes, key=lambda pair: [pair[0], *sort_key(pair[1])])
 
 
 def test_deletion_vector_table_streams_each_row_once(spark_session, java_paimon, tmp_path):

@@ -7,43 +7,14 @@ checkpoint delivers the next commit's rows and nothing twice.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from jobs.source import register
 from paimon_format.consumers import ConsumerManager
 from paimon_format.storage.fileio import FileIO
-from tests.java.oracle import sort_key
+from tests.support.stream_runs import run_stream
 
 pytestmark = pytest.mark.java
-
-Change = tuple[str, dict[str, Any]]
-
-
-def run_stream(spark: Any, path: str, checkpoint: str, **options: str) -> list[Change]:
-    """One availableNow run from `checkpoint` with `read.changelog`: (rowkind, row) pairs, sorted as
-    the oracle sorts them."""
-    delivered: list[Change] = []
-
-    def collect(frame: Any, _batch_id: int) -> None:
-        for row in frame.collect():
-            values = row.asDict()
-            delivered.append((values.pop("rowkind"), values))
-
-    reader = spark.readStream.format("paimon").option("read.changelog", "true")
-    for key, value in options.items():
-        reader = reader.option(key, value)
-    query = (
-        reader.load(path)
-        .writeStream.foreachBatch(collect)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    assert query.exception() is None
-    return sorted(delivered, key=lambda pair: [pair[0], *sort_key(pair[1])])
 
 
 @pytest.mark.parametrize("producer", ["none", "lookup"])  # input: the next test
