@@ -1,7 +1,8 @@
 """Stream options with Paimon's semantics: `streaming-read-overwrite` (an OVERWRITE snapshot Java
 commits is skipped by default and delivered as -D of the rows it replaced and +I of its new rows
 when the option is true, as Paimon's own stream scan reads it) and `read.changelog` on a
-table with a column named `rowkind` (refused, naming both: Paimon 1.0 reserves the name).
+table with a column named `rowkind` (refused, naming both: Paimon 1.0 reserves the name); and the levels
+a full first batch reads (Paimon's first stream plan).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from jobs.source import register
 from jobs.source.location import SourceOptionError
 from jobs.source.stream_overwrite import read_overwrite_option, reads_overwrite
+from jobs.source.stream_pk import full_start
 from paimon_format.model.schema import new_table_schema
 from paimon_format.model.type_parsing import parse_type
 from paimon_format.storage.fileio import FileIO
@@ -88,3 +90,22 @@ def test_a_rowkind_column_refuses_read_changelog(spark_session, tmp_path):
         spark_session.readStream.format("paimon").option("read.changelog", "true").load(root)
     frame = spark_session.readStream.format("paimon").load(root)
     assert frame.columns == ["k", "RowKind"]  # without the option: the table's columns
+
+
+def test_a_full_start_reads_the_levels_paimons_first_stream_plan_reads():
+    def rule(**options: str) -> tuple[list[bool] | None, bool]:
+        schema = new_table_schema([("k", BIGINT)], primary_keys=["k"], options=options)
+        levels, replays = full_start(schema)
+        return (None if levels is None else [levels(level) for level in range(6)]), replays
+
+    assert rule() == (None, False)  # deduplicate, no lookup: every level, merged
+    above_zero = [False, True, True, True, True, True]
+    assert rule(**{"deletion-vectors.enabled": "true"}) == (above_zero, True)  # then its own delta
+    both = {"deletion-vectors.enabled": "true", "changelog-producer": "lookup"}
+    assert rule(**both) == (above_zero, False)  # the lookup changelog carries level 0's rows
+    assert rule(**{"merge-engine": "first-row"}) == (above_zero, False)
+    top = [False, False, True, False, False, False]  # levels 0..2: the trigger + 1
+    assert rule(**{"changelog-producer": "full-compaction", "num-sorted-run.compaction-trigger": "2"}) == (
+        top,
+        False,
+    )
