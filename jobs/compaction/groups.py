@@ -13,7 +13,9 @@ Each group is one pass of `jobs.compaction.rewrite.rewrite_and_commit` over its 
 per bin writes the new files, executors write the group's manifests, the driver commits one COMPACT
 snapshot. The driver holds no file list at any time: the bins' payloads stay in the persisted plan
 on the executors (a group's bins are picked from it by a broadcast semi-join on its buckets), a
-group's results stay on the executors until its commit, and only counts come back.
+group's results stay on the executors until its commit, and only counts come back. (A small plan
+made in the driver, `jobs.compaction.run`, is a local relation of at most `LOCAL_PLAN_BYTES` of
+payloads held in the driver's JVM instead.)
 
 A group whose commit finds that a commit after the plan removed one of its inputs (or changed its
 buckets' deletion vectors) removes what it wrote, is planned again from the latest snapshot (its

@@ -49,9 +49,12 @@ if TYPE_CHECKING:
 
 Log = logging.Logger | logging.LoggerAdapter
 
-# A plan of at most this many manifest entries is made in the driver (`_planned_bins`); its bins'
-# payloads (about 450 bytes a file) are then at most ~25 MiB of driver memory.
+# A plan of at most this many manifest entries, whose bins' payloads are estimated at most
+# LOCAL_PLAN_BYTES, is made in the driver (`_planned_bins`). A file's pickled metadata grows with
+# the stats columns: about 450 bytes at 10 columns, 5.3 KB at 100 string columns (measured).
 LOCAL_PLAN_ENTRIES = 50_000
+LOCAL_PLAN_BYTES = 32 << 20
+PAYLOAD_BASE_BYTES, PAYLOAD_COLUMN_BYTES = 300, 50  # the estimate of one file's pickled metadata
 
 
 @dataclass(frozen=True)
@@ -212,16 +215,18 @@ def _planned_bins(
     """The persisted bins of the snapshot's live files in the selected, idle, requested buckets, and
     where they were planned ("driver" or "spark").
 
-    A plan of at most `LOCAL_PLAN_ENTRIES` manifest entries (counted from the manifest lists) is
-    made in the driver by the same code on a `LocalSession`, and only the bins go to Spark: Spark's
-    planning jobs (a manifest-reading task, two shuffles, their Python workers) took about 3 s of a
-    10M-row compaction of 5,000 files on 2 cores, the driver 0.2 s. Bucket filters and idle
-    partitions (the write job's buckets, a commit group's retry, `buckets`, `partition_idle_time`)
-    plan on Spark. The driver holds at most the local row limit of entries, whatever the table."""
+    A plan of at most `LOCAL_PLAN_ENTRIES` manifest entries (counted from the manifest lists) and
+    `LOCAL_PLAN_BYTES` of estimated payloads is made in the driver by the same code on a
+    `LocalSession`, and only the bins go to Spark: Spark's planning jobs (a manifest-reading task,
+    two shuffles, their Python workers) took about 3 s of a 10M-row compaction of 5,000 files on 2
+    cores, the driver 0.2 s. Bucket filters and idle partitions (the write job's buckets, a commit
+    group's retry, `buckets`, `partition_idle_time`) plan on Spark. The driver holds at most those
+    bounds, whatever the table. The choice counts entries only, not requests: on an object store
+    the driver reads the manifests through its read-ahead window, as the executors would."""
     from pyspark import StorageLevel  # pyspark: loaded when the job runs, not on import (--help)
 
     plain = request.buckets is None and request.bucket_ranges is None and request.partition_idle_time is None
-    if plain and planned_entries(table, latest) <= LOCAL_PLAN_ENTRIES:
+    if plain and _fits_the_driver(table, planned_entries(table, latest)):
         try:
             local = _bins(LocalSession(row_limit=LOCAL_PLAN_ENTRIES), table, latest, tests, settings, request)
         except LocalLimitExceeded:
@@ -233,6 +238,13 @@ def _planned_bins(
             return frame, "driver"
     planned = _bins(spark, table, latest, tests, settings, request)
     return planned.persist(StorageLevel.MEMORY_AND_DISK), "spark"
+
+
+def _fits_the_driver(table: Table, entries: int) -> bool:
+    """Whether a plan of `entries` is small enough for the driver, by count and by the estimated
+    bytes of its payloads (which the driver then hands to the JVM as a local relation)."""
+    per_file = PAYLOAD_BASE_BYTES + PAYLOAD_COLUMN_BYTES * len(table.schema.fields)
+    return entries <= LOCAL_PLAN_ENTRIES and entries * per_file <= LOCAL_PLAN_BYTES
 
 
 def planned_entries(table: Table, snapshot: Snapshot) -> int:

@@ -15,7 +15,7 @@ for that column, as when the stats were computed over all rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,9 +30,19 @@ from paimon_format.model.types import DataField
 class FileSummary:
     """The per-row-group facts of one data file's rows; `extremes` stands in for the rows in the stats."""
 
-    def __init__(self, fields: Sequence[DataField], key_names: Sequence[str], primary_key: bool) -> None:
+    def __init__(
+        self,
+        fields: Sequence[DataField],
+        key_names: Sequence[str],
+        primary_key: bool,
+        bounded: Collection[str] | None = None,
+    ) -> None:
         self._fields = list(fields)
         self._key_names = list(key_names)
+        # the columns whose bounds the stats record (stats mode full or truncate, and the key): the
+        # others keep only null counts, and their values are never converted (a DATE before year 1
+        # has no Python value, yet a column in mode none or counts holds it fine)
+        self._bounded = {f.name for f in fields} if bounded is None else set(bounded)
         self._primary_key = primary_key
         self._parts: list[pa.Table] = []
         self.null_counts: dict[str, int] = {f.name: 0 for f in fields}
@@ -52,7 +62,8 @@ class FileSummary:
         for field in self._fields:
             column = chunk.column(field.name)
             self.null_counts[field.name] += column.null_count
-            columns[field.name] = _chunk_extremes(column, field)
+            bounded = field.name in self._bounded
+            columns[field.name] = _chunk_extremes(column, field) if bounded else pa.nulls(2, column.type)
         self._parts.append(pa.table(columns))
         if self._primary_key:
             self._add_key_values(chunk)

@@ -131,6 +131,15 @@ def column_stats(
     return SimpleStats(serialize_row(minimums, types), serialize_row(maximums, types), nulls)
 
 
+def bounded_columns(schema: TableSchema, options: CoreOptions, key_names: Sequence[str]) -> set[str]:
+    """The columns whose min and max a data file's stats record: stats mode full or truncate, and
+    the trimmed primary key (its key stats are always full)."""
+    fields = [f.name for f in schema.fields]
+    modes = stats_modes(options, fields)
+    bounded = {name for name, mode in zip(fields, modes, strict=True) if mode.kind in ("full", "truncate")}
+    return bounded | set(key_names)
+
+
 def value_stats(
     data: pa.Table, schema: TableSchema, options: CoreOptions, null_counts: Mapping[str, int] | None = None
 ) -> tuple[SimpleStats, list[str] | None]:

@@ -37,7 +37,7 @@ from paimon_format.data.bucket_slices import split_by_partition_and_bucket
 from paimon_format.data.conform import ROW_KIND_COLUMN, conform
 from paimon_format.data.encoders import FileEncoder, data_file_extension, new_encoder
 from paimon_format.data.file_summary import FileSummary
-from paimon_format.data.stats import FULL_STATS, column_stats, value_stats
+from paimon_format.data.stats import FULL_STATS, bounded_columns, column_stats, value_stats
 from paimon_format.data.uploads import Uploads
 from paimon_format.errors import DataWriteError
 from paimon_format.manifest.entries import DataFileMeta, SimpleStats
@@ -190,6 +190,8 @@ class BucketWriter:
         self._paths: list[str] = []
         self.relative_dir = self._relative_dir()
         self._prefix = self.options.data_file_prefix if file_prefix is None else file_prefix
+        self._key_names = [f.name for f in key_fields(schema)] if self._has_pk else []
+        self._bounded = bounded_columns(schema, self.options, self._key_names)
         # changelog-producer input: the rows as they came also go to changelog files (Java's
         # MergeTreeWriter hands the write buffer's raw records to a changelog writer at level 0)
         self._changelog: BucketWriter | None = None
@@ -304,7 +306,7 @@ class BucketWriter:
         if self._file is None:
             name = new_data_file_name(self._prefix, self._uuid, self._counter, self._extension)
             self._counter += 1
-            summary = FileSummary(self.schema.fields, [f.name for f in key_fields(self.schema)], self._has_pk)
+            summary = FileSummary(self.schema.fields, self._key_names, self._has_pk, self._bounded)
             self._file = _OpenFile(name, new_encoder(self.schema, self.options), summary)
         self._file.write(chunk)
         if self._file.encoder.size() >= self._target:

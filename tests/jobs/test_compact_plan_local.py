@@ -89,6 +89,9 @@ def test_a_plain_small_plan_is_made_in_the_driver_the_rest_on_spark(spark_sessio
     assert big.details["planned_in"] == "spark"
     assert big.counts["bins"] == small.counts["bins"] > 0
     monkeypatch.undo()
+    monkeypatch.setattr(compaction_run, "LOCAL_PLAN_BYTES", 1000)  # wide payloads: bounded by bytes too
+    assert compact(spark_session, table, CompactRequest(), dry_run=True).details["planned_in"] == "spark"
+    monkeypatch.undo()
     some = compact(spark_session, table, CompactRequest(buckets=[(b"", 0)]), dry_run=True)
     assert some.details["planned_in"] == "spark"  # a bucket filter plans on Spark
     done = compact(spark_session, table, CompactRequest())

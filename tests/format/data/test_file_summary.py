@@ -11,10 +11,12 @@ import pytest
 
 from paimon_format.data.file_summary import FileSummary
 from paimon_format.data.stats import FULL_STATS, column_stats, value_stats
+from paimon_format.data.writer import write_table_files
 from paimon_format.model.file_layout import KEY_PREFIX, SEQUENCE_NUMBER, VALUE_KIND
 from paimon_format.model.options import CoreOptions
 from paimon_format.model.schema import new_table_schema
 from paimon_format.model.type_parsing import parse_type
+from paimon_format.storage.fileio import FileIO
 
 COLUMNS = [
     ("i", "INT"),
@@ -91,3 +93,17 @@ def test_key_facts_span_row_groups():
     assert column_stats(summary.extremes(), keys, [FULL_STATS], summary.null_counts) == column_stats(
         data, keys, [FULL_STATS]
     )
+
+
+@pytest.mark.parametrize("mode", ["none", "counts"])
+def test_columns_without_bounds_are_never_converted(tmp_path, mode):
+    """A DATE before year 1 has no Python value: a column whose stats record no bounds still writes
+    (only its null count is kept), as it did when bounds were computed for bounded columns only."""
+    schema = new_table_schema(
+        [("id", parse_type("BIGINT")), ("day", parse_type("DATE"))], (), (), {"metadata.stats-mode": mode}
+    )
+    root = str(tmp_path / "t")
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "day": pa.array([-719163, None], pa.date32())})
+    ((_partition, _bucket, (meta,)),) = write_table_files(FileIO.for_path(root), root, schema, data, 0)
+    assert meta.row_count == 2
+    assert meta.value_stats.null_counts == ([] if mode == "none" else [0, 1])
