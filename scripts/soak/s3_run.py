@@ -52,6 +52,9 @@ class S3SoakOptions:
     orphan_older_than_s: int = 60
     watch_interval_s: float = 1.0  # the snapshot watcher's polls (each a LIST and a few GETs per table)
     batches_per_day: int = 2  # a writer's batches per day: our writers commit far less often than Java's
+    # rounds go on past `minutes` until every writer has this many commits on every table: a short run
+    # (CI: minutes=0) then ends as soon as what it checks has happened, however fast the machine is
+    min_commits: int = 0
 
 
 @dataclass
@@ -150,9 +153,11 @@ def s3_soak(options: S3SoakOptions, workdir: str, bill: Bill) -> S3SoakResult:
             if time.monotonic() - last_checkpoint >= options.checkpoint_s:
                 checkpoint(result, final=False)
                 last_checkpoint = time.monotonic()
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline and committed(writers, options.min_commits):
                 break
     finally:
+        for writer in writers:
+            writer.ask_to_stop()  # all at once: none starts another batch while the first is waited for
         for writer in writers:
             writer.stop()
     result.final_round_ms = int(time.time() * 1000)
@@ -164,9 +169,16 @@ def s3_soak(options: S3SoakOptions, workdir: str, bill: Bill) -> S3SoakResult:
     return result
 
 
+def committed(writers: list[OurWriter], at_least: int) -> bool:
+    """Whether every writer has at least `at_least` commits on every one of its tables."""
+    return all(writer.commits[name] >= at_least for writer in writers for name in writer.tables)
+
+
 def checkpoint(result: S3SoakResult, final: bool) -> None:
     """Hold every writer and check every table with our reader (checks.check_table); at the end
     every retained snapshot too, and the orphans against the final remove-orphan-files run."""
+    for writer in result.writers:
+        writer.ask_to_hold()  # all at once: none starts another batch while the first is waited for
     for writer in result.writers:
         writer.hold()
     try:

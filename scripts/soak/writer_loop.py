@@ -30,9 +30,15 @@ class WriterLoop(threading.Thread):
         raise NotImplementedError
 
     def hold(self) -> None:
+        self.ask_to_hold()
+        with self._cond:
+            self._cond.wait_for(lambda: not self._busy)
+
+    def ask_to_hold(self) -> None:
+        """Start no new step from now on (`hold` also waits for the current one to end). Several
+        writers are asked at once first, so that none starts a step while another is waited for."""
         with self._cond:
             self._held = True
-            self._cond.wait_for(lambda: not self._busy)
 
     def release(self) -> None:
         with self._cond:
@@ -40,10 +46,14 @@ class WriterLoop(threading.Thread):
             self._cond.notify_all()
 
     def stop(self) -> None:
+        self.ask_to_stop()
+        self.join()
+
+    def ask_to_stop(self) -> None:
+        """End the loop after the current step, without waiting for it (`stop` waits)."""
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
-        self.join()
 
     def run(self) -> None:
         try:

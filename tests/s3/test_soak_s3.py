@@ -1,7 +1,9 @@
 """The S3 soak, short (scripts/soak.py --s3, issue #28): two writers of ours and our maintenance on
 the same tables, on moto behind the proxy answering 1% of the requests 503 SlowDown, and nothing lost.
 
-One run of about half a minute on the session's SparkSession and proxy, then the checks it relied on shown
+One run on the session's SparkSession and proxy, as short as what it checks allows (maintain rounds
+beside the writers until each writer committed twice to each table, a checkpoint after each round,
+then a last round and checkpoint at rest), then the checks it relied on shown
 to fail: a row no writer wrote, a row a writer's ledger has that the read lacks, a batch the ledger
 says landed that the table does not have, and a referenced file deleted from the bucket. The
 two-writer ledger rules (keys apart, days dropped only once the slowest writer left them) are unit
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import io
 import random
+import threading
 import uuid
 
 import pytest
@@ -21,7 +24,9 @@ from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from scripts.soak.checks import check_files, check_reads, latest_id, our_read
 from scripts.soak.ledger import DROP_AGE_DAYS, ID_SPAN, SPECS, Ledger, day_name, droppable_days
-from scripts.soak.s3_run import S3SoakOptions, S3SoakResult, report, s3_soak
+from scripts.soak.our_writer import OurWriter
+from scripts.soak.s3_run import S3SoakOptions, S3SoakResult, committed, report, s3_soak
+from scripts.soak.writer_loop import WriterLoop
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +37,15 @@ def soaked(spark_session, moto_s3, s3_proxy, tmp_path_factory) -> S3SoakResult:
     workdir = tmp_path_factory.mktemp("s3soak")
     storage = {"endpoint_url": s3_proxy.endpoint_url, "client_kwargs": {"region_name": "us-east-1"}}
     options = S3SoakOptions(
-        minutes=0.4,
+        minutes=0,  # no clock: rounds until each writer committed twice to each table (one, mostly)
+        min_commits=2,
         warehouse=f"s3://{bucket}/soak-{uuid.uuid4().hex[:8]}",
         storage_options=storage,
         tables=("dedup", "dv_lookup"),
-        checkpoint_s=10.0,  # a checkpoint after every maintain round
+        checkpoint_s=0,  # a checkpoint after every maintain round, with the writers still going
         orphan_older_than_s=20,
         watch_interval_s=0.5,
-        batches_per_day=1,  # old days to drop within the half minute, on a fast machine
+        batches_per_day=1,  # old days to drop soonest (a run past 5 batches a writer drops some)
     )
     s3_proxy.reset(throttle_ratio=0.01, seed=7)
     try:
@@ -135,6 +141,60 @@ def test_a_batch_seen_in_some_buckets_only_is_allowed_inside_its_window_alone() 
     assert outside.problems  # after the compaction the batch is whole or it is a loss
     spec = SPECS["dedup"]  # a table whose reads see level 0 has no such window
     assert Ledger(spec, random.Random(3), batches=dict(ledger.batches)).torn_batch(6) is None
+
+
+def test_the_short_soak_goes_on_until_every_writer_committed_enough_to_every_table() -> None:
+    """CI's soak has no clock (minutes=0): its rounds end on `committed`, never before each writer's
+    second commit to each table."""
+    writers = [
+        OurWriter(w, {name: Ledger(SPECS[name], random.Random(w)) for name in SPECS}, "", {}, "", 0)
+        for w in (0, 1)
+    ]
+    assert committed(writers, 0) and not committed(writers, 1)
+    for writer in writers:
+        writer.commits.update({name: 2 for name in SPECS})
+    writers[1].commits[next(iter(SPECS))] = 1  # one table of one writer lags
+    assert committed(writers, 1) and not committed(writers, 2)
+    writers[1].commits[next(iter(SPECS))] += 1
+    assert committed(writers, 2)
+
+
+def test_writers_asked_to_hold_together_start_no_batch_while_another_is_waited_for() -> None:
+    """A checkpoint asks every writer to hold before waiting for any: a writer whose batch ends
+    while another's goes on starts no next batch (the checkpoint would wait for that one too)."""
+    gates, entered, left = ([threading.Event(), threading.Event()] for _ in range(3))
+
+    class Gated(WriterLoop):
+        def __init__(self, index: int) -> None:
+            super().__init__(f"gated-{index}", ["t"])
+            self.index, self.steps = index, 0
+
+        def step(self, name: str) -> None:
+            self.steps += 1
+            entered[self.index].set()
+            gates[self.index].wait()
+            self.commits[name] += 1
+            left[self.index].set()
+
+    first, second = writers = [Gated(0), Gated(1)]
+    for writer in writers:
+        writer.start()
+    for event in entered:
+        event.wait()  # both in their first batch
+    for writer in writers:
+        writer.ask_to_hold()
+    gates[1].set()  # the second writer's batch ends while the first's goes on
+    left[1].wait()
+    gates[0].set()
+    first.hold()  # the first writer's batch ends; the second, asked, started no other meanwhile
+    second.hold()
+    assert (first.steps, second.steps) == (1, 1)
+    for writer in writers:
+        writer.release()
+        writer.ask_to_stop()
+    for writer in writers:
+        writer.stop()
+    assert not first.is_alive() and not second.is_alive()
 
 
 def ledger_rows(ledger: Ledger, marker: int) -> list[dict]:
