@@ -23,6 +23,7 @@ from paimon_format.data.writer import write_table_files
 from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.scan.split_read import read_split
 from paimon_format.scan.splits import plan_splits
+from tests.support.stream_runs import run_available_now
 from tests.support.table_states import IDENTIFIER, append_rows, batch, build_sample_table
 
 FUTURE = "2100-01-01 00:00:00"
@@ -44,15 +45,7 @@ def run_stream(spark: Any, warehouse: str, checkpoint: str, **options: str) -> l
     reader = spark.readStream.format("paimon").option("warehouse", warehouse)
     for key, value in options.items():
         reader = reader.option(key.replace("_", "-"), value)
-    query = (
-        reader.load(IDENTIFIER)
-        .writeStream.foreachBatch(collect)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
-    assert query.exception() is None
+    run_available_now(reader, IDENTIFIER, checkpoint, collect)
     return delivered
 
 

@@ -12,6 +12,7 @@ import pytest
 from jobs.source import register
 from paimon_format.consumers import ConsumerManager
 from paimon_format.storage.fileio import FileIO
+from tests.support.stream_runs import run_available_now
 
 pytestmark = pytest.mark.java
 
@@ -23,16 +24,8 @@ def run_stream(spark: Any, path: str, checkpoint: str) -> list[int]:
     def collect(frame: Any, _batch_id: int) -> None:
         delivered.extend(row["k"] for row in frame.select("k").collect())
 
-    query = (
-        spark.readStream.format("paimon")
-        .option("consumer-id", "feed")
-        .load(path)
-        .writeStream.foreachBatch(collect)
-        .option("checkpointLocation", checkpoint)
-        .trigger(availableNow=True)
-        .start()
-    )
-    query.awaitTermination()
+    reader = spark.readStream.format("paimon").option("consumer-id", "feed")
+    run_available_now(reader, path, checkpoint, collect)
     return delivered
 
 

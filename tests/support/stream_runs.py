@@ -28,6 +28,13 @@ def run_stream(spark: Any, path: str, checkpoint: str, **options: str) -> list[C
     reader = spark.readStream.format("paimon").option("read.changelog", "true")
     for key, value in options.items():
         reader = reader.option(key, value)
+    run_available_now(reader, path, checkpoint, collect)
+    return sorted_changes(delivered)
+
+
+def run_available_now(reader: Any, path: str, checkpoint: str, collect: Any) -> None:
+    """Load `path` with the configured stream `reader` and run it once to the end (availableNow) from
+    `checkpoint`, each micro-batch handed to `collect`; a failed query fails the test."""
     query = (
         reader.load(path)
         .writeStream.foreachBatch(collect)
@@ -37,4 +44,3 @@ def run_stream(spark: Any, path: str, checkpoint: str, **options: str) -> list[C
     )
     query.awaitTermination()
     assert query.exception() is None
-    return sorted_changes(delivered)
