@@ -237,7 +237,9 @@ def plain_rewrite_main(listing: str, out: str, partitions: int) -> None:
     """The plain rewrite's process: a Spark session as the job's (`local[2]`), one read and write."""
     from jobs.runtime.spark import get_or_create_spark, stop_session  # Spark only in this mode
 
-    spark = get_or_create_spark("bench-plain-rewrite", {"spark.sql.shuffle.partitions": "8"}, "WARN")
+    spark = get_or_create_spark(
+        "bench-plain-rewrite", {"spark.sql.shuffle.partitions": "8"}, "WARN", moves_rows=True
+    )
     paths = Path(listing).read_text().split("\n")
     spark.read.parquet(*paths).repartition(partitions).write.mode("overwrite").parquet(out)
     stop_session(spark)

@@ -115,7 +115,7 @@ def main() -> None:
     if args.spark:
         from jobs.runtime.spark import get_or_create_spark, stop_session
 
-        spark = get_or_create_spark("bench-merge", {"spark.master": "local[2]"})
+        spark = get_or_create_spark("bench-merge", {"spark.master": "local[2]"}, moves_rows=True)
         spark.read.parquet(str(paths[0])).count()  # warm up the JVM
 
         def spark_rewrite() -> None:

@@ -65,7 +65,8 @@ def main() -> None:
         pq.write_table(events(per_file, args.days, index, index * per_file), source / f"part-{index}.parquet")
     rows = per_file * args.files
 
-    spark = get_or_create_spark("bench-read", {"spark.sql.shuffle.partitions": "8"})
+    # moves_rows: C2 on, as in a notebook user's own session (the JVM's default)
+    spark = get_or_create_spark("bench-read", {"spark.sql.shuffle.partitions": "8"}, moves_rows=True)
     register(spark)
     warehouse = str(work / "wh")
     files = parquet_files(str(source), {})

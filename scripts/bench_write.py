@@ -64,6 +64,7 @@ def main() -> None:
             "spark.sql.shuffle.partitions": "8",
             "spark.sql.execution.arrow.maxRecordsPerBatch": args.batch_rows,
         },
+        moves_rows=True,  # as the write job's own session (jobs.runtime.registry)
     )
     df = spark.read.parquet(str(source)).cache()
     df.count()

@@ -204,7 +204,9 @@ def main() -> None:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="minor-compaction-"))
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
-    spark = get_or_create_spark("minor-compaction", {"spark.sql.shuffle.partitions": str(args.buckets)})
+    spark = get_or_create_spark(
+        "minor-compaction", {"spark.sql.shuffle.partitions": str(args.buckets)}, moves_rows=True
+    )
     base = work / "base"
     data = events(args.rows, 1, 1).drop_columns(["dt"])
     table = create_table(str(base / "bench.db" / "pk"), data, ["id"], {"bucket": str(args.buckets)})

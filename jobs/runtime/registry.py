@@ -40,6 +40,9 @@ class Operation:
     # changes a table but `write` (a writer races maintenance through its commit) and `maintain`
     # (which locks each table it works on itself)
     takes_lock: bool = True
+    # whether its executors move rows in bulk (reading, encoding and writing data files): a local
+    # session then keeps the JVM's C2 compiler (`jobs.runtime.jvm_archive.LOCAL_DATA_JVM_OPTIONS`)
+    moves_rows: bool = False
 
 
 class OperationNotImplemented(BadInputError):
@@ -49,13 +52,19 @@ class OperationNotImplemented(BadInputError):
 OPERATIONS: dict[str, Operation] = {}
 
 
-def register(name: str, module: str, description: str, takes_lock: bool = True) -> Operation:
-    operation = OPERATIONS[name] = Operation(name, module, description, takes_lock)
+def register(
+    name: str, module: str, description: str, takes_lock: bool = True, moves_rows: bool = False
+) -> Operation:
+    operation = OPERATIONS[name] = Operation(name, module, description, takes_lock, moves_rows)
     return operation
 
 
 register(
-    "write", "jobs.write", "write files or a query into a table, creating it if needed", takes_lock=False
+    "write",
+    "jobs.write",
+    "write files or a query into a table, creating it if needed",
+    takes_lock=False,
+    moves_rows=True,
 )
 register(
     "expire-snapshots", "jobs.expire_snapshots", "expire old snapshots and delete the files only they used"
@@ -63,7 +72,9 @@ register(
 register(
     "remove-orphan-files", "jobs.remove_orphan_files", "delete files no snapshot, tag or branch references"
 )
-register("compact", "jobs.compact", "rewrite small files and sorted runs into fewer, larger files")
+register(
+    "compact", "jobs.compact", "rewrite small files and sorted runs into fewer, larger files", moves_rows=True
+)
 register("compact-manifests", "jobs.compact_manifests", "rewrite manifests into fewer, partition-sorted ones")
 register(
     "drop-partition", "jobs.drop_partition", "drop partitions by spec or predicate (an OVERWRITE commit)"
@@ -142,6 +153,11 @@ def load(name: str) -> ModuleType:
     return module
 
 
+def _moves_rows(operation: str) -> bool:
+    known = OPERATIONS.get(operation)
+    return known is not None and known.moves_rows
+
+
 @dataclass
 class JobContext:
     """What an operation gets from the frame: its Spark session, the dry-run flag, a logger, a record.
@@ -174,6 +190,7 @@ class JobContext:
                 getattr(self.config, "spark", None),
                 self.spark_log_level,
                 self.console_progress,
+                moves_rows=_moves_rows(self.operation),
             )
         return self._spark
 

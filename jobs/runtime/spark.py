@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pyarrow as pa
 
 from jobs.runtime.errors import SafetyRefusal
-from jobs.runtime.jvm_archive import LOCAL_JVM_OPTIONS, archive_options
+from jobs.runtime.jvm_archive import LOCAL_DATA_JVM_OPTIONS, LOCAL_JVM_OPTIONS, archive_options
 from jobs.runtime.local_frame import LocalSession
 from jobs.runtime.report import SAMPLE_LIMIT
 
@@ -62,6 +62,7 @@ def get_or_create_spark(
     conf: dict[str, Any] | None = None,
     log_level: str | None = None,
     console_progress: bool = False,
+    moves_rows: bool = False,
 ) -> SparkSession:
     """The active session if there is one (tests, notebooks, a wrapper); else a new one.
 
@@ -70,6 +71,8 @@ def get_or_create_spark(
     `conf` apply. Our defaults: Spark's own log level `log_level` (`spark.log.level`, applied as the
     context starts, so its thousands of INFO lines stay out of a job's log; the job's own progress
     lines are Python logging and stay), and Spark's console progress bar when `console_progress`.
+    `moves_rows`: a local JVM that converts rows in bulk (reads into DataFrames, writes from a query)
+    keeps the C2 compiler (`jvm_archive.LOCAL_DATA_JVM_OPTIONS`); maintenance sessions do without.
     """
     # pyspark only here and below: `--help` and configuration errors never load it
     from pyspark import SparkConf, SparkContext
@@ -95,16 +98,19 @@ def get_or_create_spark(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        settings = {"spark.app.name": app_name, **local_defaults(), **ours, **requested}
+        settings = {"spark.app.name": app_name, **local_defaults(moves_rows), **ours, **requested}
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
-def local_defaults() -> dict[str, str]:
-    """LOCAL_DEFAULTS, with the JVM class archive mapped when this machine has one (`jvm_archive`)."""
+def local_defaults(moves_rows: bool = False) -> dict[str, str]:
+    """LOCAL_DEFAULTS, with the JVM class archive mapped when this machine has one (`jvm_archive`),
+    and C2 kept when the session `moves_rows` (see `jvm_archive.LOCAL_DATA_JVM_OPTIONS`)."""
     settings = dict(LOCAL_DEFAULTS)
+    if moves_rows:
+        settings["spark.driver.extraJavaOptions"] = LOCAL_DATA_JVM_OPTIONS
     archive = archive_options()
     if archive:
         settings["spark.driver.extraJavaOptions"] = f"{settings['spark.driver.extraJavaOptions']} {archive}"

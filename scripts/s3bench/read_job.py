@@ -28,7 +28,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     config = yaml.safe_load(Path(args.config).read_text())
-    spark = get_or_create_spark("bench-s3-read", log_level="ERROR")
+    spark = get_or_create_spark("bench-s3-read", log_level="ERROR", moves_rows=True)
     start = time.perf_counter()
     rows = read_table(
         spark, config["warehouse"], config["table"], storage_options=config.get("storage_options")

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 
 from jobs.runtime import jvm_archive
-from jobs.runtime.jvm_archive import LOCAL_JVM_OPTIONS
+from jobs.runtime.jvm_archive import LOCAL_DATA_JVM_OPTIONS, LOCAL_JVM_OPTIONS
+from jobs.runtime.registry import OPERATIONS
 from jobs.runtime.spark import local_defaults
 
 
@@ -30,6 +31,21 @@ def test_an_archive_on_disk_is_mapped_after_the_plain_options(monkeypatch, tmp_p
     options = local_defaults()["spark.driver.extraJavaOptions"]
     assert options.startswith(LOCAL_JVM_OPTIONS + " ")
     assert f"-XX:SharedArchiveFile={archive}" in options.split()
+
+
+def test_sessions_that_move_rows_keep_c2_and_the_archive(monkeypatch, tmp_path):
+    """Maintenance sessions compile with C1 only; a session that converts rows in bulk keeps C2
+    (its reads ran twice as fast), with the same archive mapped after its options."""
+    assert "-XX:TieredStopAtLevel=1" in LOCAL_JVM_OPTIONS.split()
+    assert "TieredStopAtLevel" not in LOCAL_DATA_JVM_OPTIONS
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"an archive")
+    monkeypatch.setenv(jvm_archive.ENV, str(archive))
+    options = local_defaults(moves_rows=True)["spark.driver.extraJavaOptions"]
+    assert options.startswith(LOCAL_DATA_JVM_OPTIONS + " ")
+    assert f"-XX:SharedArchiveFile={archive}" in options.split()
+    movers = sorted(name for name, operation in OPERATIONS.items() if operation.moves_rows)
+    assert movers == ["compact", "write"]
 
 
 def test_an_archive_whose_path_has_a_blank_is_left_out(monkeypatch, tmp_path):
