@@ -1,7 +1,7 @@
 """Compaction benchmark: the compact job against Paimon's own Java compaction and Spark's plain rewrite
 of the same table, each run as a whole process.
 
-    .venv/bin/python scripts/bench_compact.py                                   # the issue's sizes (10M)
+    .venv/bin/python scripts/bench_compact.py --rounds 3                        # the issue's sizes (10M)
     .venv/bin/python scripts/bench_compact.py --sizes 1000000,10000000          # memory as buckets grow
     .venv/bin/python scripts/bench_compact.py --sizes 20000 --java-max-file-num 5   # proof that it runs
 
@@ -22,6 +22,8 @@ at random from N, so every bucket holds 20 sorted runs. Each peer compacts its o
     partition's last, smaller bin alone (the files it left are printed);
 (c) Spark's plain rewrite of the same files as a process of its own:
     `spark.read.parquet(files).repartition(n).write.parquet`, n = the files ours wrote.
+With `--rounds N` every peer runs N times, each time on a fresh copy, the peers' order turned around
+every round; the medians count (Java's own time moved by 10.0-13.8 s between runs on this 2-core VM).
 Checks, for ours and Java's copies: our reader and Java's (no rows shipped) read the row count and
 column sums the table had before (Java reads ours, and ours Java's). Prints each whole process's wall
 seconds and CPU-seconds, the speed ratios java/ours and plain/ours (>= 1.0: ours at least as fast),
@@ -259,62 +261,151 @@ def check(label: str, expected: dict, found: dict) -> None:
         raise SystemExit(f"{label} reads {found}, the table before {expected}: the rows changed")
 
 
+def median_run(runs: list[ProcessTiming]) -> ProcessTiming:
+    """The run of median wall time (the lower middle one of an even count)."""
+    return sorted(runs, key=lambda run: run.total_s)[(len(runs) - 1) // 2]
+
+
+def times_text(runs: list[ProcessTiming] | list[float]) -> str:
+    seconds = [run.total_s if isinstance(run, ProcessTiming) else run for run in runs]
+    return ", ".join(f"{second:.2f}" for second in seconds)
+
+
 def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Build one table, let every peer compact its copy, check and print; the figures."""
+    """Build one table, let every peer compact a fresh copy of it `--rounds` times (the order of the
+    peers turned around each round, so a drift of the machine does not favour one), check, print; the
+    figures, each peer's the median of its rounds."""
     source = work / "source" / "db.db" / "t"
     build(shape, source)
     before = our_counts(str(source))
     paths = data_paths(str(source))
-    ours_root, java_root = work / "ours" / "db.db" / "t", work / "java" / "db.db" / "t"
-    copy_table(source, ours_root)
-    copy_table(source, java_root)
-
-    settle()
-    ours, record, memory = run_ours(ours_root, args.target_file_size, work)
-    written = max(record.get("counts", {}).get("files_written", 1), 1)
-    row = {"label": shape.label, "rows": shape.rows, "files": len(paths), "ours": ours, "memory": memory}
-    print(
-        f"  (a) ours   {ours.total_s:8.2f} s  {ours.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
-        f"{len(data_paths(str(ours_root))):,}  ({ours.load})",
-        flush=True,
-    )
-    check("ours (our reader)", before, our_counts(str(ours_root)))
-    if not args.skip_java:
-        options = {"target-file-size": args.target_file_size}
-        if args.java_max_file_num:
-            options["compaction.max.file-num"] = str(args.java_max_file_num)
-        settle()
-        java, answer, java_peak = run_java_peer(java_root, args.java_threads, options)
-        left = len(paths) - answer["files_removed"]
-        print(
-            f"  (b) Java   {java.total_s:8.2f} s  {java.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
-            f"{len(data_paths(str(java_root))):,} ({answer['units']:,} buckets/tasks; "
-            f"{left:,} files left uncompacted)  ({java.load})",
-            flush=True,
-        )
-        check("Java's result (our reader)", before, our_counts(str(java_root)))
-        verify = run_java(
-            lambda oracle: [oracle.count_rows(str(root), SUMS) for root in (ours_root, java_root)]
-        )
-        check("ours (Java's reader)", before, verify.result[0])
-        check("Java's result (Java's reader)", before, verify.result[1])
+    peers = ["ours"] + ([] if args.skip_java else ["java"]) + ([] if args.skip_plain else ["plain"])
+    runs: dict[str, list[Any]] = {peer: [] for peer in peers}
+    row: dict[str, Any] = {"label": shape.label, "rows": shape.rows, "files": len(paths)}
+    for round_index in range(args.rounds):
+        for peer in peers if round_index % 2 == 0 else peers[::-1]:
+            settle()
+            runs[peer].append(RUNNERS[peer](shape, args, work, source, before, paths, row, round_index))
+    ours = row["ours"] = median_run(runs["ours"])
+    print(f"  ours {times_text(runs['ours'])} s: median {ours.total_s:.2f} s, {ours.cpu_s or 0:.1f} CPU-s")
+    if "java" in runs:
+        java = row["java"] = median_run(runs["java"])
+        print(f"  Java {times_text(runs['java'])} s: median {java.total_s:.2f} s", flush=True)
         print(f"      {describe_ratio(ours, java)}", flush=True)
-        row.update(java=java, java_peak=java_peak, java_left=left)
-    if not args.skip_plain:
-        settle()
-        plain = run_plain_rewrite(paths, work / "plain", written, work)
-        print(f"  (c) plain  {plain:8.2f} s  speed ratio plain/ours = {plain / ours.total_s:.2f}", flush=True)
-        row["plain"] = plain
-    driver = record.get("details", {}).get("driver_peak_rss_mib", 0)
+    if "plain" in runs:
+        plain = row["plain"] = sorted(runs["plain"])[(len(runs["plain"]) - 1) // 2]
+        print(
+            f"  plain {times_text(runs['plain'])} s: median {plain:.2f} s, "
+            f"plain/ours = {plain / ours.total_s:.2f}"
+        )
+    memory = row["memory"]
     print(
-        f"      peak RSS: our Python workers {memory.workers:,.0f} MiB, Spark JVM {memory.spark_jvm:,.0f} "
-        f"MiB, driver {driver:,} MiB (record; sampled {memory.driver:,.0f}) ({memory.samples} samples)"
+        f"      peak RSS over the rounds: our Python workers {memory.workers:,.0f} MiB, Spark JVM "
+        f"{memory.spark_jvm:,.0f} MiB, driver {row['driver']:,} MiB (record; sampled {memory.driver:,.0f})"
         + (f"; Java JVM {row['java_peak']:,.0f} MiB" if "java_peak" in row else ""),
         flush=True,
     )
     for peer in ("source", "ours", "java", "plain"):
         shutil.rmtree(work / peer, ignore_errors=True)
     return row
+
+
+def _fresh_copy(source: Path, work: Path, peer: str) -> Path:
+    root = work / peer / "db.db" / "t"
+    shutil.rmtree(work / peer, ignore_errors=True)
+    copy_table(source, root)
+    settle()
+    return root
+
+
+def _ours_round(
+    shape: Shape,
+    args: argparse.Namespace,
+    work: Path,
+    source: Path,
+    before: dict,
+    paths: list[str],
+    row: dict[str, Any],
+    round_index: int,
+) -> ProcessTiming:
+    root = _fresh_copy(source, work, "ours")
+    timing, record, memory = run_ours(root, args.target_file_size, work)
+    written = len(data_paths(str(root)))
+    print(
+        f"  (a) ours   {timing.total_s:8.2f} s  {timing.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
+        f"{written:,}  ({timing.load})",
+        flush=True,
+    )
+    check("ours (our reader)", before, our_counts(str(root)))
+    row["written"] = max(record.get("counts", {}).get("files_written", 1), 1)
+    row["driver"] = max(row.get("driver", 0), record.get("details", {}).get("driver_peak_rss_mib", 0))
+    if "memory" not in row:
+        row["memory"] = memory
+    else:
+        kept = row["memory"]
+        kept.workers, kept.spark_jvm = (
+            max(kept.workers, memory.workers),
+            max(kept.spark_jvm, memory.spark_jvm),
+        )
+        kept.driver = max(kept.driver, memory.driver)
+    if round_index == 0 and not args.skip_java:  # Java's reader reads our result once
+        check(
+            "ours (Java's reader)", before, run_java(lambda oracle: oracle.count_rows(str(root), SUMS)).result
+        )
+    return timing
+
+
+def _java_round(
+    shape: Shape,
+    args: argparse.Namespace,
+    work: Path,
+    source: Path,
+    before: dict,
+    paths: list[str],
+    row: dict[str, Any],
+    round_index: int,
+) -> ProcessTiming:
+    root = _fresh_copy(source, work, "java")
+    options = {"target-file-size": args.target_file_size}
+    if args.java_max_file_num:
+        options["compaction.max.file-num"] = str(args.java_max_file_num)
+    settle()
+    java, answer, java_peak = run_java_peer(root, args.java_threads, options)
+    left = len(paths) - answer["files_removed"]
+    print(
+        f"  (b) Java   {java.total_s:8.2f} s  {java.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
+        f"{len(data_paths(str(root))):,} ({answer['units']:,} buckets/tasks; "
+        f"{left:,} files left uncompacted)  ({java.load})",
+        flush=True,
+    )
+    check("Java's result (our reader)", before, our_counts(str(root)))
+    if round_index == 0:
+        check(
+            "Java's result (Java's reader)",
+            before,
+            run_java(lambda oracle: oracle.count_rows(str(root), SUMS)).result,
+        )
+    row["java_peak"], row["java_left"] = max(row.get("java_peak", 0.0), java_peak), left
+    return java
+
+
+def _plain_round(
+    shape: Shape,
+    args: argparse.Namespace,
+    work: Path,
+    source: Path,
+    before: dict,
+    paths: list[str],
+    row: dict[str, Any],
+    round_index: int,
+) -> float:
+    shutil.rmtree(work / "plain", ignore_errors=True)
+    plain = run_plain_rewrite(paths, work / "plain", row.get("written", 8), work)
+    print(f"  (c) plain  {plain:8.2f} s  ({load_average()})", flush=True)
+    return plain
+
+
+RUNNERS = {"ours": _ours_round, "java": _java_round, "plain": _plain_round}
 
 
 def shapes(args: argparse.Namespace) -> list[Shape]:
@@ -371,6 +462,9 @@ def main() -> None:
     parser.add_argument("--skip-pk", action="store_true")
     parser.add_argument("--skip-java", action="store_true")
     parser.add_argument("--skip-plain", action="store_true")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="runs of each peer on fresh copies; the medians count"
+    )
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--plain-rewrite", nargs=3, metavar=("LISTING", "OUT", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
