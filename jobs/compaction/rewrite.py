@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.compaction.plan import BinSummary
 from jobs.runtime.errors import CommitRaceLost
+from jobs.runtime.job_group import run_action
 from jobs.runtime.report import RunRecord
 from paimon_format.commit import COMPACT, PrewrittenDelta, SnapshotCommit
 from paimon_format.commit_conflicts import AttemptContext
@@ -101,7 +102,9 @@ def rewrite_and_commit(
     committed = False
     try:
         with _progress(log, rewritten_bins, rewritten_rows, len(summaries)):
-            done = [_bin_result(table, key, value) for key, value in results.map(_summarise).collect()]
+            # a failed rewrite stops its running tasks before the cleanup below removes what they wrote
+            summarised = run_action(spark, "compact: rewrite", results.map(_summarise).collect)
+            done = [_bin_result(table, key, value) for key, value in summarised]
         crash_point("compact:after-files-written")
         _record_results(record, done, log)
         written_manifests, changelog_manifests = _write_delta_manifests(
@@ -332,7 +335,8 @@ def _write_delta_manifests(
                 yield pickle.dumps((kind, meta))
 
     writers = max(1, min(math.ceil(entries / ENTRIES_PER_WRITER), results.getNumPartitions()))
-    written = [pickle.loads(blob) for blob in results.coalesce(writers).mapPartitions(write).collect()]
+    action = results.coalesce(writers).mapPartitions(write).collect
+    written = [pickle.loads(blob) for blob in run_action(results.context, "compact: manifests", action)]
     return (
         [meta for kind, meta in written if kind == "delta"],
         [meta for kind, meta in written if kind == "changelog"],

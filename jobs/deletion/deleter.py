@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from jobs.runtime.job_group import run_action
 from jobs.runtime.local_frame import functions_for
 from paimon_format.errors import StorageError
 from paimon_format.storage.fileio import FileIO
@@ -164,12 +165,12 @@ def delete_files(
     tasks = max(1, min(parallelism * 4, -(-total // batch_size)))
     # Tasks run `parallelism` at a time, so each gets that share of the overall rate.
     per_task_rate = max_per_second / min(tasks, parallelism) if max_per_second else None
-    rows = (
+    deleting = (
         files.select("path", "size")
         .repartition(tasks)
         .mapInArrow(_deleter(file_io, root, batch_size, per_task_rate, retries), _SUMMARY_COLUMNS)
-        .collect()
     )
+    rows = run_action(spark, "delete files", deleting.collect)  # a failure: no task deletes after it
     outcome = DeletionOutcome()
     for row in rows:
         outcome.deleted += row["deleted"]
@@ -241,5 +242,6 @@ def remove_empty_directories(
                     removed += 1
         yield pa.RecordBatch.from_pydict({"removed": [removed]})
 
-    rows = innermost.select("chain").mapInArrow(remove, _DIR_COLUMNS).collect()
+    removing = innermost.select("chain").mapInArrow(remove, _DIR_COLUMNS)
+    rows = run_action(spark, "remove directories", removing.collect)
     return sum(row["removed"] for row in rows)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from jobs.runtime.job_group import run_action
 from jobs.writing.columns import (
     BUCKET_COLUMN,
     ORDER_COLUMN,
@@ -85,7 +86,8 @@ def write_through_spark(
         bucket_schema = StructType([*frame.schema.fields, StructField(BUCKET_COLUMN, IntegerType(), False)])
         frame = frame.mapInArrow(_bucket_task(schema), bucket_schema)
         frame = frame.repartition(*[F.col(k) for k in schema.partition_keys], F.col(BUCKET_COLUMN))
-    return frame.mapInArrow(_writer_task(target, schema, first_sequence), WRITTEN_FILE_DDL).collect()
+    write = frame.mapInArrow(_writer_task(target, schema, first_sequence), WRITTEN_FILE_DDL).collect
+    return run_action(df.sparkSession, "write: data files", write)  # a failure stops every task first
 
 
 def _writer_task(table: Table, schema: TableSchema, first_sequence: int) -> ArrowTask:
@@ -167,4 +169,5 @@ def write_files_directly(
 
     # small files packed into few tasks (each task's reads are in flight already), big ones spread
     slices = files.tasks(flush_bytes, spark.sparkContext.defaultParallelism)
-    return spark.sparkContext.parallelize(files.sized_paths(), slices).mapPartitions(write).collect()
+    action = spark.sparkContext.parallelize(files.sized_paths(), slices).mapPartitions(write).collect
+    return run_action(spark, "write: data files", action)  # a failure stops every task first

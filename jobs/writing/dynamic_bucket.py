@@ -34,6 +34,7 @@ import numpy as np
 import pyarrow as pa
 
 from jobs.runtime.errors import BadInputError
+from jobs.runtime.job_group import run_action
 from jobs.writing.columns import (
     BUCKET_COLUMN,
     ORDER_COLUMN,
@@ -202,7 +203,9 @@ def write_dynamic_buckets(
     )
     by_bucket = assigned.repartition(*partition_columns, F.col(BUCKET_COLUMN))
     writer = _bucket_writer_task(target, schema, first_sequence, base_snapshot_id, replaces, ORDER_COLUMN)
-    return by_bucket.mapInArrow(writer, _RESULT_DDL).collect()
+    # a failure stops every task first: no file is written after the write's cleanup
+    write = by_bucket.mapInArrow(writer, _RESULT_DDL).collect
+    return run_action(frame.sparkSession, "write: dynamic buckets", write)
 
 
 def _hash_task(schema: TableSchema, assigners: int) -> ArrowTask:
