@@ -5,6 +5,7 @@ with the request bill (kinds, bytes, peak in flight, 503s) against the fewest re
     .venv/bin/python scripts/bench_s3.py --objects 100000 --manifests 1000       # the issue's size
     .venv/bin/python scripts/bench_s3.py --throttle 0.01                         # 1% answered 503
     .venv/bin/python scripts/bench_s3.py --jobs expire-snapshots,compact --spark # some jobs, + Spark path
+    .venv/bin/python scripts/bench_s3.py --objects 100000 --manifests 1000 --repeat 3  # fastest of 3 each
 
 Builds the tables once on local disk (scripts/s3bench/tables.py: the orphan benchmark's table of 100
 daily partitions x 4 buckets, `--manifests` manifests and `--objects` objects in all, 10 snapshots, 5
@@ -24,7 +25,9 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
   floor s     the larger of fewest x latency / the in-flight limit (FileIO.io_parallelism for s3)
               and round trips x latency: the chain of requests that must wait for each other
               (a list before the manifests it names; scripts/s3bench/jobs.py gives each job's chain)
-  added s     wall s - @0 s: what the latency added to the job (the floor is what it must add at least)
+  added s     wall s - @0 s: what the latency added to the job (the floor is what it must add at least);
+              with --repeat N each job runs N times at each latency, alternately, and the fastest
+              run of each counts (a shared machine's noise only ever adds to a wall time)
   add/floor   added s / floor s: how close the latency's cost comes to the floor, moto's own time
               (the @0 run: it serves requests one at a time, a few ms each) left out
   moto ms     moto's own time per request (how long moto had a request at all, at latency 0, over
@@ -50,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from paimon_format.storage.fileio import FileIO  # noqa: E402
 from scripts.s3bench import tables  # noqa: E402
 from scripts.s3bench.jobs import Facts, Job, all_jobs, with_spark  # noqa: E402
-from scripts.s3bench.run import HEADER, SOURCE_BUCKETS, row, run_job  # noqa: E402
+from scripts.s3bench.run import HEADER, SOURCE_BUCKETS, Run, row, run_job  # noqa: E402
 from scripts.s3bench.store import Store  # noqa: E402
 
 
@@ -97,6 +100,18 @@ def selected_jobs(names: str, spark: bool) -> list[Job]:
     return chosen
 
 
+def fastest(runs: list[Run]) -> Run | None:
+    """The run of least wall time (noise on a shared machine only ever adds), or the first failed one."""
+    failed = [run for run in runs if run.error]
+    if failed or not runs:
+        return failed[0] if failed else None
+    return min(runs, key=lambda run: run.wall_s)
+
+
+def walls(runs: list[Run]) -> str:
+    return ", ".join("failed" if run.error else f"{run.wall_s:.2f}" for run in runs)
+
+
 def in_flight_limit() -> int:
     """The jobs' in-flight limit on s3: FileIO's default for the protocol (1 before it had one)."""
     return int(getattr(FileIO.for_path("s3://bucket/x"), "io_parallelism", 1))
@@ -111,6 +126,9 @@ def main() -> None:
     parser.add_argument("--jobs", default="", help="comma-separated job names or operations (default: all)")
     parser.add_argument("--spark", action="store_true", help="also run each job that can on Spark")
     parser.add_argument("--no-zero", action="store_true", help="skip the latency-0 runs")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="runs of each job at each latency; the fastest of each counts"
+    )
     args = parser.parse_args()
     jobs = selected_jobs(args.jobs, args.spark)
     workdir = Path(tempfile.mkdtemp(prefix="bench-s3-"))
@@ -126,11 +144,17 @@ def main() -> None:
         )
         print(HEADER, flush=True)
         for job in jobs:
-            zero = None
-            if args.latency_ms and not args.no_zero:
-                zero = run_job(store, job, 0.0, args.throttle, workdir)
-            run = run_job(store, job, args.latency_ms, args.throttle, workdir)
-            failures += bool(run.error) + bool(zero and zero.error)
+            zeros: list[Run] = []
+            runs: list[Run] = []
+            for _ in range(max(args.repeat, 1)):  # alternately, so a drift of the machine hits both alike
+                if args.latency_ms and not args.no_zero:
+                    zeros.append(run_job(store, job, 0.0, args.throttle, workdir))
+                runs.append(run_job(store, job, args.latency_ms, args.throttle, workdir))
+            failures += sum(bool(r.error) for r in zeros + runs)
+            zero, run = fastest(zeros), fastest(runs)
+            assert run is not None  # one run at least
+            if args.repeat > 1:
+                print(f"{'':<32} walls at 0 ms: {walls(zeros)}; at {args.latency_ms:g} ms: {walls(runs)}")
             print(row(job, facts, run, zero, limit), flush=True)
             if zero is not None and zero.error and not run.error:
                 print(f"{'':<32} at latency 0: FAILED {zero.error}", flush=True)
