@@ -47,6 +47,7 @@ Result = TypeVar("Result")
 
 STOP_WAIT_S = 60.0  # longer than Spark's Python kill timeout (2 s) by far; a stuck JVM task may take it all
 POLL_S = 0.05
+DRAIN_S = 10.0  # the listener bus of a busy application may never be empty for long: poll after this
 INTERRUPT_KEY = "spark.job.interruptOnCancel"
 TAG_PREFIX = "paimon-jobs-action-"
 _FINAL_JOB_STATES = frozenset({"SUCCEEDED", "FAILED"})
@@ -86,7 +87,7 @@ def stop_tagged(context: SparkContext, tag: str, what: str, wait_s: float = STOP
     first (logged)."""
     deadline = time.monotonic() + wait_s
     context.cancelJobsWithTag(tag)
-    _drain_listener_bus(context, wait_s)
+    _drain_listener_bus(context, min(wait_s, DRAIN_S))
     running = running_tasks(context, tag)
     if running:
         log.info("%s failed: waiting for %d running tasks of it to stop", what, running)
