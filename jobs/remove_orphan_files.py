@@ -7,7 +7,8 @@ The order is what makes it safe against a writer committing meanwhile:
    taken once, first.
 2. Then read the referenced set on the executors: everything every snapshot, tag, branch and
    long-lived changelog needs. A commit that lands after step 1 wrote its files after the listing,
-   so they are not candidates; one that lands before step 2 is in the referenced set.
+   so they are not candidates; one that lands before step 2 is in the referenced set. The read is
+   lenient and judged before anything else (below: a live table whose writers expire).
 3. Candidates = listed files whose names Paimon writes there (`paimon_format.maintenance.orphan_rules`),
    modified before (job start - `older_than`), LEFT ANTI JOIN referenced, by table-relative path.
 4. Circuit breakers: refuse (exit 3) when nothing is referenced or when the candidates exceed
@@ -16,6 +17,34 @@ The order is what makes it safe against a writer committing meanwhile:
    partition directories, one rmdir each.
 
 The driver holds counts and samples only. A dry run does steps 1-4 and reports what it would delete.
+
+On a live table Paimon's Java writers expire their own snapshots and tags after each commit and
+delete what only those needed, manifests included, possibly while step 2 reads a root it listed
+(the soak refused 7 of 136 runs for that when step 2 was strict). Step 2 therefore notes a missing
+manifest list, manifest or index manifest instead of failing (`referenced_paths(lenient=...)`), and
+before any candidate is counted (so in a dry run too) the notes are judged
+(`jobs.deletion.retained_read.judge_retained_read`, the rule expire-tags follows):
+
+- a missing file is skipped only when no snapshot, tag or long-lived changelog of any branch
+  present now names it (`vanished_manifests`, waiting out an expiry in progress). Consumers name
+  snapshot ids, not files: the snapshots they hold are roots themselves;
+- when anything was skipped (or a root was gone when read), each branch's latest snapshot at the
+  root listing must have been read and still be there, before and after the verdicts;
+- otherwise the run fails as the strict read did: MissingFileError (exit 3 when a writer committed
+  during the run, else exit 2) or SafetyRefusal (exit 3), nothing deleted.
+
+Why the files a skipped manifest named may then be orphans (an orphan job's danger is a file made an
+"orphan" that a root still needs, and here every file not referenced is a candidate, not only a
+dropped root's): a file a root present at delete time needs is named by a manifest that root names.
+A root listed in step 2 and still present had all its manifests read, or the missing one is named
+by it, so the run fails. A root made since is a snapshot committed during the run, whose files are
+new (too young, or written after the listing) or carried from the branch's latest snapshot at
+planning, which the second rule requires read whole; or a tag or branch made from a snapshot or tag
+present when it was made, which names the missing manifest if the source did (then the verdict,
+made after the read, fails the run). So a skipped manifest's files are needed by no present root,
+exactly the files Java's expiry deletes itself (it deletes data files before manifests). A time
+margin would add nothing: a manifest names files older than itself, so keeping candidates newer
+than the vanished root keeps none of them, and keeping older ones keeps the whole table.
 
 Spark-submit entry: `spark-submit jobs/remove_orphan_files.py --config conf/remove-orphan-files.yaml`.
 """
@@ -34,6 +63,7 @@ from jobs.deletion.deleter import delete_files, remove_empty_directories
 from jobs.deletion.listing import Listing, list_table_files, read_inventory
 from jobs.deletion.prefix_listing import estimated_objects, lists_by_key_ranges
 from jobs.deletion.referenced import Referenced, referenced_paths
+from jobs.deletion.retained_read import RetainedRead, judge_retained_read
 from jobs.runtime.config import TableJobConfig
 from jobs.runtime.errors import BadInputError, JobError, SafetyRefusal
 from jobs.runtime.local_exec import LocalRunOptions, run_where_it_fits
@@ -180,7 +210,9 @@ def remove_orphan_files(
     if after_listing is not None:
         after_listing()
 
-    referenced = referenced_paths(spark, table, log)
+    read = RetainedRead()
+    referenced = referenced_paths(spark, table, log, lenient=read)
+    judge_retained_read(table, record, log, read, "")  # before any candidate, in a dry run too
     referenced_count = _record_referenced(record, referenced)
     crash_point(f"{OPERATION}:referenced")
 
@@ -220,8 +252,7 @@ def remove_orphan_files(
 def _record_referenced(record: RunRecord, referenced: Referenced) -> int:
     """What the referenced set read into the record; returns how many paths it holds."""
     record.snapshot_ids["branches"] = referenced.branches
-    record.count("roots_read", referenced.roots)
-    record.count("roots_vanished", referenced.vanished_roots)
+    record.count("roots_read", referenced.roots)  # roots_vanished: `judge_retained_read`
     record.count("manifests_read", referenced.manifests)
     record.count("index_manifests_read", referenced.index_manifests)
     referenced_count = referenced.paths.count()

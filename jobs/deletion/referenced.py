@@ -17,9 +17,18 @@ on an object store a read waits tens of milliseconds before its first byte, so r
 manifests one after another would be bound by latency; decoding one manifest overlaps fetching the
 next. Rows come out in the same order as from a plain loop.
 
-Any read error fails the job: a missing or corrupt manifest would make its files look unreferenced.
-Only a root deleted between listing and reading (expired concurrently) is skipped, as it then
-needs nothing.
+Read strictly (the default), any read error fails the job: a missing or corrupt manifest would make
+its files look unreferenced. Only a root deleted between listing and reading (expired concurrently)
+is skipped, as it then needs nothing.
+
+Read leniently (`lenient`, remove-orphan-files on a live table): a manifest list, manifest or index
+manifest found missing is noted in the `RetainedRead` instead (`jobs.deletion.retained_read`, as
+expire-tags reads its retained roots), and so are the roots gone when read, the snapshots as read
+and each branch's latest snapshot among the roots listed. What a missing file named is NOT in the
+referenced set, so the caller MUST judge every note (`judge_retained_read`) before it uses the set
+to choose anything to delete. The notes and the paths come from one read: a missing manifest's row
+(`MISSING_MARK` + its path) travels in the checkpointed paths and is taken out of them here.
+Corrupt files and every other error still fail the job.
 """
 
 from __future__ import annotations
@@ -31,10 +40,20 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from jobs.deletion.retained_read import (
+    MISSING_LIMIT,
+    MISSING_MARK,
+    NOTES,
+    RetainedRead,
+    add_note,
+    collect_notes,
+    read_retained_root,
+)
 from jobs.deletion.roots import rows_in_flight
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import driver_list_frame, parallelize_small
 from paimon_format.branches import MAIN_BRANCH
+from paimon_format.errors import MissingFileError
 from paimon_format.maintenance.references import (
     branch_prefix,
     index_manifest_references,
@@ -73,20 +92,26 @@ class Referenced:
     index_manifests: int
 
 
-def _root_rows(table: Table, branch: str, kind: str, name: str) -> list[tuple[str, str]]:
-    """(what, value) rows of what one root names: files by path, manifests and index manifests by name."""
-    found = root_references(table.for_branch(branch), kind, name)
+def _root_rows(table: Table, branch: str, kind: str, name: str, lenient: bool) -> list[tuple[str, str]]:
+    """(what, value) rows of what one root names: files by path, manifests and index manifests by
+    name; `lenient`: also the notes of `read_retained_root` (a missing list noted, not raised)."""
+    if lenient:
+        found, notes = read_retained_root(table, branch, kind, name)
+        rows = list(notes)
+    else:
+        found = root_references(table.for_branch(branch), kind, name)
+        rows = [] if found is not None else [(_VANISHED, f"{branch_prefix(branch)}{kind}/{name}")]
     if found is None:
-        return [(_VANISHED, f"{branch_prefix(branch)}{kind}/{name}")]
-    rows = [(_FILE, path) for path in found.files] + [(_MANIFEST, m) for m in found.manifests]
+        return rows
+    rows += [(_FILE, path) for path in found.files] + [(_MANIFEST, m) for m in found.manifests]
     if found.index_manifest:
         rows.append((_INDEX_MANIFEST, found.index_manifest))
     return rows
 
 
-def _root_reader(table: Table):
+def _root_reader(table: Table, lenient: bool):
     def read_one(branch: str, kind: str, name: str) -> list[tuple[str, str]]:
-        return _root_rows(table, branch, kind, name)
+        return _root_rows(table, branch, kind, name, lenient)
 
     def read_roots(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -100,21 +125,31 @@ def _root_reader(table: Table):
     return read_roots
 
 
-def _read_roots_in_driver(table: Table, roots: list[tuple[str, str, str]]) -> dict[str, dict[str, None]]:
+def _read_roots_in_driver(
+    table: Table, roots: list[tuple[str, str, str]], lenient: bool
+) -> dict[str, dict[str, None]]:
     """What a few roots name, read on the driver with `io_parallelism` reads in flight (each root is
     a handful of small reads that wait on storage): distinct values by kind of row, in first-seen
-    order."""
-    found: dict[str, dict[str, None]] = {_FILE: {}, _MANIFEST: {}, _INDEX_MANIFEST: {}, _VANISHED: {}}
+    order (the notes of a lenient read among them)."""
+    found: dict[str, dict[str, None]] = {what: {} for what in (_FILE, _MANIFEST, _INDEX_MANIFEST, *NOTES)}
     parallelism = table.file_io.io_parallelism
-    for rows in map_in_flight(lambda root: _root_rows(table, *root), roots, parallelism):
+    for rows in map_in_flight(lambda root: _root_rows(table, *root, lenient), roots, parallelism):
         for what, value in rows:
             found[what][value] = None
     return found
 
 
-def _manifest_reader(table: Table, index: bool):
+def _manifest_reader(table: Table, index: bool, lenient: bool):
+    """Per manifest (or index manifest) name: the paths it names, strictly; `lenient`: a missing one
+    gives the one path `MISSING_MARK` + its path instead."""
+
     def read_one(name: str) -> list[str]:
-        return index_manifest_references(table, name) if index else manifest_references(table, name)
+        try:
+            return index_manifest_references(table, name) if index else manifest_references(table, name)
+        except MissingFileError as error:
+            if not lenient:
+                raise
+            return [MISSING_MARK + error.path]
 
     def read_manifests(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for _name, paths in rows_in_flight(table, batches, ("value",), read_one):
@@ -139,16 +174,16 @@ def referenced_paths(
     table: Table,
     log: logging.Logger | logging.LoggerAdapter | None = None,
     keep_root: Callable[[str, str, str], bool] | None = None,
+    lenient: RetainedRead | None = None,
 ) -> Referenced:
     """Build the referenced set on the executors (see the module docstring).
 
     `keep_root(branch, kind, name)` leaves roots out (expire-snapshots: the snapshots it expires),
     so the set is what the remaining roots need; their own metadata files stay listed.
+    `lenient`: read leniently; it receives the notes, which the caller must judge before deleting.
     """
     F = functions_for(spark)
-
     log = log or logging.getLogger(__name__)
-    parallelism = max(1, spark.sparkContext.defaultParallelism)
     branches = [MAIN_BRANCH] + table.branch_manager.branch_names()
     metadata_files: list[str] = []
     roots: list[tuple[str, str, str]] = []
@@ -161,43 +196,96 @@ def referenced_paths(
             if keep_root is None or keep_root(branch, kind, name)
         )
     log.info("referenced set: %d branches, %d snapshots/tags/changelogs to read", len(branches), len(roots))
-
-    if len(roots) <= DRIVER_ROOTS:
-        # A few roots: read on the driver, no Spark job; the names they give are a small plan.
-        found = _read_roots_in_driver(table, roots)
-        vanished, manifest_count = len(found[_VANISHED]), len(found[_MANIFEST])
-        index_count = len(found[_INDEX_MANIFEST])
-        named = _names_frame(spark, "path", [*metadata_files, *found[_FILE]], "metadata files")
-        manifests = _names_frame(spark, "value", list(found[_MANIFEST]), "manifests")
-        index_manifests = _names_frame(spark, "value", list(found[_INDEX_MANIFEST]), "index manifests")
-    else:
-        root_frame = spark.createDataFrame(
-            parallelize_small(spark, roots, limit=ROOT_LIMIT, what="snapshots, tags and changelogs"),
-            "branch string, kind string, name string",
-        )
-        read = root_frame.mapInArrow(_root_reader(table), _ROOT_OUT_COLUMNS).localCheckpoint(eager=True)
-        counts = {
-            row["what"]: row["n"]
-            for row in read.groupBy("what").agg(F.countDistinct("value").alias("n")).collect()
-        }
-        vanished = counts.get(_VANISHED, 0)
-        manifest_count, index_count = counts.get(_MANIFEST, 0), counts.get(_INDEX_MANIFEST, 0)
-        from_roots = read.filter(F.col("what") == _FILE).select(F.col("value").alias("path"))
-        named = _names_frame(spark, "path", metadata_files, "metadata files").unionByName(from_roots)
-        manifests = read.filter(F.col("what") == _MANIFEST).select("value").distinct()
-        manifests = manifests.repartition(max(1, min(manifest_count, parallelism * 4)))
-        index_manifests = read.filter(F.col("what") == _INDEX_MANIFEST).select("value").distinct()
-        index_manifests = index_manifests.repartition(max(1, min(index_count, parallelism * 4)))
-    log.info("referenced set: reading %d manifests and %d index manifests", manifest_count, index_count)
-    data_files = manifests.mapInArrow(_manifest_reader(table, index=False), REFERENCED_COLUMNS)
-    index_files = index_manifests.mapInArrow(_manifest_reader(table, index=True), REFERENCED_COLUMNS)
-    paths = named.unionByName(data_files).unionByName(index_files)
+    if lenient is not None:
+        lenient.note_latest(roots)
+    read = _read_roots(spark, table, roots, metadata_files, lenient)
+    log.info(
+        "referenced set: reading %d manifests and %d index manifests", read.manifest_count, read.index_count
+    )
+    data_files = read.manifests.mapInArrow(
+        _manifest_reader(table, False, lenient is not None), REFERENCED_COLUMNS
+    )
+    index_files = read.index_manifests.mapInArrow(
+        _manifest_reader(table, True, lenient is not None), REFERENCED_COLUMNS
+    )
+    paths = read.named.unionByName(data_files).unionByName(index_files).localCheckpoint(eager=True)
+    if lenient is not None:
+        # at most one marked row per missing manifest; more than MISSING_LIMIT fails the judgment
+        marked = paths.filter(F.col("path") < "\x01").limit(MISSING_LIMIT + 1).collect()
+        lenient.missing.extend(row["path"][len(MISSING_MARK) :] for row in marked)
+        paths = paths.filter(F.col("path") >= "\x01")
     return Referenced(
-        paths=paths.localCheckpoint(eager=True),
+        paths=paths,
         branches=len(branches),
         metadata_files=len(metadata_files),
         roots=len(roots),
-        vanished_roots=vanished,
-        manifests=manifest_count,
-        index_manifests=index_count,
+        vanished_roots=read.vanished,
+        manifests=read.manifest_count,
+        index_manifests=read.index_count,
+    )
+
+
+@dataclass
+class _RootsRead:
+    """What reading the roots gave: the paths they name (with the metadata files), the manifests and
+    index manifests to read (one `value` column each, distinct), and counts."""
+
+    named: DataFrame
+    manifests: DataFrame
+    index_manifests: DataFrame
+    vanished: int
+    manifest_count: int
+    index_count: int
+
+
+def _read_roots(
+    spark: SparkSession,
+    table: Table,
+    roots: list[tuple[str, str, str]],
+    metadata_files: list[str],
+    lenient: RetainedRead | None,
+) -> _RootsRead:
+    """Read the roots: up to DRIVER_ROOTS on the driver, else on the executors (checkpointed, so the
+    notes added to `lenient` and the names come from one read)."""
+    F = functions_for(spark)
+    if len(roots) <= DRIVER_ROOTS:
+        # A few roots: read on the driver, no Spark job; the names they give are a small plan.
+        found = _read_roots_in_driver(table, roots, lenient is not None)
+        if lenient is not None:
+            for what in NOTES:
+                for value in found[what]:
+                    add_note(lenient, what, value)
+        return _RootsRead(
+            _names_frame(spark, "path", [*metadata_files, *found[_FILE]], "metadata files"),
+            _names_frame(spark, "value", list(found[_MANIFEST]), "manifests"),
+            _names_frame(spark, "value", list(found[_INDEX_MANIFEST]), "index manifests"),
+            len(found[_VANISHED]),
+            len(found[_MANIFEST]),
+            len(found[_INDEX_MANIFEST]),
+        )
+    parallelism = max(1, spark.sparkContext.defaultParallelism)
+    root_frame = spark.createDataFrame(
+        parallelize_small(spark, roots, limit=ROOT_LIMIT, what="snapshots, tags and changelogs"),
+        "branch string, kind string, name string",
+    )
+    read = root_frame.mapInArrow(_root_reader(table, lenient is not None), _ROOT_OUT_COLUMNS).localCheckpoint(
+        eager=True
+    )
+    if lenient is not None:
+        collect_notes(F, read, lenient)
+    counts = {
+        row["what"]: row["n"]
+        for row in read.groupBy("what").agg(F.countDistinct("value").alias("n")).collect()
+    }
+    manifest_count, index_count = counts.get(_MANIFEST, 0), counts.get(_INDEX_MANIFEST, 0)
+    from_roots = read.filter(F.col("what") == _FILE).select(F.col("value").alias("path"))
+    manifests = read.filter(F.col("what") == _MANIFEST).select("value").distinct()
+    index_manifests = read.filter(F.col("what") == _INDEX_MANIFEST).select("value").distinct()
+    return _RootsRead(
+        _names_frame(spark, "path", metadata_files, "metadata files").unionByName(from_roots),
+        manifests.repartition(max(1, min(manifest_count, parallelism * 4))),
+        index_manifests.repartition(max(1, min(index_count, parallelism * 4))),
+        counts.get(_VANISHED, 0),
+        manifest_count,
+        index_count,
     )

@@ -15,13 +15,27 @@ What a lenient read notes, per retained root (rows of the retained readers, coll
   deleted it judged its files against the roots present, and every present root is protected);
 - `snapshot`: the lists, index manifest and statistics of a retained snapshot as the read saw them,
   so that a tag created during the run on that very snapshot is known to need nothing more.
+
+The judgment (`judge_retained_read`, shared by expire-tags and remove-orphan-files, run before
+anything is deleted and in a dry run too): too many missing files (`MISSING_LIMIT`) is no race and
+fails; each missing one must be named by no root present now (`vanished_manifests`), else the run
+fails as a strict read would have (MissingFileError: exit 3 with a rival commit, else exit 2); and
+when anything was skipped (a missing file or a root gone when read), each branch's latest snapshot
+at planning must have been read (its lists) and still be there, checked before and after the
+verdicts (`_require_latest_read_whole`: the snapshots committed during the run are never read and
+carry its files; exit 3 otherwise).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from jobs.runtime.errors import SafetyRefusal
+from jobs.runtime.report import SAMPLE_LIMIT, RunRecord
+from jobs.runtime.vanished_roots import forget_reads_of, vanished_manifests
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError
 from paimon_format.maintenance.references import (
     SNAPSHOT_ROOT,
@@ -41,6 +55,8 @@ NOTES = (MISSING, VANISHED, SNAPSHOT)
 # before every table-relative path and is never one (those start with a directory name).
 MISSING_MARK = "\x00missing"
 _SEPARATOR = "\x1f"
+# Missing manifests judged at most; more than this on one run is no race (the first one fails it).
+MISSING_LIMIT = 1000
 
 # (base manifest list, delta manifest list, index manifest, statistics), "" for none
 Signature = tuple[str, str, str, str]
@@ -103,11 +119,81 @@ def collect_notes(F: Any, needs: DataFrame, read: RetainedRead) -> None:  # noqa
     """Add the notes of the retained roots' rows (`needs`: root, what, value; checkpointed) to `read`:
     one row per root at most, a small collect."""
     for row in needs.filter(F.col("what").isin(*NOTES)).select("what", "value").collect():
-        what, value = row["what"], row["value"]
-        if what == MISSING:
-            read.missing.append(value)
-        elif what == VANISHED:
-            read.vanished.append(value)
-        else:
-            branch, snapshot_id, base, delta, index, statistics = value.split(_SEPARATOR)
-            read.snapshots[(branch, int(snapshot_id))] = (base, delta, index, statistics)
+        add_note(read, row["what"], row["value"])
+
+
+def add_note(read: RetainedRead, what: str, value: str) -> None:
+    """Add one note row (`what` one of NOTES) of `read_retained_root` to `read`."""
+    if what == MISSING:
+        read.missing.append(value)
+    elif what == VANISHED:
+        read.vanished.append(value)
+    else:
+        branch, snapshot_id, base, delta, index, statistics = value.split(_SEPARATOR)
+        read.snapshots[(branch, int(snapshot_id))] = (base, delta, index, statistics)
+
+
+# {path: why it vanished, or None when a present root still names it}, as `vanished_manifests` answers
+Verdicts = Callable[[Table, list[str]], dict[str, str | None]]
+
+
+def judge_retained_read(
+    table: Table,
+    record: RunRecord,
+    log: logging.Logger | logging.LoggerAdapter,
+    read: RetainedRead,
+    prefix: str,
+    verdicts: Verdicts | None = None,
+) -> None:
+    """Before anything is deleted (also in a dry run): every file the lenient `read` found missing
+    must be named by no root present now, else the run fails as a strict read would have
+    (MissingFileError); with anything skipped each branch's latest snapshot at planning must have
+    been read and still be there (exit 3). Counts `<prefix>roots_vanished` and
+    `<prefix>manifests_vanished` (the skipped ones, with why, in the details).
+
+    `verdicts` judges the missing paths (default: this module's `vanished_manifests`, looked up at
+    the call, so that a test can stand in for an expiry that completes while it is judged; a caller
+    may hand its own module's name of it for the same reason)."""
+    record.count(f"{prefix}roots_vanished", len(read.vanished))
+    if read.vanished:
+        record.details[f"{prefix}roots_vanished"] = sorted(read.vanished)[:SAMPLE_LIMIT]
+        log.info("%d roots were deleted before they were read: %s", len(read.vanished), read.vanished[:5])
+    skipped_any = bool(read.missing or read.vanished)
+    if skipped_any:
+        _require_latest_read_whole(table, read)
+    missing = sorted(set(read.missing))
+    if len(missing) > MISSING_LIMIT:
+        raise MissingFileError(missing[0], f"a retained root; {len(missing) - 1} more manifests are missing")
+    judged = (verdicts or vanished_manifests)(table, missing) if missing else {}
+    named = [path for path, why in judged.items() if why is None]
+    if named:
+        more = f"; {len(named) - 1} more" if len(named) > 1 else ""
+        raise MissingFileError(named[0], f"a snapshot, tag or changelog present now{more}")
+    if skipped_any:  # again after the verdicts: they may have waited for that snapshot to vanish
+        _require_latest_read_whole(table, read)
+    record.count(f"{prefix}manifests_vanished", len(judged))
+    if judged:
+        record.details[f"{prefix}manifests_vanished"] = dict(list(judged.items())[:SAMPLE_LIMIT])
+        log.info("%d manifests went with roots expired during the run: skipped", len(judged))
+
+
+def _require_latest_read_whole(table: Table, read: RetainedRead) -> None:
+    """Exit 3 unless each branch's latest snapshot at planning was read and is still there.
+
+    Why: snapshots committed during the run are not read; they are safe only because they carry
+    files from the snapshot that was latest at planning (read in full) or new files. When that
+    snapshot was expired during the run (newer ones committed, then the writer's own expiry), the
+    lenient read may have skipped its lists or manifests as vanished, and what it shared with the
+    unread new snapshots would be protected by nothing. Checked before and after the verdicts on
+    the missing manifests: still there after them means it was there all through the verdicts, so
+    a missing manifest it names was judged named (a failure), never vanished; gone after them (the
+    verdicts may wait for an expiry in progress) refuses."""
+    for branch, latest in sorted(read.latest_at_plan.items()):
+        path = table.for_branch(branch).snapshot_manager.snapshot_path(latest)
+        forget_reads_of(table.file_io, path)  # the store's answer, not what the run read earlier
+        if (branch, latest) not in read.snapshots or not table.file_io.file_exists(path):
+            raise SafetyRefusal(
+                f"{table.path}: snapshot {latest} of branch {branch}, the latest when this job planned, "
+                "was expired while it ran and some retained metadata was gone when read; nothing was "
+                "deleted: run the job again"
+            )

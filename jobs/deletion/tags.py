@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING
 
 from jobs.deletion.context import DeletionContext
 from jobs.deletion.expire_candidates import future_changelog_roots
-from jobs.deletion.retained_read import RetainedRead, signature
+from jobs.deletion.retained_read import RetainedRead, judge_retained_read, signature
 from jobs.deletion.roots import Root, dropped_root_candidates, retained_needs
 from jobs.deletion.stages import FILES, StageTotals, delete_stages, report_candidates_if_any
 from jobs.runtime.errors import SafetyRefusal
@@ -72,8 +72,6 @@ if TYPE_CHECKING:
 # Rounds of reading tags created during the run before the run gives up (exit 3): each round reads
 # the tags that appeared during the previous one.
 NEW_TAG_ROUNDS = 3
-# Missing manifests judged at most; more than this on one run is no race (the first one fails it).
-MISSING_LIMIT = 1000
 
 
 @dataclass(frozen=True)
@@ -189,54 +187,10 @@ def _plan_tag_files(
 
 def _judge_retained_read(deletion: DeletionContext, read: RetainedRead) -> None:
     """Before anything is deleted: every manifest the lenient read found missing must be named by no
-    root present now (module docstring, 3.), else the run fails as a strict read would have. Counts
-    the roots gone when read and the manifests skipped."""
-    record, log = deletion.record, deletion.log
-    record.count("retained_roots_vanished", len(read.vanished))
-    if read.vanished:
-        record.details["retained_roots_vanished"] = sorted(read.vanished)[:SAMPLE_LIMIT]
-        log.info(
-            "%d retained roots were deleted before they were read: %s", len(read.vanished), read.vanished[:5]
-        )
-    skipped_any = bool(read.missing or read.vanished)
-    if skipped_any:
-        _require_latest_read_whole(deletion.table, read)
-    missing = sorted(set(read.missing))
-    if len(missing) > MISSING_LIMIT:
-        raise MissingFileError(missing[0], f"a retained root; {len(missing) - 1} more manifests are missing")
-    verdicts = vanished_manifests(deletion.table, missing) if missing else {}
-    named = [path for path, why in verdicts.items() if why is None]
-    if named:
-        more = f"; {len(named) - 1} more" if len(named) > 1 else ""
-        raise MissingFileError(named[0], f"a snapshot, tag or changelog present now{more}")
-    if skipped_any:  # again after the verdicts: they may have waited for that snapshot to vanish
-        _require_latest_read_whole(deletion.table, read)
-    record.count("retained_manifests_vanished", len(verdicts))
-    if verdicts:
-        record.details["retained_manifests_vanished"] = dict(list(verdicts.items())[:SAMPLE_LIMIT])
-        log.info("%d manifests went with roots expired during the run: skipped", len(verdicts))
-
-
-def _require_latest_read_whole(table: Table, read: RetainedRead) -> None:
-    """Exit 3 unless each branch's latest snapshot at planning was read and is still there.
-
-    Why: snapshots committed during the run are not read; they are safe only because they carry
-    files from the snapshot that was latest at planning (read in full) or new files no expiring
-    tag names. When that snapshot was expired during the run (newer ones committed, then the
-    writer's own expiry), the lenient read may have skipped its lists or manifests as vanished, and
-    what it shared with the unread new snapshots would be protected by nothing. Checked before and
-    after `vanished_manifests` judges the missing manifests: still there after it means it was there
-    all through the verdicts, so a missing manifest it names was judged named (a failure), never
-    vanished; gone after it (the verdicts may wait for an expiry in progress) refuses."""
-    for branch, latest in sorted(read.latest_at_plan.items()):
-        path = table.for_branch(branch).snapshot_manager.snapshot_path(latest)
-        forget_reads_of(table.file_io, path)  # the store's answer, not what the run read earlier
-        if (branch, latest) not in read.snapshots or not table.file_io.file_exists(path):
-            raise SafetyRefusal(
-                f"{table.path}: snapshot {latest} of branch {branch}, the latest when this job planned, "
-                "was expired while it ran and some retained metadata was gone when read; nothing was "
-                "deleted: run the job again"
-            )
+    root present now (module docstring, 3.), else the run fails as a strict read would have
+    (`retained_read.judge_retained_read`, shared with remove-orphan-files). Counts the roots gone
+    when read and the manifests skipped (`retained_roots_vanished`, `retained_manifests_vanished`)."""
+    judge_retained_read(deletion.table, deletion.record, deletion.log, read, "retained_", vanished_manifests)
 
 
 def _delete_tag_files(

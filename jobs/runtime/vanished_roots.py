@@ -19,10 +19,11 @@ The question asked here instead: does anything still present name the missing fi
 
 Two uses: a failed job's missing file is reported as a race (exit 3) instead of a broken table
 (`live_writers.race_or_bad_input`); and a deleting job that read the retained roots leniently
-(`jobs.deletion.retained_read`) skips the manifests `vanished_manifests` says no present root
-names, before it deletes anything. The second use makes this a safety rule, so being named counts
-widely (any list or manifest a root or a long-lived changelog may need) and every doubt (a root
-that cannot be read, a holder that stays past the settle wait) answers "still named".
+(expire-tags, remove-orphan-files: `jobs.deletion.retained_read.judge_retained_read`) skips the
+manifests `vanished_manifests` says no present root names, before it deletes anything. The second
+use makes this a safety rule, so being named counts widely (any list or manifest a root or a
+long-lived changelog may need) and every doubt (a root that cannot be read, a holder that stays
+past the settle wait) answers "still named".
 """
 
 from __future__ import annotations
