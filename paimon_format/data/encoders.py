@@ -6,6 +6,7 @@ row groups into the exact bytes of one file, configured as Java's writers config
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -17,6 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.orc as orc
 import pyarrow.parquet as pq
 
+from paimon_format.data.spool import Payload, SpooledFile, discard
 from paimon_format.errors import UnsupportedOperationError, missing_codec_library
 from paimon_format.manifest.codec import avro_codec
 from paimon_format.model.file_layout import file_arrow_schema, file_fields
@@ -70,7 +72,7 @@ def _codec_for(options: CoreOptions, codecs: dict[str, str], file_format: str) -
 
 
 class FileEncoder(Protocol):
-    """Builds one data file in memory: row groups in, exact bytes out."""
+    """Builds one data file: row groups in, exact bytes out (or a spool on local disk, `data.spool`)."""
 
     def write(self, chunk: pa.Table) -> None: ...
 
@@ -78,7 +80,11 @@ class FileEncoder(Protocol):
         """Bytes so far (encoded, or estimated where the format buffers internally)."""
         ...
 
-    def finish(self) -> bytes: ...
+    def finish(self) -> Payload: ...
+
+    def discard(self) -> None:
+        """Drop an unfinished file (the writer aborts): its spool, if any, is removed."""
+        ...
 
 
 def _has_nanos(arrow_type: pa.DataType) -> bool:
@@ -95,9 +101,11 @@ class ParquetEncoder:
     precision). Decimals are INT32/INT64 up to precision 18, as Java writes them.
     """
 
-    def __init__(self, schema: pa.Schema, options: CoreOptions) -> None:
+    def __init__(self, schema: pa.Schema, options: CoreOptions, spool: str | None = None) -> None:
         codec = _codec_for(options, _PARQUET_CODECS, "parquet")
-        self._sink = pa.BufferOutputStream()
+        # `spool`: encode into this local file instead of memory (`data.spool`)
+        self._spool = spool
+        self._sink: pa.NativeFile = pa.OSFile(spool, "wb") if spool else pa.BufferOutputStream()
         self._writer = pq.ParquetWriter(
             self._sink,
             schema,
@@ -115,9 +123,20 @@ class ParquetEncoder:
     def size(self) -> int:
         return self._sink.tell()
 
-    def finish(self) -> bytes:
+    def finish(self) -> Payload:
         self._writer.close()
-        return self._sink.getvalue().to_pybytes()
+        if self._spool is None:
+            return self._sink.getvalue().to_pybytes()
+        size = self._sink.tell()
+        self._sink.close()
+        return SpooledFile(self._spool, size)
+
+    def discard(self) -> None:
+        if self._spool is not None:
+            with contextlib.suppress(Exception):  # a half-written file: only its removal matters
+                self._writer.close()
+                self._sink.close()
+            discard(self._spool)
 
 
 def _orc_type(arrow_type: pa.DataType) -> pa.DataType:
@@ -151,6 +170,9 @@ class OrcEncoder:
     def finish(self) -> bytes:
         self._writer.close()
         return self._sink.getvalue().to_pybytes()
+
+    def discard(self) -> None:
+        """Nothing on disk: the file is in memory."""
 
 
 def _avro_type(data_type: DataType, row_name: str) -> Any:
@@ -321,6 +343,9 @@ class AvroEncoder:
         self._flush()
         return self._buffer.getvalue()
 
+    def discard(self) -> None:
+        """Nothing on disk: the file is in memory."""
+
     def _flush(self) -> None:
         """Compress and write the block; fastavro finds a missing codec library only here."""
         try:
@@ -332,11 +357,12 @@ class AvroEncoder:
             raise
 
 
-def new_encoder(schema: TableSchema, options: CoreOptions) -> FileEncoder:
-    """An encoder for the table's `file.format`."""
+def new_encoder(schema: TableSchema, options: CoreOptions, spool: str | None = None) -> FileEncoder:
+    """An encoder for the table's `file.format`; a Parquet file is encoded into the local file
+    `spool` when given (ORC's and Avro's writers buffer in memory anyway)."""
     file_format = options.file_format
     if file_format == "parquet":
-        return ParquetEncoder(file_arrow_schema(schema, options), options)
+        return ParquetEncoder(file_arrow_schema(schema, options), options, spool)
     if file_format == "orc":
         return OrcEncoder(file_arrow_schema(schema, options), options)
     if file_format == "avro":
@@ -360,4 +386,6 @@ def encode_file(data: pa.Table, schema: TableSchema, options: CoreOptions | None
     encoder = new_encoder(schema, options or CoreOptions(schema.options))
     if data.num_rows:
         encoder.write(data)
-    return encoder.finish()
+    payload = encoder.finish()
+    assert isinstance(payload, bytes)  # no spool was asked for
+    return payload

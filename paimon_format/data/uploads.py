@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from types import TracebackType
 
 from paimon_format.data.prefetch import AHEAD_BYTES
+from paimon_format.data.spool import Payload, SpooledFile, discard, payload_size, store
 from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.in_flight import allowed_in_flight, note_completed
 
@@ -50,22 +51,30 @@ class Uploads:
         """Files handed to `put` whose upload has not been waited for."""
         return len(self._pending)
 
-    def put(self, path: str, data: bytes) -> None:
-        """Store `data` at `path` (in the background on an object store). Raises an earlier upload's
-        failure instead of starting this one."""
-        self._raise_failure()
+    def put(self, path: str, data: Payload) -> None:
+        """Store `data` (bytes, or a spool on local disk: `data.spool`) at `path`, in the background
+        on an object store. Raises an earlier upload's failure instead of starting this one (a spool
+        is then removed)."""
+        try:
+            self._raise_failure()
+        except BaseException:
+            discard(data if isinstance(data, SpooledFile) else None)
+            raise
         if self._pool is None:
-            self.file_io.write_bytes(path, data)
+            store(self.file_io, path, data)
             return
+        size = payload_size(data)
         while self._pending and (
             len(self._pending) >= allowed_in_flight(self._parallelism)
-            or self._pending_bytes + len(data) > self._max_bytes
+            or self._pending_bytes + size > self._max_bytes
         ):
             self._settle_oldest()
+            if self._failure is not None:
+                discard(data if isinstance(data, SpooledFile) else None)
             self._raise_failure()
         future = self._pool.submit(self._upload, path, data)
-        self._pending.append((future, len(data)))
-        self._pending_bytes += len(data)
+        self._pending.append((future, size))
+        self._pending_bytes += size
 
     def wait(self) -> None:
         """Return once every upload finished; the first failure is raised (the files are then not
@@ -86,9 +95,9 @@ class Uploads:
             self._pool.shutdown(wait=True)
             self._pool = None
 
-    def _upload(self, path: str, data: bytes) -> None:
+    def _upload(self, path: str, data: Payload) -> None:
         try:
-            self.file_io.write_bytes(path, data)
+            store(self.file_io, path, data)
         finally:
             note_completed(self._parallelism)
 

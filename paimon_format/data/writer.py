@@ -37,6 +37,7 @@ from paimon_format.data.bucket_slices import split_by_partition_and_bucket
 from paimon_format.data.conform import ROW_KIND_COLUMN, conform
 from paimon_format.data.encoders import FileEncoder, data_file_extension, new_encoder
 from paimon_format.data.file_summary import FileSummary
+from paimon_format.data.spool import payload_size, spool_path, store
 from paimon_format.data.stats import FULL_STATS, bounded_columns, column_stats, value_stats
 from paimon_format.data.uploads import Uploads
 from paimon_format.errors import DataWriteError
@@ -274,6 +275,8 @@ class BucketWriter:
         if self._changelog is not None:
             self._changelog.abort()
         self.changelog_files = []
+        if self._file is not None:
+            self._file.encoder.discard()
         self._file = None
         if self._paths:
             self.file_io.delete_many(self._paths)
@@ -302,19 +305,24 @@ class BucketWriter:
             self._write_group(rows.slice(start, group_rows))
 
     def _write_group(self, chunk: pa.Table) -> None:
-        """Encode one row group into the open file (opening one if needed); roll at the target size."""
+        """Encode one row group into the open file (opening one if needed); roll at the target size.
+        The file is encoded into a spool on local disk (`data.spool`), not memory."""
         if self._file is None:
             name = new_data_file_name(self._prefix, self._uuid, self._counter, self._extension)
             self._counter += 1
             summary = FileSummary(self.schema.fields, self._key_names, self._has_pk, self._bounded)
-            self._file = _OpenFile(name, new_encoder(self.schema, self.options), summary)
+            spool = spool_path(self.file_io, self.file_io.join(self.table_root, self.relative_dir, name))
+            self._file = _OpenFile(name, new_encoder(self.schema, self.options, spool), summary)
         self._file.write(chunk)
         if self._file.encoder.size() >= self._target:
             self._finish_file()
 
     def _finish_file(self) -> None:
         current, self._file = self._file, None
-        if current is None or current.rows == 0:
+        if current is None:
+            return
+        if current.rows == 0:
+            current.encoder.discard()
             return
         payload = current.encoder.finish()
         path = self.file_io.join(self.table_root, self.relative_dir, current.name)
@@ -322,8 +330,8 @@ class BucketWriter:
         if self._uploads is not None:
             self._uploads.put(path, payload)
         else:
-            self.file_io.write_bytes(path, payload)
-        self._files.append(self._file_meta(current.name, len(payload), current.summary))
+            store(self.file_io, path, payload)
+        self._files.append(self._file_meta(current.name, payload_size(payload), current.summary))
 
     def _file_meta(self, name: str, size: int, summary: FileSummary) -> DataFileMeta:
         extremes, nulls = summary.extremes(), summary.null_counts

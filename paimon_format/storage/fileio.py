@@ -371,6 +371,20 @@ class FileIO:
             else:
                 self.fs.pipe_file(fs_path, data)
 
+    def put_local_file(self, path: str, local_path: str) -> None:
+        """Move a finished local file to `path` (a data file encoded on disk, `data.spool`): on local
+        disk fsynced and renamed into place (copied first across devices), else uploaded."""
+        fs_path = self._fs_path(path)
+        with _storage_errors("write", path, missing_is_error=False):
+            if self.protocol == "file":
+                local_files.move_into_place(local_path, fs_path)
+            else:
+                self.fs.put_file(local_path, fs_path)
+
+    def local_spool_dir(self, path: str) -> str | None:
+        """The local directory of `path` on local disk (its spools go there), None elsewhere."""
+        return os.path.dirname(self._fs_path(path)) if self.protocol == "file" else None
+
     def mkdirs(self, path: str) -> None:
         """Create a directory and its parents; object stores have no directories, so nothing to do."""
         if self.protocol not in ("file", "memory"):

@@ -11,6 +11,7 @@ import contextlib
 import errno
 import logging
 import os
+import shutil
 import uuid
 
 from paimon_format.errors import StorageError
@@ -43,6 +44,32 @@ def replace_file(fs_path: str, data: bytes) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(tmp)
+
+
+def move_into_place(local_path: str, fs_path: str) -> None:
+    """Make a finished local file durable and rename it to `fs_path`, which then appears complete;
+    from another device it is copied to a temp file beside the target first."""
+    with open(local_path, "rb+") as handle:
+        os.fsync(handle.fileno())
+    directory = os.path.dirname(fs_path)
+    os.makedirs(directory, exist_ok=True)
+    try:
+        os.replace(local_path, fs_path)
+        return
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+    tmp = os.path.join(directory, f".{os.path.basename(fs_path)}.{uuid.uuid4()}.tmp")
+    try:
+        shutil.copyfile(local_path, tmp)
+        with open(tmp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(tmp, fs_path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local_path)
 
 
 def create_if_absent(fs_path: str, path: str, data: bytes) -> bool:
