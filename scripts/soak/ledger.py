@@ -114,6 +114,11 @@ SPECS: dict[str, TableSpec] = {
 }
 
 
+def table_path(warehouse: str, name: str) -> str:
+    """Where the soak keeps table `name` (database `soak`) in `warehouse`."""
+    return f"{warehouse}/soak.db/{name}"
+
+
 def day_name(day: int) -> str:
     return (FIRST_DAY + dt.timedelta(days=day)).isoformat()
 
@@ -126,8 +131,11 @@ class Batch:
     day: int
     rows: list[Row]
     committed: bool | None = None
-    latest_after: int | None = None  # the latest snapshot id Java answered after committing it
+    # the latest snapshot id once the writer's commit returned (Java's answer; ours: listed after the
+    # write run): the batch is whole in it and in every later snapshot
+    latest_after: int | None = None
     first_landed: int | None = None  # the batch's first snapshot when known (our writers: the APPEND)
+    runs: list[str] = field(default_factory=list)  # evidence: each attempt's exit code and snapshot ids
 
 
 @dataclass

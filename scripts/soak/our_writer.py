@@ -3,10 +3,14 @@
 Each batch goes to a Parquet file in the work directory and into the table through `python -m jobs
 write` in this process (`our_jobs.run_cli`: the YAML, the run record, the process's one
 SparkSession), the way a user's scheduled writer runs it; several writers of ours run at once on the
-same tables, each with keys of its own (`Ledger.writer`). The ledger records which snapshot each
-batch became: the run record's `snapshot_ids.committed` (on tables whose reads skip level 0, the
-compaction after the APPEND, which makes the rows visible; the APPEND's id too: between the two a
-snapshot may show the batch in some buckets only, `Ledger.torn_batch`).
+same tables, each with keys of its own (`Ledger.writer`). The ledger records from which snapshot on
+each batch is whole: the latest, listed once the write returned (`Batch.latest_after`), not the run
+record's `snapshot_ids.committed`. On a table whose reads skip level 0 the batch lands as an APPEND
+(invisible) and shows once its buckets are compacted: by the write's own compaction, or by a rival's
+(the other writer's, our maintain's) that got there first, after which the write's compaction finds
+nothing left to do and the last snapshot it committed is the APPEND, where the batch is not visible.
+The record's first id (the APPEND) is kept too: in between, a snapshot may show the batch in some
+buckets only (`Ledger.torn_batch`).
 
 Exit 3 is a lost race, retried (at most `RETRIES` times): on a primary-key table by writing the same
 batch again, which is idempotent (the same keys get the same values, later sequence numbers), also
@@ -28,7 +32,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from scripts.soak.ledger import Batch, Ledger, TableSpec
+from scripts.soak.checks import latest_id
+from scripts.soak.ledger import Batch, Ledger, TableSpec, table_path
 from scripts.soak.our_jobs import EXIT_CONFLICT, run_cli, throttled_in
 from scripts.soak.writer_loop import WriterLoop
 
@@ -115,6 +120,10 @@ class OurWriter(WriterLoop):
                 landed = committed if committed is not None else landed
                 ids = record.get("snapshot_ids", {}).get("committed_ids") or []
                 first = min(ids) if ids and first is None else first
+                compaction = record.get("details", {}).get("compaction")
+                batch.runs.append(
+                    f"exit {code} ids {ids} compaction {compaction} {record.get('error') or ''}"
+                )
                 if code == 0:
                     break
                 if code != EXIT_CONFLICT:
@@ -131,6 +140,9 @@ class OurWriter(WriterLoop):
                 self.failures.append(f"{name}: batch {batch.number} lost the race {RETRIES} times")
         finally:
             os.remove(source)
+        if landed is not None:  # the batch is whole from the latest snapshot on (see the module docstring)
+            path = table_path(self.warehouse, name)
+            landed = max(landed, latest_id(path, None, self.storage_options) or landed)
         ledger.settle(batch, landed is not None, landed, first)
         if landed is not None:
             self.commits[name] += 1

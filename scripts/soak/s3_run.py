@@ -30,7 +30,7 @@ from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from scripts.soak import checks
 from scripts.soak.checks import Findings, SnapshotWatcher, our_read
-from scripts.soak.ledger import SPECS, Ledger
+from scripts.soak.ledger import SPECS, Ledger, table_path
 from scripts.soak.our_jobs import OurJobs
 from scripts.soak.our_writer import OurWriter
 from scripts.soak.run import first_lines
@@ -70,6 +70,7 @@ class S3SoakResult:
     elapsed_s: float = 0.0
     final_round_ms: int = 0
     bill: dict[str, Any] = field(default_factory=dict)
+    evidence: list[str] = field(default_factory=list)  # printed by `report` (table_evidence)
 
     @property
     def skipped_ids(self) -> dict[str, list[int]]:
@@ -95,7 +96,7 @@ def create_tables(warehouse: str, storage_options: dict[str, Any], names: tuple[
     paths = {}
     for name in names:
         spec = SPECS[name]
-        path = f"{warehouse}/soak.db/{name}"
+        path = table_path(warehouse, name)
         schema = new_table_schema(
             [(column, parse_type(sql)) for column, sql in spec.fields],
             partition_keys=["dt"],
@@ -195,11 +196,40 @@ def checkpoint(result: S3SoakResult, final: bool) -> None:
                     cutoff = cleaned_ms - result.options.orphan_older_than_s * 1000
             seen = result.watcher.seen[name] if final else ()
             ledgers = result.ledgers[name]
-            result.findings.add(checks.check_table(read, ledgers, name, path, seen, cutoff, storage))
+            found = checks.check_table(read, ledgers, name, path, seen, cutoff, storage)
+            if found.problems:
+                result.evidence.extend(table_evidence(result, name, read))
+            result.findings.add(found)
         result.checkpoints += 1
     finally:
         for writer in result.writers:
             writer.release()
+
+
+def table_evidence(result: S3SoakResult, name: str, read: checks.Reader) -> list[str]:
+    """What a failed check leaves for judging it: every snapshot the watcher saw (commit kind and
+    user), each retained one's marker of each writer, and each writer's batches with their runs."""
+    path, storage = result.paths[name], result.options.storage_options
+    ledgers = result.ledgers[name]
+    lines = [f"evidence for {name} at checkpoint {result.checkpoints}:"]
+    result.watcher.poll(reread_all=True)
+    file_io = FileIO.for_path(path, storage)
+    for snapshot_id, identity in sorted(result.watcher.seen[name].items()):
+        user, identifier, _, kind = identity
+        markers = "expired"
+        if file_io.file_exists(f"{path}/snapshot/snapshot-{snapshot_id}"):
+            rows = read(path, snapshot_id=snapshot_id)
+            markers = " ".join(f"w{ledger.writer}:{ledger.marker_of(rows)}" for ledger in ledgers)
+        lines.append(f"  snapshot {snapshot_id} {kind} user {str(user)[:8]} id {identifier}: {markers}")
+    for tag in checks.tag_names(path, storage):
+        lines.append(f"  tag {tag} -> {checks.snapshot_id_of_tag(path, tag, storage)}")
+    for ledger in ledgers:
+        for batch in ledger.batches.values():
+            lines.append(
+                f"  w{ledger.writer} batch {batch.number}: committed {batch.committed} first "
+                f"{batch.first_landed} latest_after {batch.latest_after} runs {batch.runs}"
+            )
+    return lines
 
 
 def report(result: S3SoakResult, out: TextIO) -> None:
@@ -255,6 +285,8 @@ def report(result: S3SoakResult, out: TextIO) -> None:
         print(f"  FAILURE {line}" + (f" (x{count})" if count > 1 else ""), file=out)
     for name, ids in result.skipped_ids.items():
         print(f"  FAILURE {name}: snapshot ids skipped {ids[:10]}", file=out)
+    for line in result.evidence:
+        print(line, file=out)
     if not result.failed:
         print("RESULT: OK, nothing lost", file=out)
     elif result.lost:

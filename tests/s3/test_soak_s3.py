@@ -1,30 +1,36 @@
 """The S3 soak, short (scripts/soak.py --s3, issue #28): two writers of ours and our maintenance on
 the same tables, on moto behind the proxy answering 1% of the requests 503 SlowDown, and nothing lost.
 
-One run of about half a minute on the session's SparkSession and proxy (longer until each writer
-committed twice to each table), then the checks it relied on shown
+One run on the session's SparkSession and proxy, as short as what it checks allows (maintain rounds
+beside the writers until each writer committed twice to each table, a checkpoint after each round,
+then a last round and checkpoint at rest), then the checks it relied on shown
 to fail: a row no writer wrote, a row a writer's ledger has that the read lacks, a batch the ledger
 says landed that the table does not have, and a referenced file deleted from the bucket. The
-two-writer ledger rules (keys apart, days dropped only once the slowest writer left them) are unit
-tests of their own.
+two-writer ledger rules (keys apart, days dropped only once the slowest writer left them, a batch
+whole only from the latest snapshot after its write on) are tests of their own.
 """
 
 from __future__ import annotations
 
 import io
+import os
 import random
 import threading
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
+from jobs.compaction.run import CompactRequest, compact_table
 from paimon_format.scan.snapshot_scan import live_entries
+from paimon_format.storage import crash_points
 from paimon_format.storage.fileio import FileIO
 from paimon_format.table import Table
 from scripts.soak.checks import check_files, check_reads, latest_id, our_read
 from scripts.soak.ledger import DROP_AGE_DAYS, ID_SPAN, SPECS, Ledger, day_name, droppable_days
 from scripts.soak.our_writer import OurWriter
-from scripts.soak.s3_run import S3SoakOptions, S3SoakResult, committed, report, s3_soak
+from scripts.soak.s3_run import S3SoakOptions, S3SoakResult, committed, create_tables, report, s3_soak
 from scripts.soak.writer_loop import WriterLoop
 
 pytestmark = pytest.mark.slow
@@ -36,15 +42,12 @@ def soaked(spark_session, moto_s3, s3_proxy, tmp_path_factory) -> S3SoakResult:
     workdir = tmp_path_factory.mktemp("s3soak")
     storage = {"endpoint_url": s3_proxy.endpoint_url, "client_kwargs": {"region_name": "us-east-1"}}
     options = S3SoakOptions(
-        # about half a minute, at least two commits of each writer to each table; checkpoints every
-        # 10 s (a checkpoint after every round made the ledger's order check on the deletion-vector
-        # table fail once in four runs: to be understood before CI checks that often)
-        minutes=0.4,
+        minutes=0,  # no clock: rounds until each writer committed twice to each table
         min_commits=2,
         warehouse=f"s3://{bucket}/soak-{uuid.uuid4().hex[:8]}",
         storage_options=storage,
         tables=("dedup", "dv_lookup"),
-        checkpoint_s=10.0,
+        checkpoint_s=0,  # a checkpoint after every maintain round, with the writers still going
         orphan_older_than_s=20,
         watch_interval_s=0.5,
         batches_per_day=1,  # old days to drop soonest (a run past 5 batches a writer drops some)
@@ -197,6 +200,54 @@ def test_writers_asked_to_hold_together_start_no_batch_while_another_is_waited_f
     for writer in writers:
         writer.stop()
     assert not first.is_alive() and not second.is_alive()
+
+
+def test_a_batch_a_rival_compaction_made_visible_is_whole_from_the_latest_snapshot_after_its_write(
+    spark_session, tmp_path
+) -> None:
+    """Deletion-vector table: a rival compaction (the compact job, run just before the write's own
+    compaction commits) compacts the batch's APPEND first; the write's compaction then finds nothing
+    left and the last snapshot its record names is the APPEND, where the batch is invisible. The
+    ledger's bound is the latest snapshot after the write, so every snapshot reads in order."""
+    name, warehouse = "dv_lookup", str(tmp_path / "wh")
+    path = create_tables(warehouse, {}, (name,))[name]
+    ledger = Ledger(SPECS[name], random.Random(5), writer=0, deletes=False)
+    writer = OurWriter(0, {name: ledger}, warehouse, {}, str(tmp_path), 0)
+    rivals: list[str] = []
+
+    def rival_compacts_first(step: str) -> None:
+        if not rivals:  # the rival passes the same step: it commits
+            rivals.append(step)
+            compact_table(spark_session, Table(FileIO.for_path(path), path), CompactRequest())
+
+    with rival_at_step("compact:after-files-written", rival_compacts_first):
+        assert writer.commit_batch(ledger, name, ledger.new_batch())
+    table = Table(FileIO.for_path(path), path)
+    kinds = [table.snapshot_manager.snapshot(i).commit_kind for i in range(1, latest_id(path) + 1)]
+    # the write's APPEND and the rival's compaction; the write's own compaction committed nothing
+    assert rivals and kinds == ["APPEND", "COMPACT"]
+    assert our_read(path, snapshot_id=1) == []  # the APPEND: the batch is at level 0, unseen
+    for snapshot_id in (1, 2):
+        rows = our_read(path, snapshot_id=snapshot_id)
+        assert check_reads([ledger], name, "snapshot", snapshot_id, rows, False).problems == []
+
+
+@contextmanager
+def rival_at_step(step: str, action: Callable[[str], None]) -> Iterator[None]:
+    """Run `action` where a job passes `crash_point(step)` (a named step of its own), in this process."""
+    saved = os.environ.get(crash_points.CRASH_ENV)
+    os.environ[crash_points.CRASH_ENV] = step
+    crash_points.reset_passes()
+    previous = crash_points.set_crash_handler(action)
+    try:
+        yield
+    finally:
+        crash_points.set_crash_handler(previous)
+        crash_points.reset_passes()
+        if saved is None:
+            os.environ.pop(crash_points.CRASH_ENV, None)
+        else:
+            os.environ[crash_points.CRASH_ENV] = saved
 
 
 def ledger_rows(ledger: Ledger, marker: int) -> list[dict]:
