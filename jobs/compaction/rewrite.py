@@ -6,7 +6,10 @@ Crash ordering (see `jobs/compact.py` for the whole run):
    task returns its results only after every upload finished (a failed one fails the task). A
    crash here leaves only unreferenced files
    (`compact:after-files-written` is the last point before anything else), which
-   remove-orphan-files deletes once they are older than its `older_than`.
+   remove-orphan-files deletes once they are older than its `older_than`. A failed run removes
+   what it wrote: a task whose later bin failed deletes its finished bins' files itself, and the
+   run's cleanup reads the other tasks' results back from Spark's cache, never rewriting a bin
+   again to learn what it wrote (`CLEANUP_PASS`).
 2. Executors write the delta manifests: a DELETE for every input (its ADD's exact metadata), an
    ADD for every output; and the changelog manifests (an ADD per changelog file). Still
    unreferenced.
@@ -27,7 +30,7 @@ import math
 import pickle
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +63,8 @@ if TYPE_CHECKING:
 ENTRIES_PER_WRITER = 200_000
 
 Log = logging.Logger | logging.LoggerAdapter
+# a Spark local property set while `_remove_written` reads the rewritten bins back (see there)
+CLEANUP_PASS = "paimon.compaction.cleanup"
 
 
 @dataclass
@@ -162,24 +167,36 @@ def _rewrite_bins(
     rewritten_bins = spark.sparkContext.accumulator(0)
 
     def rewrite(items: Iterator[tuple[int, Any]]) -> Iterator[tuple[int, Any]]:
+        if _in_cleanup_pass():  # a partition the failed run never finished: nothing of it to remove
+            return
         # the task's bins (file metadata only) known up front, so their inputs are fetched ahead
         bins = [
             (key, part, bucket, total, *pickle.loads(payload))
             for key, (part, bucket, total, payload) in items
         ]
         ahead = ((b[1], b[2], meta) for b in bins for meta in read_order(b[4]))
-        done = []
-        with prefetch_data_files(table, ahead) as prefetch, Uploads(table.file_io) as uploads:
-            for key, partition, bucket, total_buckets, inputs, deletion_files, placement in bins:
-                output = rewrite_bin(
-                    table, partition, bucket, inputs, spec, deletion_files, prefetch, uploads, placement
-                )
-                rewritten_bins.add(1)
-                rewritten_rows.add(sum(meta.row_count for meta in inputs))
-                done.append(
-                    (key, (partition, bucket, total_buckets, inputs, output.files, output.changelog_files))
-                )
-            uploads.wait()  # every output stored before any of them leaves the task (a failure fails it)
+        done: list[tuple[int, Any]] = []
+        try:
+            with prefetch_data_files(table, ahead) as prefetch, Uploads(table.file_io) as uploads:
+                for key, partition, bucket, total_buckets, inputs, deletion_files, placement in bins:
+                    output = rewrite_bin(
+                        table, partition, bucket, inputs, spec, deletion_files, prefetch, uploads, placement
+                    )
+                    rewritten_bins.add(1)
+                    rewritten_rows.add(sum(meta.row_count for meta in inputs))
+                    done.append(
+                        (
+                            key,
+                            (partition, bucket, total_buckets, inputs, output.files, output.changelog_files),
+                        )
+                    )
+                uploads.wait()  # every output stored before any leaves the task (a failure fails it)
+        except BaseException:
+            # a later bin failed (its own writer removed its files): the bins this task finished are
+            # named nowhere and its partition will not be cached for the run's cleanup, so go now
+            with contextlib.suppress(Exception):  # leftovers are orphans: remove-orphan-files clears them
+                table.file_io.delete_many(_written_paths(table, done))
+            raise
         yield from done
 
     # bins share tasks (a few a core): each task's read-ahead spans its bins, and fewer tasks pay
@@ -415,25 +432,45 @@ def _refuse_if_deletions_changed(
         )
 
 
+def _written_paths(table: Table, items: Iterable[tuple[int, Any]]) -> list[str]:
+    """The data and changelog files of rewritten bins (items of `_rewrite_bins`' RDD)."""
+    return [
+        table.full_path(path)
+        for _key, (partition, bucket, _total, _inputs, outputs, changelog) in items
+        for meta in [*outputs, *changelog]
+        for path in table.data_file_relpaths(partition, bucket, meta)
+    ]
+
+
+def _in_cleanup_pass() -> bool:
+    """Whether this task runs for `_remove_written` (the job's local property `CLEANUP_PASS`)."""
+    from pyspark import TaskContext  # in a Spark task: pyspark is loaded there anyway
+
+    context = TaskContext.get()
+    return context is not None and context.getLocalProperty(CLEANUP_PASS) == "1"
+
+
 def _remove_written(
     table: Table, results: RDD[tuple[int, Any]], manifests: list[ManifestFileMeta], log: Log
 ) -> None:
     """Delete the data files and manifests of an uncommitted run (on the executors for data files)."""
 
     def delete(items: Iterator[tuple[int, Any]]) -> Iterator[int]:
-        paths = []
-        for _key, (partition, bucket, _total, _inputs, outputs, changelog) in items:
-            paths.extend(
-                table.full_path(p)
-                for meta in [*outputs, *changelog]
-                for p in table.data_file_relpaths(partition, bucket, meta)
-            )
+        paths = _written_paths(table, items)
         if paths:
             table.file_io.delete_many(paths)
         yield len(paths)
 
+    context = results.context
     try:
-        removed = sum(results.mapPartitions(delete).collect())
+        # the cached partitions are read back; one the failed rewrite never finished is not computed
+        # again (`rewrite` yields nothing in this pass: it would write its files only to delete them,
+        # or fail again and leave the others' files behind)
+        context.setLocalProperty(CLEANUP_PASS, "1")
+        try:
+            removed = sum(results.mapPartitions(delete).collect())
+        finally:
+            context.setLocalProperty(CLEANUP_PASS, None)  # type: ignore[arg-type]  # None unsets it
         if manifests:
             table.file_io.delete_many([table.manifest_path(meta.file_name) for meta in manifests])
         log.info(

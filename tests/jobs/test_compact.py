@@ -143,6 +143,27 @@ def test_a_rival_that_removes_an_input_makes_the_run_exit_3_and_clean_up(spark_s
     assert data_files == {path for path in files_before if "/bucket-" in path}, "the run's files are gone"
 
 
+def test_a_failed_rewrite_is_not_run_again_to_clean_up(spark_session, append_table, caplog):
+    """The cleanup after a failed rewrite reads the finished bins back from Spark's cache; a bin whose
+    task failed is not rewritten again (it would write files only to delete them, or fail again and
+    stop the cleanup, leaving the finished bins' files behind)."""
+    _warehouse, _rows, table = append_table
+    broken = next(e for e in live_files(table) if table.partition_spec(e.partition) == {"dt": "2024-01-02"})
+    (path,) = [
+        table.full_path(p) for p in table.data_file_relpaths(broken.partition, broken.bucket, broken.file)
+    ]
+    with open(path, "r+b") as handle:  # the footer's magic overwritten: the file cannot be read
+        handle.seek(-4, os.SEEK_END)
+        handle.write(b"XXXX")
+    caplog.set_level("INFO", logger="jobs.compact")
+    with pytest.raises(Exception, match=broken.file.file_name):
+        compact(spark_session, table, CompactRequest(specs=[{"dt": "2024-01-02"}], partial_progress=False))
+    messages = [record.getMessage() for record in caplog.records]
+    assert not [m for m in messages if "could not remove" in m], messages
+    assert [m for m in messages if m.startswith("nothing committed: removed the 0 data files")], messages
+    assert table.snapshot_manager.latest().commit_kind != "COMPACT"
+
+
 def test_a_concurrent_append_is_kept(spark_session, append_table):
     warehouse, rows, table = append_table
 
