@@ -56,6 +56,8 @@ from paimon_format.branches import MAIN_BRANCH
 from paimon_format.maintenance.references import keeps_changelog
 from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.manifest.entries import ManifestFileMeta
+from paimon_format.snapshot import Snapshot
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -148,43 +150,78 @@ def measure(
     if probe is not None:
         table = Table(probe.wrap(table.file_io), table.path, table.branch)
     scan_entries = scan_deleted = scan_manifests = 0
-    latest = table.snapshot_manager.latest()
-    if latest is not None:
-        for name in (latest.base_manifest_list, latest.delta_manifest_list):
-            for meta in read_manifest_list(table.file_io, table.manifest_path(name)) if name else []:
-                if may_hold is None or may_hold(meta):
-                    scan_manifests += 1
-                    scan_entries += meta.num_added_files + meta.num_deleted_files
-                    scan_deleted += meta.num_deleted_files
-    branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
-    entries = files = roots = manifests = deleted = 0
-    if len(branches) > MAX_BRANCHES_SIZED:
-        return TableSize(0, 0, 0, len(branches), 0, 0, scan_entries, scan_deleted, scan_manifests)
-    for branch in branches:
-        branch_table = table.for_branch(branch)
-        manager = branch_table.snapshot_manager
-        roots += len(manager.snapshot_ids()) + len(manager.changelog_ids())
-        roots += len(branch_table.tag_manager.tag_names())
-        latest = manager.latest()
-        if latest is None:
-            continue
+    all_branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
+    # more branches than are sized: only the main branch's scan is counted (the table does not fit)
+    branches = all_branches if len(all_branches) <= MAX_BRANCHES_SIZED else [MAIN_BRANCH]
+    roots, latest_of = _roots_and_latest(table, branches)
+    latest = latest_of[MAIN_BRANCH]
+    # every latest snapshot's lists at once (on an object store each read waits a round trip)
+    lists = [
+        (branch, counts_files, name)
+        for branch in branches
+        if (snapshot := latest_of[branch]) is not None
         for name, counts_files in (
-            (latest.base_manifest_list, True),
-            (latest.delta_manifest_list, True),
+            (snapshot.base_manifest_list, True),
+            (snapshot.delta_manifest_list, True),
             # a branch's copy of a tag keeps no changelog: Java's expiry may have deleted its list
-            (latest.changelog_manifest_list if keeps_changelog(branch_table, latest) else None, False),
-        ):
-            if not name:
-                continue
-            for meta in read_manifest_list(branch_table.file_io, branch_table.manifest_path(name)):
-                manifests += 1
-                entries += meta.num_added_files + meta.num_deleted_files
-                if counts_files:
-                    files += meta.num_added_files - meta.num_deleted_files
-                    deleted += meta.num_deleted_files
+            (
+                snapshot.changelog_manifest_list
+                if keeps_changelog(table.for_branch(branch), snapshot)
+                else None,
+                False,
+            ),
+        )
+        if name
+    ]
+
+    def read(item: tuple[str, bool, str]) -> list[ManifestFileMeta]:
+        branch_table = table.for_branch(item[0])
+        return read_manifest_list(branch_table.file_io, branch_table.manifest_path(item[2]))
+
+    entries = files = manifests = deleted = 0
+    parallelism = table.file_io.io_parallelism
+    for (branch, counts_files, _name), metas in zip(
+        lists, map_in_flight(read, lists, parallelism), strict=True
+    ):
+        for meta in metas:
+            manifests += 1
+            entries += meta.num_added_files + meta.num_deleted_files
+            if counts_files:
+                files += meta.num_added_files - meta.num_deleted_files
+                deleted += meta.num_deleted_files
+            if (
+                branch == MAIN_BRANCH
+                and counts_files
+                and latest is not None
+                and (may_hold is None or may_hold(meta))
+            ):
+                scan_manifests += 1
+                scan_entries += meta.num_added_files + meta.num_deleted_files
+                scan_deleted += meta.num_deleted_files
+    if len(all_branches) > MAX_BRANCHES_SIZED:
+        return TableSize(0, 0, 0, len(all_branches), 0, 0, scan_entries, scan_deleted, scan_manifests)
     return TableSize(
         entries, files, roots, len(branches), manifests, deleted, scan_entries, scan_deleted, scan_manifests
     )
+
+
+def _roots_and_latest(table: Table, branches: list[str]) -> tuple[int, dict[str, Snapshot | None]]:
+    """The roots (snapshots, long-lived changelogs, tags) of `branches` and each one's latest snapshot,
+    their directory listings and latest reads sent at once, not one after another."""
+    calls: list[tuple[str, Callable[[], Any]]] = []
+    for branch in branches:
+        branch_table = table.for_branch(branch)
+        manager = branch_table.snapshot_manager
+        calls += [(branch, manager.snapshot_ids), (branch, manager.changelog_ids)]
+        calls += [(branch, branch_table.tag_manager.tag_names), (branch, manager.latest)]
+    roots, latest_of = 0, dict.fromkeys(branches)
+    done = map_in_flight(lambda call: call[1](), calls, table.file_io.io_parallelism)
+    for (branch, _call), found in zip(calls, done, strict=True):
+        if isinstance(found, list):
+            roots += len(found)
+        else:
+            latest_of[branch] = found
+    return roots, latest_of
 
 
 def row_limit(max_entries: int, max_files: int) -> int:
