@@ -61,6 +61,13 @@ if TYPE_CHECKING:
 FORMATS = ("parquet", "orc", "avro")
 DEFAULT_BATCH_ROWS = 8192
 
+# A Parquet column chunk is read through a buffer of this size, not whole: a primary-key merge keeps
+# a file of every sorted run open at once, and whole column chunks (up to a row group of 128 MB
+# each) made a task's memory follow the size of the files. Measured on 20 open files of 500,000
+# rows (6.3 MB each, one row group): whole chunks +277 MiB resident, a 64 KiB buffer +173 MiB
+# (what is left is each column's current page, decompressed, and the string dictionaries).
+PARQUET_READ_BUFFER = 64 << 10
+
 
 def data_file_path(table: Table, partition: bytes, bucket: int, meta: DataFileMeta) -> str:
     """Full path of a data file: its `_EXTERNAL_PATH` when set, else `<table>/<partition>/bucket-N/<name>`
@@ -410,7 +417,11 @@ def _read(
     handle = opener(path, meta.file_size)  # size known: no HEAD, small files in 1 GET
     try:
         try:
-            source = pq.ParquetFile(handle) if file_format == "parquet" else handle
+            source = (
+                pq.ParquetFile(handle, buffer_size=PARQUET_READ_BUFFER)
+                if file_format == "parquet"
+                else handle
+            )
             file_columns = _file_column_names(file_format, source)
             if source is handle:
                 handle.seek(0)
