@@ -239,6 +239,8 @@ def plain_rewrite_main(listing: str, out: str, partitions: int) -> None:
     """The plain rewrite's process: a Spark session as the job's (`local[2]`), one read and write."""
     from jobs.runtime.spark import get_or_create_spark, stop_session  # Spark only in this mode
 
+    # moves_rows: Spark's own rewrite converts every row in the JVM, so it gets the C2 compiler that a
+    # Spark user's session has by default (the compact job itself is faster without it)
     spark = get_or_create_spark(
         "bench-plain-rewrite", {"spark.sql.shuffle.partitions": "8"}, "WARN", moves_rows=True
     )

@@ -45,7 +45,7 @@ def test_sessions_that_move_rows_keep_c2_and_the_archive(monkeypatch, tmp_path):
     assert options.startswith(LOCAL_DATA_JVM_OPTIONS + " ")
     assert f"-XX:SharedArchiveFile={archive}" in options.split()
     movers = sorted(name for name, operation in OPERATIONS.items() if operation.moves_rows)
-    assert movers == ["compact", "write"]
+    assert movers == ["write"]
 
 
 def test_an_archive_whose_path_has_a_blank_is_left_out(monkeypatch, tmp_path):
