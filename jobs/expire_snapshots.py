@@ -100,6 +100,7 @@ from paimon_format.model.options import (
     CHANGELOG_TIME_RETAINED,
 )
 from paimon_format.storage.crash_points import crash_point
+from paimon_format.storage.in_flight import both
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -289,9 +290,13 @@ def _expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: in
     settings = settings_for(table, request, now_ms)
     retention = changelog_settings_for(table, settings, now_ms)
     decoupled = decoupled_cause(retention, settings)
-    ids = table.snapshot_manager.snapshot_ids()
+    # the two listings at once (on an object store each is a round trip)
+    ids, consumer_next = both(
+        table.snapshot_manager.snapshot_ids,
+        lambda: live_consumers_next(deletion, now_ms),
+        table.file_io.io_parallelism,
+    )
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")
-    consumer_next = live_consumers_next(deletion, now_ms)
     snapshot_hold = None if table.options.consumer_changelog_only else consumer_next
     plan = plan_range(ids, _commit_times(table), settings, snapshot_hold, table.file_io.io_parallelism)
     _record_settings(deletion, settings, retention, consumer_next, decoupled)
@@ -357,8 +362,7 @@ def _expire_snapshot_range(deletion: DeletionContext, plan: ExpireRange, decoupl
     """
     table, record, log = deletion.table, deletion.record, deletion.log
     _record_range(deletion, plan)
-    tags_at_plan = _tag_snapshot_ids(table)
-    branches_at_plan = set(table.branch_manager.branch_names())
+    tags_at_plan, branches_at_plan = _tags_and_branches(table)
     crash_point(STEP_PLANNED)
     writable = _writable_changelogs(table, plan.expired_ids, record, log) if decoupled else set()
     candidates = _range_candidates(deletion, plan, writable, decoupled)
@@ -368,12 +372,13 @@ def _expire_snapshot_range(deletion: DeletionContext, plan: ExpireRange, decoupl
         if deletion.dry_run:
             log.info("dry run: nothing deleted")
             return writable
-        if _tag_snapshot_ids(table) - tags_at_plan & set(plan.expired_ids):
+        tags_now, branches_now = _tags_and_branches(table)
+        if tags_now - tags_at_plan & set(plan.expired_ids):
             raise SafetyRefusal(
                 f"{table.path}: a tag was created on a snapshot in [{plan.begin}, {plan.end}) while this job "
                 "ran; nothing was deleted, run expire-snapshots again"
             )
-        new_branches = set(table.branch_manager.branch_names()) - branches_at_plan
+        new_branches = branches_now - branches_at_plan
         if new_branches:  # made from a snapshot or tag this run may expire: its files must stay
             raise SafetyRefusal(
                 f"{table.path}: branches {sorted(new_branches)} were created while this job ran; nothing "
@@ -509,6 +514,15 @@ def _write_changelog(table: Table, snapshot_id: int, record: RunRecord) -> None:
 
 def _tag_snapshot_ids(table: Table) -> set[int]:
     return {snapshot.id for snapshot in table.tag_manager.tags().values()}
+
+
+def _tags_and_branches(table: Table) -> tuple[set[int], set[str]]:
+    """The snapshot ids the tags name and the branch names, both listed at once."""
+    return both(
+        lambda: _tag_snapshot_ids(table),
+        lambda: set(table.branch_manager.branch_names()),
+        table.file_io.io_parallelism,
+    )
 
 
 if __name__ == "__main__":

@@ -233,14 +233,22 @@ def _tags_now(table: Table, tags: dict[str, Snapshot]) -> dict[str, bytes | None
     """Each tag file as the store has it now (None: gone), read past the run's memo; exit 3 before
     anything is parked or deleted when one points at another snapshot than planned: the plan's
     files are not the new tag's, and the tag is another writer's now."""
-    manager, now = table.tag_manager, {}
-    for name, planned in sorted(tags.items()):
+    manager = table.tag_manager
+    names = sorted(tags)
+
+    def read(name: str) -> bytes | None:
         path = manager.tag_path(name)
         forget_reads_of(table.file_io, path)
         try:
-            data = table.file_io.read_bytes(path)
+            return table.file_io.read_bytes(path)
         except MissingFileError:
-            now[name] = None
+            return None
+
+    # read at once (on an object store each read is a round trip), judged after every read
+    now = dict(zip(names, map_in_flight(read, names, table.file_io.io_parallelism), strict=True))
+    for name in names:
+        data, planned, path = now[name], tags[name], manager.tag_path(name)
+        if data is None:
             continue
         current = Snapshot.from_json(data, path)
         if current.id != planned.id or signature(current) != signature(planned):
@@ -248,7 +256,6 @@ def _tags_now(table: Table, tags: dict[str, Snapshot]) -> dict[str, bytes | None
                 f"{path}: tag {name!r} now points at snapshot {current.id}, not {planned.id} as when this "
                 "job planned: another writer replaced it; nothing was deleted: run the job again"
             )
-        now[name] = data
     return now
 
 

@@ -23,7 +23,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -253,3 +253,18 @@ def _produce(fn: Callable[[T], Iterator[R]], item: T, offer: Callable[[tuple[str
             failure = failure or error
     if not left:
         offer(("error", failure) if failure is not None else ("done", None))
+
+
+def both(first: Callable[[], T], second: Callable[[], R], parallelism: int) -> tuple[T, R]:
+    """`first()` and `second()` at once (two independent storage reads, e.g. two listings, that would
+    each wait a round trip on an object store): `second` on a thread while `first` runs here. Both
+    have ended when this returns or raises (`first`'s error first). `parallelism` <= 1: one by one."""
+    if parallelism <= 1:
+        return first(), second()
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="paimon-io") as pool:
+        pending = pool.submit(second)
+        try:
+            found = first()
+        finally:
+            wait([pending])
+        return found, pending.result()

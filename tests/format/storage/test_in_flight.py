@@ -225,3 +225,36 @@ def test_stream_raises_a_failure_of_a_producers_cleanup_instead_of_waiting() -> 
 
     with pytest.raises(OSError, match="closing range"):
         list(stream_in_flight(pages, range(2), 2))
+
+
+def test_both_runs_the_two_calls_at_once_and_returns_both_results() -> None:
+    """Each call waits for the other to have started: one after the other, the first would time out."""
+    started = threading.Barrier(2, timeout=5)
+
+    def call(value: str) -> str:
+        started.wait()
+        return value
+
+    assert in_flight.both(lambda: call("a"), lambda: call("b"), 4) == ("a", "b")
+
+
+def test_both_waits_for_the_second_call_when_the_first_fails() -> None:
+    second_done = threading.Event()
+
+    def first() -> None:
+        raise ValueError("first failed")
+
+    def second() -> str:
+        second_done.wait(5)
+        return "b"
+
+    threading.Timer(0.05, second_done.set).start()
+    with pytest.raises(ValueError, match="first failed"):
+        in_flight.both(first, second, 4)
+    assert second_done.is_set()
+
+
+def test_both_with_parallelism_one_calls_in_order() -> None:
+    order: list[str] = []
+    assert in_flight.both(lambda: order.append("a") or 1, lambda: order.append("b") or 2, 1) == (1, 2)
+    assert order == ["a", "b"]
