@@ -30,6 +30,9 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
               run of each counts (a shared machine's noise only ever adds to a wall time)
   add/floor   added s / floor s: how close the latency's cost comes to the floor, moto's own time
               (the @0 run: it serves requests one at a time, a few ms each) left out
+  chain       the longest chain of requests each sent after the one before it was answered (from
+              the proxy's timings): the round trips the run waited for one after another; trips:
+              the chain a correct run needs at least (scripts/s3bench/jobs.py), the floor's part
   moto ms     moto's own time per request (how long moto had a request at all, at latency 0, over
               the requests); moto s: how long moto was busy during the run at --latency-ms
   RSS MiB     the job process's peak resident memory (details.driver_peak_rss_mib)

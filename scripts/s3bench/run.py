@@ -17,6 +17,7 @@ from itertools import count
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from scripts.s3bench.jobs import Facts, Job, fewest_of, round_trips_of
@@ -44,6 +45,7 @@ class Run:
     counts: dict[str, Any] = field(default_factory=dict)
     reported_throttled: int | None = None  # the run record's details.storage.throttled_requests
     peak_rss_mib: int | None = None  # the run record's details.driver_peak_rss_mib
+    chain: int = 0  # the longest chain of requests each sent after the one before it was answered
     error: str | None = None
 
 
@@ -78,7 +80,8 @@ def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir:
     start = time.perf_counter()
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     run.process_s = time.perf_counter() - start
-    run.ledger = store.ledger()
+    run.ledger = store.control("ledger", {"requests": 1})
+    run.chain = request_chain(run.ledger.pop("request_list", []), latency_ms / 1000)
     if job.destructive:
         store.drop(bucket)
     record = parse_record(done.stdout)
@@ -97,6 +100,23 @@ def run_job(store: Store, job: Job, latency_ms: float, throttle: float, workdir:
         message = f"(log {log_path}) {record.get('error') or record.get('message') or last_line}"
         run.error = f"exit {done.returncode}: {' '.join(str(message).split())}"[:400]
     return run
+
+
+def request_chain(requests: list[dict[str, Any]], latency_s: float) -> int:
+    """The longest chain of requests in which each was sent after the one before it was answered:
+    the round trips a run waited for one after another, whatever its requests in flight (a request
+    arrived `latency_s` before it went to moto, and was answered when moto was done)."""
+    if not requests:
+        return 0
+    arrived = np.array([r["upstream_start"] - latency_s for r in requests])
+    order = np.argsort(arrived, kind="stable")
+    arrived = arrived[order]
+    answered = np.array([requests[i]["upstream_start"] + requests[i]["upstream_seconds"] for i in order])
+    depth = np.zeros(len(order), dtype=np.int64)
+    for index in range(len(order)):
+        before = depth[:index][answered[:index] <= arrived[index] + 1e-4]
+        depth[index] = 1 + (int(before.max()) if before.size else 0)
+    return int(depth.max())
 
 
 def parse_record(stdout: str) -> dict[str, Any]:
@@ -137,6 +157,7 @@ HEADER = (
     f"{'job':<32} {'ran in':<7} {'wall s':>7} {'@0 s':>6} {'reqs':>6} {'GET':>5} {'HEAD':>5} {'LIST':>5} "
     f"{'PUT':>5} {'DEL':>4} {'DelO':>4} {'oth':>4} {'MiB in':>7} {'MiB out':>7} {'peak':>4} {'thr p/r':>9} "
     f"{'fewest':>6} {'req/few':>7} {'floor s':>7} {'wall/floor':>10} {'added s':>7} {'add/floor':>9} "
+    f"{'chain':>5} {'trips':>5} "
     f"{'moto ms':>7} "
     f"{'moto s':>6} {'RSS MiB':>7} {'load':>5}"
 )
@@ -172,6 +193,7 @@ def row(job: Job, facts: Facts, run: Run, zero: Run | None, in_flight: int) -> s
         f"{kinds['DeleteObjects']:4d} {kinds['OTHER']:4d} {ledger['bytes_in'] / 2**20:7.2f} "
         f"{ledger['bytes_out'] / 2**20:7.2f} {ledger['peak_in_flight']:4d} {throttled:>9} "
         f"{fewest:6d} {requests / fewest:7.2f} {floor:7.2f} {ratio} {added} {added_ratio} "
+        f"{run.chain:5d} {round_trips_of(job, facts):5d} "
         f"{moto_ms:7.2f} {busy:6.2f} {rss} {os.getloadavg()[0]:5.2f}"
     )
     if zero is not None and not zero.error and not same_result(run, zero):
