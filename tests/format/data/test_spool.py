@@ -121,3 +121,17 @@ def test_a_refused_upload_fails_the_write_and_removes_the_spool(moto_s3, scratch
     with pytest.raises(StorageError, match="refused"):
         bucket_writer.close()
     assert spools(scratch) == []
+
+
+def test_an_uploaded_spool_keeps_the_storage_options_extra_arguments(moto_s3, scratch):
+    """`s3_additional_kwargs` (server-side encryption here) reach the upload of a spooled file, as
+    they reached the in-memory PUT before: pyarrow's own S3 file system dropped them silently."""
+    _, bucket, options = moto_s3
+    root = f"s3://{bucket}/spool-{uuid.uuid4().hex}/db.db/t"
+    file_io = FileIO.for_path(root, {**options, "s3_additional_kwargs": {"ServerSideEncryption": "AES256"}})
+    bucket_writer = writer(file_io, root)
+    bucket_writer.write_key_values(group(0))
+    (meta,) = bucket_writer.close()
+    key = file_io.join(root, bucket_writer.relative_dir, meta.file_name)[len("s3://") :].split("/", 1)[1]
+    head = file_io.fs.call_s3("head_object", Bucket=bucket, Key=key)
+    assert head["ServerSideEncryption"] == "AES256"
