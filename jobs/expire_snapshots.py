@@ -290,13 +290,10 @@ def _expire_branch(deletion: DeletionContext, request: ExpiryRequest, now_ms: in
     settings = settings_for(table, request, now_ms)
     retention = changelog_settings_for(table, settings, now_ms)
     decoupled = decoupled_cause(retention, settings)
-    # the two listings at once (on an object store each is a round trip)
-    ids, consumer_next = both(
-        table.snapshot_manager.snapshot_ids,
-        lambda: live_consumers_next(deletion, now_ms),
-        table.file_io.io_parallelism,
-    )
+    ids = table.snapshot_manager.snapshot_ids()
     assert_small(len(ids), SNAPSHOT_LIMIT, "snapshot ids")
+    # after the checks: it also removes consumers past their expiration, which a refused run must not
+    consumer_next = live_consumers_next(deletion, now_ms)
     snapshot_hold = None if table.options.consumer_changelog_only else consumer_next
     plan = plan_range(ids, _commit_times(table), settings, snapshot_hold, table.file_io.io_parallelism)
     _record_settings(deletion, settings, retention, consumer_next, decoupled)

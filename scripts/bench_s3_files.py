@@ -150,6 +150,14 @@ class ArrowDataFileIO(FileIO):
         with self.arrow.open_output_stream(path.removeprefix("s3://")) as out:
             out.write(data)
 
+    def put_local_file(self, path: str, local_path: str) -> None:
+        """A data file our writer encoded on local disk (`data.spool`), uploaded through pyarrow."""
+        if not self._is_data(path):
+            super().put_local_file(path, local_path)
+            return
+        with open(local_path, "rb") as source:
+            self.write_bytes(path, source.read())
+
 
 class UnsizedFileIO(FileIO):
     """The fsspec path as it was before data files were opened with their size: a HEAD, then ranges."""

@@ -45,7 +45,7 @@ from jobs.deletion.listed import LISTED_COLUMNS, LISTED_SCHEMA, Listing
 from paimon_format.maintenance.orphan_rules import FileNaming, Judgement, directory_judge, judge_file
 from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.storage.fileio import FileIO
-from paimon_format.storage.in_flight import stream_in_flight
+from paimon_format.storage.in_flight import map_in_flight, stream_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -87,9 +87,12 @@ def estimated_objects(table: Table) -> int:
     latest = table.snapshot_manager.latest()
     if latest is None:
         return 0
+    names = [name for name in (latest.base_manifest_list, latest.delta_manifest_list) if name]
     objects = 0
-    for name in (latest.base_manifest_list, latest.delta_manifest_list):
-        for meta in read_manifest_list(table.file_io, table.manifest_path(name)) if name else []:
+    # both lists at once (on an object store each read is a round trip)
+    read = map_in_flight(lambda name: read_manifest_list(table.file_io, table.manifest_path(name)), names, 2)
+    for metas in read:
+        for meta in metas:
             objects += 1 + max(0, meta.num_added_files - meta.num_deleted_files)
     return objects
 

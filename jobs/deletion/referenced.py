@@ -49,7 +49,7 @@ from jobs.deletion.retained_read import (
     collect_notes,
     read_retained_root,
 )
-from jobs.deletion.roots import rows_in_flight
+from jobs.deletion.roots import ArrowMapper, rows_in_flight
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import driver_list_frame, parallelize_small
 from paimon_format.branches import MAIN_BRANCH
@@ -109,7 +109,7 @@ def _root_rows(table: Table, branch: str, kind: str, name: str, lenient: bool) -
     return rows
 
 
-def _root_reader(table: Table, lenient: bool):
+def _root_reader(table: Table, lenient: bool) -> ArrowMapper:
     def read_one(branch: str, kind: str, name: str) -> list[tuple[str, str]]:
         return _root_rows(table, branch, kind, name, lenient)
 
@@ -139,7 +139,7 @@ def _read_roots_in_driver(
     return found
 
 
-def _manifest_reader(table: Table, index: bool, lenient: bool):
+def _manifest_reader(table: Table, index: bool, lenient: bool) -> ArrowMapper:
     """Per manifest (or index manifest) name: the paths it names, strictly; `lenient`: a missing one
     gives the one path `MISSING_MARK` + its path instead."""
 

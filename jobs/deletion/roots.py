@@ -161,23 +161,35 @@ def retained_needs(
     return named.unionByName(index_files).unionByName(live).distinct()
 
 
+# branches whose roots are listed at once (each branch sends its three listings at once)
+_LISTINGS_AT_ONCE = 8
+
+
 def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) -> list[Root]:
     """Every snapshot, tag and changelog of every branch that `keep_root` keeps, then `extra_roots`."""
     roots: list[Root] = []
-    for branch in [MAIN_BRANCH, *table.branch_manager.branch_names()]:
-        roots.extend(r for r in _branch_roots(table, branch) if keep_root(*r))
+    branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
+    for listed in map_in_flight(lambda branch: _branch_roots(table, branch), branches, _LISTINGS_AT_ONCE):
+        roots.extend(r for r in listed if keep_root(*r))
     roots.extend(extra_roots)
     return roots
 
 
 def _branch_roots(table: Table, branch: str) -> list[Root]:
-    """A branch's snapshots, tags and long-lived changelogs, listed now (three listings: its schema
-    directory, which `metadata_file_relpaths` lists too, names no root)."""
+    """A branch's snapshots, tags and long-lived changelogs, listed now, the three listings at once
+    (on an object store each is a round trip; its schema directory, which `metadata_file_relpaths`
+    lists too, names no root)."""
     branch_table = table.for_branch(branch)
     manager = branch_table.snapshot_manager
-    roots = [(branch, SNAPSHOT_ROOT, str(i)) for i in manager.snapshot_ids()]
-    roots += [(branch, TAG_ROOT, name) for name in branch_table.tag_manager.tag_names()]
-    roots += [(branch, CHANGELOG_ROOT, str(i)) for i in manager.changelog_ids()]
+    listings: list[Callable[[], list[Any]]] = [
+        manager.snapshot_ids,
+        branch_table.tag_manager.tag_names,
+        manager.changelog_ids,
+    ]
+    snapshots, tags, changelogs = map_in_flight(lambda listing: listing(), listings, len(listings))
+    roots = [(branch, SNAPSHOT_ROOT, str(i)) for i in snapshots]
+    roots += [(branch, TAG_ROOT, name) for name in tags]
+    roots += [(branch, CHANGELOG_ROOT, str(i)) for i in changelogs]
     return roots
 
 

@@ -136,6 +136,7 @@ def _files_of_write(target: Table, directory: str, write_id: str) -> list[str]:
             return []
         for status in statuses:
             name = status.path.rstrip("/").rpartition("/")[2]
-            if not status.is_dir and name.startswith(tuple(starts)):
+            # a hidden `.<name>.<uuid>.tmp` is a data file's spool a killed task left (`data.spool`)
+            if not status.is_dir and name.lstrip(".").startswith(tuple(starts)):
                 names.append(name)
     return [f"{directory}/{name}" if directory else name for name in names]

@@ -134,9 +134,11 @@ def rewrite_bin(
         outputs = writer.close()
         return BinOutput(outputs, sink.close() if sink is not None else [])
     except BaseException:
-        writer.abort()
-        if sink is not None:
-            sink.abort()
+        try:
+            writer.abort()
+        finally:
+            if sink is not None:
+                sink.abort()
         raise
 
 

@@ -106,7 +106,15 @@ class ParquetEncoder:
         # `spool`: encode into this local file instead of memory (`data.spool`)
         self._spool = spool
         self._sink: pa.NativeFile = pa.OSFile(spool, "wb") if spool else pa.BufferOutputStream()
-        self._writer = pq.ParquetWriter(
+        try:
+            self._writer = self._parquet_writer(schema, options, codec)
+        except BaseException:
+            self._sink.close()
+            discard(spool)
+            raise
+
+    def _parquet_writer(self, schema: pa.Schema, options: CoreOptions, codec: str) -> pq.ParquetWriter:
+        return pq.ParquetWriter(
             self._sink,
             schema,
             compression=codec,
@@ -124,17 +132,25 @@ class ParquetEncoder:
         return self._sink.tell()
 
     def finish(self) -> Payload:
-        self._writer.close()
-        if self._spool is None:
-            return self._sink.getvalue().to_pybytes()
-        size = self._sink.tell()
-        self._sink.close()
+        """The file's bytes, or its spool; a failure (a full disk as the footer is written) removes
+        the spool before it is raised."""
+        try:
+            self._writer.close()
+            if self._spool is None:
+                return self._sink.getvalue().to_pybytes()
+            size = self._sink.tell()
+            self._sink.close()
+        except BaseException:
+            self.discard()
+            raise
         return SpooledFile(self._spool, size)
 
     def discard(self) -> None:
         if self._spool is not None:
-            with contextlib.suppress(Exception):  # a half-written file: only its removal matters
+            # a half-written file: only its removal matters (each close on its own)
+            with contextlib.suppress(Exception):
                 self._writer.close()
+            with contextlib.suppress(Exception):
                 self._sink.close()
             discard(self._spool)
 

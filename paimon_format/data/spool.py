@@ -3,13 +3,16 @@
 Why: a Parquet file was encoded into an in-memory buffer and copied out as bytes, so a writer held up
 to two copies of its open file: up to twice `target-file-size` (128 MB for primary-key tables) per
 task, growing with the bucket until files roll. Encoding into a file on local disk keeps the task's
-memory at the row group being encoded, whatever the file size (the page cache holds the rest, and
-the kernel may drop it).
+memory at the row group being encoded while the file grows (the page cache holds the rest, and the
+kernel may drop it). On an object store the upload then reads a file below 100 MB whole (s3fs's
+`put_file` sends it as one PUT; larger ones go in 50 MB parts), so a finished file is in memory
+while it uploads, under `data.uploads`' byte bound, as before; its encoding no longer is.
 
 Where the spool goes: on local disk, a hidden temp name in the destination's directory (`.<name>.<uuid>
 .tmp`, as `local_files.replace_file` names its temps), renamed over the destination once fsynced: no
-copy. On an object store, a temp file under Spark's local directories (`SPARK_LOCAL_DIRS`, else the
-system's temp directory), uploaded by `FileIO.put_local_file` and then removed.
+copy. On an object store, a temp file under Spark's local directories (the first of
+`SPARK_LOCAL_DIRS`, which executors have; else the system's temp directory, e.g. for a write in
+the driver), uploaded by `FileIO.put_local_file` and then removed.
 
 Crash ordering: the destination appears only complete (rename, or one upload); a file is named in a
 commit only after it was stored (`data.uploads`). A crash can leave a spool: on local disk a hidden

@@ -306,6 +306,10 @@ class ReadMemoFileIO(FileIO):
         self.forget(path)
         self.inner.write_bytes(path, data)
 
+    def put_local_file(self, path: str, local_path: str) -> None:
+        self.forget(path)
+        self.inner.put_local_file(path, local_path)
+
     def mkdirs(self, path: str) -> None:
         self.inner.mkdirs(path)
 

@@ -19,7 +19,9 @@ reading them one after another is bound by latency, not by decoding.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError, SnapshotNotFoundError
@@ -453,15 +455,26 @@ def metadata_file_relpaths(table: Table, branch: str) -> tuple[list[str], list[t
     """
     branch_table = table.for_branch(branch)
     prefix = branch_prefix(branch)
-    files = [f"{prefix}schema/schema-{i}" for i in branch_table.schema_manager.list_ids()]
+    manager = branch_table.snapshot_manager
+    listings: list[Callable[[], list[Any]]] = [
+        branch_table.schema_manager.list_ids,
+        manager.snapshot_ids,
+        branch_table.tag_manager.tag_names,
+        manager.changelog_ids,
+    ]
+    # the four listings at once: on an object store each is a round trip
+    schema_ids, snapshot_ids, tag_names, changelog_ids = map_in_flight(
+        lambda listing: listing(), listings, len(listings)
+    )
+    files = [f"{prefix}schema/schema-{i}" for i in schema_ids]
     roots: list[tuple[str, str]] = []
-    for snapshot_id in branch_table.snapshot_manager.snapshot_ids():
+    for snapshot_id in snapshot_ids:
         files.append(f"{prefix}snapshot/snapshot-{snapshot_id}")
         roots.append((SNAPSHOT_ROOT, str(snapshot_id)))
-    for tag_name in branch_table.tag_manager.tag_names():
+    for tag_name in tag_names:
         files.append(f"{prefix}tag/tag-{tag_name}")
         roots.append((TAG_ROOT, tag_name))
-    for changelog_id in branch_table.snapshot_manager.changelog_ids():
+    for changelog_id in changelog_ids:
         files.append(f"{prefix}changelog/changelog-{changelog_id}")
         roots.append((CHANGELOG_ROOT, str(changelog_id)))
     return files, roots

@@ -354,6 +354,12 @@ class FaultyFileIO(FileIO):
             raise _fail("write", path)
         super().write_bytes(path, data)
 
+    def put_local_file(self, path: str, local_path: str) -> None:
+        """A data file encoded on local disk (`data.spool`) is a write like any other."""
+        if _before(self.plan, "write", path):
+            raise _fail("write", path)
+        super().put_local_file(path, local_path)
+
     def create_if_absent(self, path: str, data: bytes) -> bool:
         if _before(self.plan, "create", path):
             raise _fail("create", path)

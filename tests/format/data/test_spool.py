@@ -135,3 +135,23 @@ def test_an_uploaded_spool_keeps_the_storage_options_extra_arguments(moto_s3, sc
     key = file_io.join(root, bucket_writer.relative_dir, meta.file_name)[len("s3://") :].split("/", 1)[1]
     head = file_io.fs.call_s3("head_object", Bucket=bucket, Key=key)
     assert head["ServerSideEncryption"] == "AES256"
+
+
+def test_a_file_that_cannot_be_finished_leaves_no_spool(tmp_path, monkeypatch):
+    """A failure as the footer is written (a full disk) removes the spool before it is raised."""
+    root = str(tmp_path / "db.db" / "t")
+    bucket_writer = writer(FileIO.for_path(root), root)
+    bucket_writer.write_key_values(group(0))
+    assert len(spools(tmp_path)) == 1
+
+    calls: list[int] = []
+
+    def full_disk() -> None:  # the first close fails; later ones (discard, the writer's __del__) pass
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(bucket_writer._file.encoder._writer, "close", full_disk)
+    with pytest.raises(OSError, match="No space"):
+        bucket_writer.close()
+    assert spools(tmp_path) == []
