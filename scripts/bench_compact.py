@@ -284,10 +284,11 @@ def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any
     peers = ["ours"] + ([] if args.skip_java else ["java"]) + ([] if args.skip_plain else ["plain"])
     runs: dict[str, list[Any]] = {peer: [] for peer in peers}
     row: dict[str, Any] = {"label": shape.label, "rows": shape.rows, "files": len(paths)}
+    peers_run = PeerRun(args, work, source, before, paths, row)
     for round_index in range(args.rounds):
         for peer in peers if round_index % 2 == 0 else peers[::-1]:
             settle()
-            runs[peer].append(RUNNERS[peer](shape, args, work, source, before, paths, row, round_index))
+            runs[peer].append(RUNNERS[peer](peers_run, round_index))
     ours = row["ours"] = median_run(runs["ours"])
     print(f"  ours {times_text(runs['ours'])} s: median {ours.total_s:.2f} s, {ours.cpu_s or 0:.1f} CPU-s")
     if "java" in runs:
@@ -312,6 +313,19 @@ def compare(shape: Shape, args: argparse.Namespace, work: Path) -> dict[str, Any
     return row
 
 
+@dataclass
+class PeerRun:
+    """What every peer's round of one table shares: the options, where things are, the table's
+    counts before (every result must read the same), its data files, and the row of figures."""
+
+    args: argparse.Namespace
+    work: Path
+    source: Path
+    before: dict
+    paths: list[str]
+    row: dict[str, Any]
+
+
 def _fresh_copy(source: Path, work: Path, peer: str) -> Path:
     root = work / peer / "db.db" / "t"
     shutil.rmtree(work / peer, ignore_errors=True)
@@ -320,18 +334,10 @@ def _fresh_copy(source: Path, work: Path, peer: str) -> Path:
     return root
 
 
-def _ours_round(
-    shape: Shape,
-    args: argparse.Namespace,
-    work: Path,
-    source: Path,
-    before: dict,
-    paths: list[str],
-    row: dict[str, Any],
-    round_index: int,
-) -> ProcessTiming:
-    root = _fresh_copy(source, work, "ours")
-    timing, record, memory = run_ours(root, args.target_file_size, work)
+def _ours_round(peers: PeerRun, round_index: int) -> ProcessTiming:
+    args, before, paths, row = peers.args, peers.before, peers.paths, peers.row
+    root = _fresh_copy(peers.source, peers.work, "ours")
+    timing, record, memory = run_ours(root, args.target_file_size, peers.work)
     written = len(data_paths(str(root)))
     print(
         f"  (a) ours   {timing.total_s:8.2f} s  {timing.cpu_s or 0:7.1f} CPU-s  files {len(paths):,} -> "
@@ -357,17 +363,9 @@ def _ours_round(
     return timing
 
 
-def _java_round(
-    shape: Shape,
-    args: argparse.Namespace,
-    work: Path,
-    source: Path,
-    before: dict,
-    paths: list[str],
-    row: dict[str, Any],
-    round_index: int,
-) -> ProcessTiming:
-    root = _fresh_copy(source, work, "java")
+def _java_round(peers: PeerRun, round_index: int) -> ProcessTiming:
+    args, before, paths, row = peers.args, peers.before, peers.paths, peers.row
+    root = _fresh_copy(peers.source, peers.work, "java")
     options = {"target-file-size": args.target_file_size}
     if args.java_max_file_num:
         options["compaction.max.file-num"] = str(args.java_max_file_num)
@@ -391,16 +389,8 @@ def _java_round(
     return java
 
 
-def _plain_round(
-    shape: Shape,
-    args: argparse.Namespace,
-    work: Path,
-    source: Path,
-    before: dict,
-    paths: list[str],
-    row: dict[str, Any],
-    round_index: int,
-) -> float:
+def _plain_round(peers: PeerRun, round_index: int) -> float:
+    paths, row, work = peers.paths, peers.row, peers.work
     shutil.rmtree(work / "plain", ignore_errors=True)
     plain = run_plain_rewrite(paths, work / "plain", row.get("written", 8), work)
     print(f"  (c) plain  {plain:8.2f} s  ({load_average()})", flush=True)
