@@ -90,7 +90,11 @@ def estimated_objects(table: Table) -> int:
     names = [name for name in (latest.base_manifest_list, latest.delta_manifest_list) if name]
     objects = 0
     # both lists at once (on an object store each read is a round trip)
-    read = map_in_flight(lambda name: read_manifest_list(table.file_io, table.manifest_path(name)), names, 2)
+    read = map_in_flight(
+        lambda name: read_manifest_list(table.file_io, table.manifest_path(name)),
+        names,
+        min(2, table.file_io.io_parallelism),
+    )
     for metas in read:
         for meta in metas:
             objects += 1 + max(0, meta.num_added_files - meta.num_deleted_files)

@@ -161,7 +161,8 @@ def retained_needs(
     return named.unionByName(index_files).unionByName(live).distinct()
 
 
-# branches whose roots are listed at once (each branch sends its three listings at once)
+# branches whose roots are listed at once (each branch sends its three listings at once), at most
+# the storage's `io_parallelism` (1: one request at a time, as the user asked)
 _LISTINGS_AT_ONCE = 8
 
 
@@ -169,7 +170,8 @@ def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) 
     """Every snapshot, tag and changelog of every branch that `keep_root` keeps, then `extra_roots`."""
     roots: list[Root] = []
     branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
-    for listed in map_in_flight(lambda branch: _branch_roots(table, branch), branches, _LISTINGS_AT_ONCE):
+    at_once = min(_LISTINGS_AT_ONCE, table.file_io.io_parallelism)
+    for listed in map_in_flight(lambda branch: _branch_roots(table, branch), branches, at_once):
         roots.extend(r for r in listed if keep_root(*r))
     roots.extend(extra_roots)
     return roots
@@ -186,7 +188,8 @@ def _branch_roots(table: Table, branch: str) -> list[Root]:
         branch_table.tag_manager.tag_names,
         manager.changelog_ids,
     ]
-    snapshots, tags, changelogs = map_in_flight(lambda listing: listing(), listings, len(listings))
+    at_once = min(len(listings), table.file_io.io_parallelism)
+    snapshots, tags, changelogs = map_in_flight(lambda listing: listing(), listings, at_once)
     roots = [(branch, SNAPSHOT_ROOT, str(i)) for i in snapshots]
     roots += [(branch, TAG_ROOT, name) for name in tags]
     roots += [(branch, CHANGELOG_ROOT, str(i)) for i in changelogs]

@@ -464,7 +464,7 @@ def metadata_file_relpaths(table: Table, branch: str) -> tuple[list[str], list[t
     ]
     # the four listings at once: on an object store each is a round trip
     schema_ids, snapshot_ids, tag_names, changelog_ids = map_in_flight(
-        lambda listing: listing(), listings, len(listings)
+        lambda listing: listing(), listings, min(len(listings), table.file_io.io_parallelism)
     )
     files = [f"{prefix}schema/schema-{i}" for i in schema_ids]
     roots: list[tuple[str, str]] = []
