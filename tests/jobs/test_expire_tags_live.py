@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pyroaring import BitMap
 
 from jobs.__main__ import main
 from jobs.deletion import roots, tags
@@ -31,15 +30,11 @@ from jobs.runtime.local_frame import LocalSession
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
 from paimon_format.errors import MissingFileError
-from paimon_format.index.deletion_vectors import write_index_file
 from paimon_format.maintenance.references import manifest_names
 from paimon_format.model.binary_row import deserialize_row
-from paimon_format.model.schema import new_table_schema
-from paimon_format.model.type_parsing import parse_type
-from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.storage import crash_points
 from paimon_format.table import Table
-from tests.support.dv_tables import commit_index_entries
+from tests.support.dv_tables import three_snapshots_with_a_vector
 from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
@@ -296,18 +291,8 @@ def test_a_new_tag_that_cannot_be_read_or_a_new_branch_refuses(template, tmp_pat
 def test_the_lenient_read_notes_each_missing_kind_where_the_strict_read_fails(session, tmp_path):
     """A retained snapshot's index manifest, a manifest and a list missing: the strict read fails,
     the lenient one names all three and the snapshots it read."""
-    table = Table.open(str(tmp_path / "wh"), IDENTIFIER)
-    columns = [("id", parse_type("BIGINT")), ("dt", parse_type("STRING")), ("v", parse_type("STRING"))]
-    options = {"deletion-vectors.enabled": "true"}
-    table.schema_manager.create_table(new_table_schema(columns, partition_keys=["dt"], options=options))
-    table.refresh()
-    append_rows(table, batch(0, 4, days=1))
-    append_rows(table, batch(4, 4, days=1))
+    table = three_snapshots_with_a_vector(str(tmp_path / "wh"))
     first = table.snapshot_manager.snapshot(1)
-    entry = live_entries(table, first)[0]
-    commit_index_entries(
-        table, [write_index_file(table, entry.partition, 0, {entry.file.file_name: BitMap([0])})]
-    )
     snapshot_2, snapshot_3 = table.snapshot_manager.snapshot(2), table.snapshot_manager.snapshot(3)
     data_files = sorted(p for p in listed_files(table) if p.endswith(".parquet"))
     os.remove(table.manifest_path(snapshot_3.index_manifest))

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from pyroaring import BitMap
 
 from jobs.__main__ import main
 from jobs.deletion import referenced, retained_read
@@ -24,13 +23,9 @@ from jobs.runtime import vanished_roots
 from jobs.runtime.errors import SafetyRefusal
 from jobs.runtime.local_frame import LocalSession
 from paimon_format.errors import MissingFileError
-from paimon_format.index.deletion_vectors import write_index_file
 from paimon_format.maintenance.references import manifest_names, manifest_references
-from paimon_format.model.schema import new_table_schema
-from paimon_format.model.type_parsing import parse_type
-from paimon_format.scan.snapshot_scan import live_entries
 from paimon_format.table import Table
-from tests.support.dv_tables import commit_index_entries
+from tests.support.dv_tables import three_snapshots_with_a_vector
 from tests.support.planted_files import age_tree, files_on_disk, plant_orphans
 from tests.support.table_states import (
     IDENTIFIER,
@@ -227,18 +222,8 @@ def test_the_cli_exit_code_of_a_missing_manifest_is_2_or_3_with_a_rival_commit(
 def test_the_lenient_read_notes_each_missing_kind_where_the_strict_read_fails(tmp_path):
     """A snapshot's index manifest, a manifest and a list missing: the strict referenced read fails,
     the lenient one notes all three, keeps them out of the referenced set and reads the rest."""
-    table = Table.open(str(tmp_path / "wh"), IDENTIFIER)
-    columns = [("id", parse_type("BIGINT")), ("dt", parse_type("STRING")), ("v", parse_type("STRING"))]
-    options = {"deletion-vectors.enabled": "true"}
-    table.schema_manager.create_table(new_table_schema(columns, partition_keys=["dt"], options=options))
-    table.refresh()
-    append_rows(table, batch(0, 4, days=1))
-    append_rows(table, batch(4, 4, days=1))
+    table = three_snapshots_with_a_vector(str(tmp_path / "wh"))
     first = table.snapshot_manager.snapshot(1)
-    entry = live_entries(table, first)[0]
-    commit_index_entries(
-        table, [write_index_file(table, entry.partition, 0, {entry.file.file_name: BitMap([0])})]
-    )
     snapshot_2, snapshot_3 = table.snapshot_manager.snapshot(2), table.snapshot_manager.snapshot(3)
     only_in_2 = sorted(set(manifest_names(table, snapshot_2)) - set(manifest_names(table, first)))[0]
     lost = [
