@@ -195,11 +195,11 @@ def compact_manifests(
     log = log or logging.getLogger("jobs.compact_manifests")
     record = record or RunRecord(operation="compact-manifests", table=table.path, dry_run=dry_run)
     options = _options_with(table, option_overrides or {})
-    latest = table.snapshot_manager.latest()
+    latest = table.snapshot_manager.latest(reuse_read=True)  # the open check's read, when it is handed over
     if latest is None:
         log.info("the table has no snapshot: nothing to compact")
         return record
-    table.schema_manager.schema(latest.schema_id)  # a snapshot naming a missing schema: refuse (exit 2)
+    table.schema_by_id(latest.schema_id)  # a snapshot naming a missing schema: refuse (exit 2)
     manifests = data_manifests(table, latest)
     plan = plan_compaction(
         manifests,

@@ -179,7 +179,8 @@ def _expire_branches(
     branches = branches_to_expire(table, config.branch, config.branches)
     request = ExpiryRequest.of(config)
     for branch in branches:
-        branch_table = table.for_branch(branch)
+        # the opened handle for main: its schema, options and lists were read by the open check
+        branch_table = table if branch == table.branch else table.for_branch(branch)
         if branch != MAIN_BRANCH:  # main was checked when the table was opened
             branch_table.check_metadata()  # a broken branch is refused like a broken table (exit 2)
         record = context.record

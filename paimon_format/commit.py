@@ -43,8 +43,10 @@ from paimon_format.manifest.entries import (
     ManifestFileMeta,
 )
 from paimon_format.model.options import CoreOptions
+from paimon_format.model.schema import TableSchema
 from paimon_format.scan.snapshot_scan import data_manifests
 from paimon_format.snapshot import Snapshot
+from paimon_format.storage.in_flight import both
 from paimon_format.table import Table
 
 log = logging.getLogger(__name__)
@@ -305,7 +307,7 @@ class SnapshotCommit:
         last_seen_latest: int | None = None
         attempt = 0
         while True:
-            latest = self.table.snapshot_manager.latest()
+            latest, schema = self._latest_and_schema()
             if attempt == 0:
                 self._warn_if_foreign_writer_on_s3(latest)
             if attempt > 0:
@@ -315,7 +317,7 @@ class SnapshotCommit:
                     return landed
             last_seen_latest = latest.id if latest else None
             try:
-                return self._attempt(latest, request)
+                return self._attempt(latest, schema, request)
             except _LostRace:
                 self.lost_races += 1
                 attempt += 1
@@ -323,14 +325,26 @@ class SnapshotCommit:
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    def _attempt(self, latest: Snapshot | None, request: _CommitRequest) -> Snapshot | None:
+    def _latest_and_schema(self) -> tuple[Snapshot | None, TableSchema]:
+        """The latest snapshot and the latest schema (listed now, each file read once), read at once:
+        on an object store each is a chain of round trips and neither needs the other. The
+        snapshot's failure is raised first; three requests may be in flight, or one by one."""
+        parallelism = self.table.file_io.io_parallelism
+        return both(
+            self.table.snapshot_manager.latest,
+            lambda: self.table.latest_schema() or self.table.schema,
+            parallelism if parallelism >= 3 else 1,
+        )
+
+    def _attempt(
+        self, latest: Snapshot | None, schema: TableSchema, request: _CommitRequest
+    ) -> Snapshot | None:
         """Build the delta on top of `latest`, write the new snapshot's files, and try to create it.
 
         Returns the snapshot (None: nothing to commit); raises `_LostRace` when another writer
         took the id (this attempt's files are removed then) and `CommitConflictError` when the
         delta no longer applies.
         """
-        schema = self.table.latest_schema() or self.table.schema  # listed now, each file read once
         ctx = AttemptContext(self.table, latest, schema)
         delta = list(request.build_delta(ctx))
         prewritten = request.prewritten_delta(ctx) if request.prewritten_delta is not None else None
@@ -367,19 +381,39 @@ class SnapshotCommit:
         prewritten: PrewrittenDelta | None,
         files: AttemptFiles,
     ) -> Snapshot:
-        """Write the manifests and manifest lists of the next snapshot and describe it (not created yet)."""
+        """Write the manifests and manifest lists of the next snapshot and describe it (not created yet).
+
+        The base list (after merging the previous manifests), the delta list (after its manifests),
+        the changelog list and the index manifest need nothing from each other, so they are written
+        at once: on an object store that is one chain of round trips instead of four. A failure on
+        any side is raised after every side ended; each file written is in `files` for its removal.
+        """
         latest = ctx.latest
-        previous = data_manifests(self.table, latest) if latest else []
-        if request.rewrite_base is not None:
-            base = request.rewrite_base(ctx, previous)
-        else:
-            base = files.merged_base(previous)
-        base_list, base_size = files.write_list(base)
-        delta_metas = (prewritten.manifests if prewritten else []) + files.write_manifests(delta)
-        delta_list, delta_size = files.write_list(delta_metas)
-        changelog_list, changelog_size, changelog_rows = self._write_changelog(
-            request.changelog, prewritten, files
+
+        def base_side() -> tuple[str, int]:
+            previous = data_manifests(self.table, latest) if latest else []
+            if request.rewrite_base is not None:
+                return files.write_list(request.rewrite_base(ctx, previous))
+            return files.write_list(files.merged_base(previous))
+
+        def delta_side() -> tuple[str, int]:
+            return files.write_list(
+                (prewritten.manifests if prewritten else []) + files.write_manifests(delta)
+            )
+
+        def index_side() -> str | None:
+            return files.index_manifest(latest, request.drop_index_of, request.add_index_entries)
+
+        parallelism = self.table.file_io.io_parallelism
+        at_once = parallelism if parallelism >= 4 else 1
+        ((base_list, base_size), (delta_list, delta_size)), (changelog, index_manifest) = both(
+            lambda: both(base_side, delta_side, at_once),
+            lambda: both(
+                lambda: self._write_changelog(request.changelog, prewritten, files), index_side, at_once
+            ),
+            at_once,
         )
+        changelog_list, changelog_size, changelog_rows = changelog
         delta_rows = sum(e.file.row_count if e.kind == ADD else -e.file.row_count for e in delta)
         if prewritten is not None:
             delta_rows += prewritten.record_count_delta
@@ -395,7 +429,7 @@ class SnapshotCommit:
             delta_manifest_list_size=delta_size,
             changelog_manifest_list=changelog_list,
             changelog_manifest_list_size=changelog_size,
-            index_manifest=files.index_manifest(latest, request.drop_index_of, request.add_index_entries),
+            index_manifest=index_manifest,
             commit_user=self.commit_user,
             commit_identifier=request.identifier,
             commit_kind=request.kind,

@@ -10,6 +10,7 @@ snapshot that did land, and orphan-file removal clears them otherwise.
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 
@@ -31,28 +32,31 @@ IndexEntryFilter = Callable[[IndexManifestEntry], bool]
 
 
 class CommitFileNames:
-    """Names for the files of one committer: `<kind>-<random prefix>-<counter>`."""
+    """Names for the files of one committer: `<kind>-<random prefix>-<counter>`.
+
+    An attempt writes its base, delta and changelog sides on threads of their own (`SnapshotCommit`),
+    which take names at the same time: a counter handed out twice would make two files one, so each
+    name is taken under a lock."""
 
     def __init__(self) -> None:
         self._prefix = str(uuid.uuid4())
-        self._manifests = 0
-        self._lists = 0
-        self._index_manifests = 0
+        self._lock = threading.Lock()
+        self._counters = {"manifest": 0, "manifest-list": 0, "index-manifest": 0}
+
+    def _next(self, kind: str) -> str:
+        with self._lock:
+            number = self._counters[kind]
+            self._counters[kind] = number + 1
+        return f"{kind}-{self._prefix}-{number}"
 
     def manifest(self) -> str:
-        name = f"manifest-{self._prefix}-{self._manifests}"
-        self._manifests += 1
-        return name
+        return self._next("manifest")
 
     def manifest_list(self) -> str:
-        name = f"manifest-list-{self._prefix}-{self._lists}"
-        self._lists += 1
-        return name
+        return self._next("manifest-list")
 
     def index_manifest(self) -> str:
-        name = f"index-manifest-{self._prefix}-{self._index_manifests}"
-        self._index_manifests += 1
-        return name
+        return self._next("index-manifest")
 
 
 class AttemptFiles:

@@ -18,7 +18,7 @@ import datetime as dt
 import logging
 import re
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,7 @@ from paimon_format._listing import basename, numbered_ids
 from paimon_format.branches import MAIN_BRANCH, branch_root
 from paimon_format.errors import CorruptFileError, MissingFileError, SnapshotNotFoundError, StorageError
 from paimon_format.model.json import jackson_json, load_json_object
-from paimon_format.storage.in_flight import map_in_flight
+from paimon_format.storage.in_flight import both, map_in_flight
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -213,6 +213,15 @@ def read_snapshot_file(file_io: FileIO, path: str, missing: str) -> Snapshot:
     return Snapshot.from_json(data, path)
 
 
+def _outcome(read: Callable[[], Snapshot]) -> tuple[Snapshot | None, Exception | None]:
+    """(what `read` returned, None) or (None, what it raised): a read sent beside another whose
+    answer decides whether this one's failure matters at all."""
+    try:
+        return read(), None
+    except Exception as failure:  # noqa: BLE001 - handed back, raised by the caller when it counts
+        return None, failure
+
+
 # -- SnapshotManager -------------------------------------------------------------------------------
 
 
@@ -270,7 +279,13 @@ class SnapshotManager:
         self._handed_over = None
         hint = self._read_hint(self.latest_hint_path())
         if hint is not None and hint > 0:
-            if not self.snapshot_exists(hint + 1) and self.snapshot_exists(hint):
+            # both checks at once: on an object store each waits a round trip, and neither needs the other
+            next_exists, hinted_exists = both(
+                lambda: self.snapshot_exists(hint + 1),
+                lambda: self.snapshot_exists(hint),
+                self.file_io.io_parallelism,
+            )
+            if not next_exists and hinted_exists:
                 return hint
             log.debug("%s: LATEST hint %d is stale, listing snapshots", self.snapshot_dir(), hint)
         ids = self.snapshot_ids()
@@ -323,9 +338,10 @@ class SnapshotManager:
         return read_snapshot_file(self.file_io, path, f"snapshot {snapshot_id} does not exist")
 
     def latest(self, *, reuse_read: bool = False) -> Snapshot | None:
-        """The newest snapshot, found as `latest_id` finds it; the hinted snapshot is read at once
-        instead of checked first (one request fewer on an object store), and one found missing sends
-        us to the listing as a failed check would. Any other read failure propagates.
+        """The newest snapshot, found as `latest_id` finds it; the hinted snapshot is read instead of
+        checked (one request fewer on an object store), beside the check of the next id (one round
+        trip, not two), and one found missing sends us to the listing as a failed check would. Any
+        other read failure propagates when the hint is current.
 
         `reuse_read`: a plan asks, and the table's open check handed its read over
         (`hand_over_latest`) with no other look at this manager's snapshots since: that read is the
@@ -336,10 +352,21 @@ class SnapshotManager:
             return self._handed_over[0]
         self._handed_over = None
         hint = self._read_hint(self.latest_hint_path())
-        if hint is not None and hint > 0 and not self.snapshot_exists(hint + 1):
-            try:
-                return self.snapshot(hint)
-            except SnapshotNotFoundError:
+        if hint is not None and hint > 0:
+            # the check of the next id and the read of the hinted one at once (each a round trip on
+            # an object store); the read's outcome counts only when the next id is absent, so a
+            # stale hint naming a snapshot that is gone or broken sends us to the listing, as before
+            next_exists, hinted = both(
+                lambda: self.snapshot_exists(hint + 1),
+                lambda: _outcome(lambda: self.snapshot(hint)),
+                self.file_io.io_parallelism,
+            )
+            if not next_exists:
+                snapshot, failure = hinted
+                if failure is None:
+                    return snapshot
+                if not isinstance(failure, SnapshotNotFoundError):
+                    raise failure
                 log.debug("%s: LATEST hint %d names no snapshot, listing", self.snapshot_dir(), hint)
         ids = self.snapshot_ids()
         return self.snapshot(ids[-1]) if ids else None
@@ -350,6 +377,19 @@ class SnapshotManager:
         `snapshot_ids`, `try_commit`) drops it, so a job that does more than open and plan (a
         commit, a maintenance run's next operation) reads the table again."""
         self._handed_over = (snapshot,)
+
+    def handed_over(self) -> tuple[Snapshot | None] | None:
+        """What `hand_over_latest` left for the plan, without taking it: (snapshot,), or None when
+        nothing is handed over. For a look that only estimates (sizing a run), which may use the
+        open check's read and must leave it for the plan."""
+        return self._handed_over
+
+    def take_latest_handed_over(self) -> Snapshot | None:
+        """The latest the open check handed over, taken (a later plan reads afresh), or read now
+        when nothing is handed over: for a job whose first step only estimates from it and whose
+        later steps must see what landed meanwhile (remove-orphan-files sizes its listing so)."""
+        handed, self._handed_over = self._handed_over, None
+        return handed[0] if handed is not None else self.latest()
 
     def earliest(self) -> Snapshot | None:
         snapshot_id = self.earliest_id()

@@ -26,6 +26,7 @@ from paimon_format.model.schema import SchemaManager, TableSchema
 from paimon_format.model.types import DataType
 from paimon_format.snapshot import SnapshotManager
 from paimon_format.storage.fileio import FileIO
+from paimon_format.storage.in_flight import both
 from paimon_format.storage.paths import bucket_dir, partition_dir, table_path
 from paimon_format.tags import TagManager
 
@@ -156,8 +157,11 @@ class Table:
         """Schema `schema_id` of this branch; schema files never change, so each is read once per handle."""
         cache: dict[int, TableSchema] = self.__dict__.setdefault("_schemas_by_id", {})
         if schema_id not in cache:
+            latest = self.__dict__.get("schema")  # the latest schema, when this handle read it
             if self._schema_override is not None and self._schema_override.id == schema_id:
                 cache[schema_id] = self._schema_override
+            elif latest is not None and latest.id == schema_id:
+                cache[schema_id] = latest  # no second read of the same file
             else:
                 cache[schema_id] = self.schema_manager.schema(schema_id)
         return cache[schema_id]
@@ -172,8 +176,12 @@ class Table:
         latest snapshot read here is handed to the job's plan (`SnapshotManager.hand_over_latest`),
         which then reads no second time.
         """
-        self.schema  # noqa: B018 - a table without a schema is not a table
-        latest = self.snapshot_manager.latest()
+        manager = self.snapshot_manager
+        # the schema and the latest snapshot at once (each a chain of round trips on an object
+        # store); a table without a schema is not a table, and that error comes first
+        # (the latest's own read sends two at once: three may be in flight, or one by one)
+        parallelism = self.file_io.io_parallelism
+        _, latest = both(lambda: self.schema, manager.latest, parallelism if parallelism >= 3 else 1)
         self.snapshot_manager.hand_over_latest(latest)  # the job's plan reads no second time
         if latest is None:
             return

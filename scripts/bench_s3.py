@@ -6,6 +6,7 @@ with the request bill (kinds, bytes, peak in flight, 503s) against the fewest re
     .venv/bin/python scripts/bench_s3.py --throttle 0.01                         # 1% answered 503
     .venv/bin/python scripts/bench_s3.py --jobs expire-snapshots,compact --spark # some jobs, + Spark path
     .venv/bin/python scripts/bench_s3.py --objects 100000 --manifests 1000 --repeat 3  # fastest of 3 each
+    .venv/bin/python scripts/bench_s3.py --slope-ms 150        # + the round trips each job paid (slope)
 
 Builds the tables once on local disk (scripts/s3bench/tables.py: the orphan benchmark's table of 100
 daily partitions x 4 buckets, `--manifests` manifests and `--objects` objects in all, 10 snapshots, 5
@@ -37,6 +38,9 @@ copy of its table when the job changes it: first at latency 0 (moto's own cost),
               the requests); moto s: how long moto was busy during the run at --latency-ms
   RSS MiB     the job process's peak resident memory (details.driver_peak_rss_mib)
   load        the 1-minute load average after the run
+  slope       with --slope-ms: the least-squares slope of the job's wall over the latencies (0, --latency-ms
+              and these): the round trips it waited one after another, against the floor's round trips
+              (floor s / latency); moto's own time does not move with the latency, so it is out of the slope
 
 A job that fails prints its error in its row; the script goes on and exits 1 at the end.
 """
@@ -53,9 +57,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
+
 from paimon_format.storage.fileio import FileIO  # noqa: E402
 from scripts.s3bench import tables  # noqa: E402
-from scripts.s3bench.jobs import Facts, Job, all_jobs, with_spark  # noqa: E402
+from scripts.s3bench.jobs import Facts, Job, all_jobs, fewest_of, round_trips_of, with_spark  # noqa: E402
 from scripts.s3bench.run import HEADER, SOURCE_BUCKETS, Run, row, run_job  # noqa: E402
 from scripts.s3bench.store import Store  # noqa: E402
 
@@ -111,6 +117,24 @@ def fastest(runs: list[Run]) -> Run | None:
     return min(runs, key=lambda run: run.wall_s)
 
 
+def slope_line(job: Job, facts: Facts, runs: list[Run | None], in_flight: int) -> str:
+    """The round trips a job paid: the least-squares slope of its (fastest) wall over the latency,
+    in seconds per second of latency, i.e. how many latencies it waited one after another. Against
+    its floor's (the larger of fewest / in-flight limit and its chain of dependent requests) it says
+    how close the job comes to the floor at any latency, with moto's own time (the same at every
+    latency) and the machine's noise (small against a long latency) out of the ratio."""
+    done = [run for run in runs if run is not None and not run.error]
+    if len(done) < 2:
+        return f"{'':<32} slope: too few runs finished"
+    seconds = np.array([run.latency_ms / 1000 for run in done])
+    wall = np.array([run.wall_s for run in done])
+    paid = float(np.polyfit(seconds, wall, 1)[0])
+    floor = max(fewest_of(job, facts) / in_flight, round_trips_of(job, facts))
+    points = ", ".join(f"{run.latency_ms:g} ms {run.wall_s:.2f} s" for run in done)
+    ratio = paid / floor
+    return f"{'':<32} slope over {points}: paid {paid:.1f} round trips, floor {floor:.1f}, ratio {ratio:.2f}"
+
+
 def walls(runs: list[Run]) -> str:
     return ", ".join("failed" if run.error else f"{run.wall_s:.2f}" for run in runs)
 
@@ -132,7 +156,14 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs of each job at each latency; the fastest of each counts"
     )
+    parser.add_argument(
+        "--slope-ms",
+        default="",
+        help="more latencies (comma-separated ms, e.g. 150): each job also runs at these, and the round "
+        "trips it paid (the slope of its wall over the latency) are printed against its floor's",
+    )
     args = parser.parse_args()
+    extra = [float(ms) for ms in args.slope_ms.split(",") if ms.strip()]
     jobs = selected_jobs(args.jobs, args.spark)
     workdir = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     store = Store.start(workdir)
@@ -149,11 +180,14 @@ def main() -> None:
         for job in jobs:
             zeros: list[Run] = []
             runs: list[Run] = []
+            more: dict[float, list[Run]] = {ms: [] for ms in extra}
             for _ in range(max(args.repeat, 1)):  # alternately, so a drift of the machine hits both alike
                 if args.latency_ms and not args.no_zero:
                     zeros.append(run_job(store, job, 0.0, args.throttle, workdir))
                 runs.append(run_job(store, job, args.latency_ms, args.throttle, workdir))
-            failures += sum(bool(r.error) for r in zeros + runs)
+                for ms, at_ms in more.items():
+                    at_ms.append(run_job(store, job, ms, args.throttle, workdir))
+            failures += sum(bool(r.error) for r in zeros + runs + [r for rs in more.values() for r in rs])
             zero, run = fastest(zeros), fastest(runs)
             assert run is not None  # one run at least
             if args.repeat > 1:
@@ -161,6 +195,8 @@ def main() -> None:
             print(row(job, facts, run, zero, limit), flush=True)
             if zero is not None and zero.error and not run.error:
                 print(f"{'':<32} at latency 0: FAILED {zero.error}", flush=True)
+            if more:
+                print(slope_line(job, facts, [zero, run, *(fastest(rs) for rs in more.values())], limit))
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     finally:
         store.stop()

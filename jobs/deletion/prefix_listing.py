@@ -43,7 +43,6 @@ import pyarrow as pa
 
 from jobs.deletion.listed import LISTED_COLUMNS, LISTED_SCHEMA, Listing
 from paimon_format.maintenance.orphan_rules import FileNaming, Judgement, directory_judge, judge_file
-from paimon_format.manifest.codec import read_manifest_list
 from paimon_format.storage.fileio import FileIO
 from paimon_format.storage.in_flight import map_in_flight, stream_in_flight
 from paimon_format.table import Table
@@ -83,18 +82,17 @@ def range_budget(expected_objects: int | None, cores: int) -> int:
 def estimated_objects(table: Table) -> int:
     """About how many objects the table's prefix holds: the latest snapshot's live data files and
     the manifests its lists name (two reads). Old snapshots' files and orphans are not counted, so
-    this errs low: fewer ranges, never more requests."""
-    latest = table.snapshot_manager.latest()
+    this errs low: fewer ranges, never more requests. The latest is the open check's read when it is
+    still handed over (taken: the roots read after the listing must look afresh), and the lists come
+    from the handle's cache (sizing read them): an estimate needs no fresh look, and each read is a
+    round trip on an object store."""
+    latest = table.snapshot_manager.take_latest_handed_over()
     if latest is None:
         return 0
     names = [name for name in (latest.base_manifest_list, latest.delta_manifest_list) if name]
     objects = 0
-    # both lists at once (on an object store each read is a round trip)
-    read = map_in_flight(
-        lambda name: read_manifest_list(table.file_io, table.manifest_path(name)),
-        names,
-        min(2, table.file_io.io_parallelism),
-    )
+    # both lists at once when not cached (on an object store each read is a round trip)
+    read = map_in_flight(table.manifest_list, names, min(2, table.file_io.io_parallelism))
     for metas in read:
         for meta in metas:
             objects += 1 + max(0, meta.num_added_files - meta.num_deleted_files)

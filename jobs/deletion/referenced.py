@@ -55,13 +55,14 @@ from jobs.runtime.spark import driver_list_frame, parallelize_small
 from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError
 from paimon_format.maintenance.references import (
+    RELPATH_LISTINGS,
     branch_prefix,
     index_manifest_references,
     manifest_references,
     metadata_file_relpaths,
     root_references,
 )
-from paimon_format.storage.in_flight import map_in_flight
+from paimon_format.storage.in_flight import both, map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -184,11 +185,19 @@ def referenced_paths(
     """
     F = functions_for(spark)
     log = log or logging.getLogger(__name__)
-    branches = [MAIN_BRANCH] + table.branch_manager.branch_names()
+    parallelism = table.file_io.io_parallelism
+    # the main branch's four listings go out with the listing of branch/ (when five may be in
+    # flight), the other branches' after it
+    main, others = both(
+        lambda: metadata_file_relpaths(table, MAIN_BRANCH),
+        table.branch_manager.branch_names,
+        parallelism if parallelism > RELPATH_LISTINGS else 1,
+    )
+    branches = [MAIN_BRANCH, *others]
+    listed = [main, *map_in_flight(lambda branch: metadata_file_relpaths(table, branch), others, parallelism)]
     metadata_files: list[str] = []
     roots: list[tuple[str, str, str]] = []
-    for branch in branches:
-        files, branch_roots = metadata_file_relpaths(table, branch)
+    for branch, (files, branch_roots) in zip(branches, listed, strict=True):
         metadata_files.extend(files)
         roots.extend(
             (branch, kind, name)

@@ -147,13 +147,13 @@ def measure(
     `probe`: times the storage calls sizing makes (the store's latency, without a request of its own).
     Read errors propagate: a table whose metadata cannot be read is not "small", it is broken.
     """
+    origin = table  # the job's own handle: its open check's latest and its list cache are shared
     if probe is not None:
         table = Table(probe.wrap(table.file_io), table.path, table.branch)
     scan_entries = scan_deleted = scan_manifests = 0
-    all_branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
+    all_branches, roots, latest_of = _roots_and_latest(table, origin.snapshot_manager.handed_over())
     # more branches than are sized: only the main branch's scan is counted (the table does not fit)
     branches = all_branches if len(all_branches) <= MAX_BRANCHES_SIZED else [MAIN_BRANCH]
-    roots, latest_of = _roots_and_latest(table, branches)
     latest = latest_of[MAIN_BRANCH]
     # every latest snapshot's lists at once (on an object store each read waits a round trip)
     lists = [
@@ -175,6 +175,8 @@ def measure(
     ]
 
     def read(item: tuple[str, bool, str]) -> list[ManifestFileMeta]:
+        if item[0] == MAIN_BRANCH:  # read once for sizing and the job's plan (a list never changes)
+            return origin.manifest_list(item[2])
         branch_table = table.for_branch(item[0])
         return read_manifest_list(branch_table.file_io, branch_table.manifest_path(item[2]))
 
@@ -205,23 +207,47 @@ def measure(
     )
 
 
-def _roots_and_latest(table: Table, branches: list[str]) -> tuple[int, dict[str, Snapshot | None]]:
-    """The roots (snapshots, long-lived changelogs, tags) of `branches` and each one's latest snapshot,
-    their directory listings and latest reads sent at once, not one after another."""
-    calls: list[tuple[str, Callable[[], Any]]] = []
-    for branch in branches:
-        branch_table = table.for_branch(branch)
-        manager = branch_table.snapshot_manager
-        calls += [(branch, manager.snapshot_ids), (branch, manager.changelog_ids)]
-        calls += [(branch, branch_table.tag_manager.tag_names), (branch, manager.latest)]
-    roots, latest_of = 0, dict.fromkeys(branches)
-    done = map_in_flight(lambda call: call[1](), calls, table.file_io.io_parallelism)
-    for (branch, _call), found in zip(calls, done, strict=True):
-        if isinstance(found, list):
-            roots += len(found)
-        else:
-            latest_of[branch] = found
-    return roots, latest_of
+def _roots_and_latest(
+    table: Table, handed_over: tuple[Snapshot | None] | None
+) -> tuple[list[str], int, dict[str, Snapshot | None]]:
+    """The table's branches (main first), the roots (snapshots, long-lived changelogs, tags) of
+    those sized and each one's latest snapshot: the main branch's listings and latest read go out
+    with the listing of branch/, the other branches' after it, all at once within each wave.
+    `handed_over`: the main branch's latest as the job's open check read it (no second read)."""
+    parallelism = table.file_io.io_parallelism
+    names: list[str] = []
+    roots, latest_of = 0, {MAIN_BRANCH: handed_over[0] if handed_over else None}
+
+    def list_branches() -> list[str]:
+        names.extend(table.branch_manager.branch_names())
+        return []
+
+    def wave(branches: list[str], first: list[Callable[[], Any]]) -> None:
+        nonlocal roots
+        calls: list[tuple[str, Callable[[], Any]]] = [(MAIN_BRANCH, call) for call in first]
+        for branch in branches:
+            branch_table = table.for_branch(branch)
+            manager = branch_table.snapshot_manager
+            calls += [(branch, manager.snapshot_ids), (branch, manager.changelog_ids)]
+            calls.append((branch, branch_table.tag_manager.tag_names))
+            if branch != MAIN_BRANCH or handed_over is None:
+                calls.append((branch, lambda m=manager: (m.latest(),)))
+        # a latest read sends two requests at once: one call fewer in flight keeps the bound
+        at_once = max(1, parallelism - 1)
+        for (branch, _call), found in zip(
+            calls, map_in_flight(lambda call: call[1](), calls, at_once), strict=True
+        ):
+            if isinstance(found, tuple):
+                latest_of[branch] = found[0]
+            else:
+                roots += len(found)
+
+    wave([MAIN_BRANCH], [list_branches])  # the branch listing adds no root: it returns []
+    sized = names if len(names) + 1 <= MAX_BRANCHES_SIZED else []
+    latest_of.update(dict.fromkeys(sized))
+    if sized:
+        wave(sized, [])
+    return [MAIN_BRANCH, *names], roots, latest_of
 
 
 def row_limit(max_entries: int, max_files: int) -> int:

@@ -448,6 +448,9 @@ def index_manifest_references(table: Table, index_manifest_name: str) -> list[st
     return paths
 
 
+RELPATH_LISTINGS = 4  # the listings `metadata_file_relpaths` sends at once
+
+
 def metadata_file_relpaths(table: Table, branch: str) -> tuple[list[str], list[tuple[str, str]]]:
     """A branch's own metadata files (schemas, snapshots, tags, changelogs) and its roots to read.
 
@@ -464,7 +467,7 @@ def metadata_file_relpaths(table: Table, branch: str) -> tuple[list[str], list[t
     ]
     # the four listings at once: on an object store each is a round trip
     schema_ids, snapshot_ids, tag_names, changelog_ids = map_in_flight(
-        lambda listing: listing(), listings, min(len(listings), table.file_io.io_parallelism)
+        lambda listing: listing(), listings, min(RELPATH_LISTINGS, table.file_io.io_parallelism)
     )
     files = [f"{prefix}schema/schema-{i}" for i in schema_ids]
     roots: list[tuple[str, str]] = []

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from jobs.deletion.prefix_listing import estimated_objects
 from jobs.runtime import placement
 from jobs.runtime.local_exec import DEFAULT_MAX_ENTRIES, DEFAULT_MAX_FILES, TableSize, measure, work_of
 from jobs.runtime.placement import (
@@ -24,6 +25,7 @@ from jobs.runtime.placement import (
     spark_parallelism,
 )
 from paimon_format.storage.fileio import FileIO
+from paimon_format.table import Table
 from tests.support.table_states import build_sample_table
 
 
@@ -142,3 +144,28 @@ def test_sizing_a_table_times_its_own_reads_and_finds_the_same_size(tmp_path):
     probe = LatencyProbe()
     assert measure(table, probe=probe) == measure(table)
     assert len(probe.samples) >= 5  # LATEST hint, snapshot, lists, directory listings
+
+
+def test_sizing_after_the_open_check_reads_no_snapshot_and_leaves_it_for_the_plan(tmp_path):
+    """Sizing takes the latest snapshot the open check read (a round trip fewer on an object store)
+    and leaves it handed over: the job's plan reads no second time either. The orphan job's estimate
+    of the objects to list then takes it (and its lists from the handle's cache) with no request."""
+    sample = build_sample_table(str(tmp_path / "wh"), commits=3)
+    reads: list[str] = []
+
+    class Counting(FileIO):
+        def read_bytes(self, path: str) -> bytes:
+            reads.append(path.rsplit("/", 1)[-1])
+            return super().read_bytes(path)
+
+    table = Table(Counting("file"), sample.path)
+    table.check_metadata()
+    reads.clear()
+    size = measure(table, probe=LatencyProbe())
+    assert size == measure(Table(FileIO.for_path(sample.path), sample.path))
+    assert not [name for name in reads if name.startswith("snapshot-") or name == "LATEST"]
+    assert table.snapshot_manager.handed_over() is not None
+    reads.clear()
+    assert estimated_objects(table) == size.live_files + size.manifests
+    assert reads == []  # the latest and both of its lists were read already
+    assert table.snapshot_manager.handed_over() is None  # taken: the roots after the listing look afresh
