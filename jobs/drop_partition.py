@@ -121,7 +121,7 @@ def drop_partition(
     log = log or logging.getLogger("jobs.drop_partition")
     record = record or RunRecord(operation="drop-partition", table=table.path, dry_run=dry_run)
     tests = selection_tests(table, request.specs, request.where)
-    latest = table.snapshot_manager.latest(reuse_read=True)  # the open check's, when handed over
+    latest = table.snapshot_manager.latest()
     record.snapshot_ids["base"] = latest.id if latest else None
     matches = functools.partial(
         selected, types=table.partition_types, tests=[test for _description, test in tests]

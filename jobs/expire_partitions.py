@@ -209,7 +209,7 @@ def expire_partitions(
     max_expires, batch_size = request.max_expires_for(table), request.batch_size_for(table)
     now = now or dt.datetime.now()
     columns = PartitionColumns.of(table.schema)
-    latest = table.snapshot_manager.latest(reuse_read=True)  # the open check's, when handed over
+    latest = table.snapshot_manager.latest()
     record.snapshot_ids["base"] = latest.id if latest else None
     cutoff = now - dt.timedelta(milliseconds=rule.expiration_ms)
     wanted = (

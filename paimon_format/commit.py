@@ -51,6 +51,8 @@ from paimon_format.table import Table
 
 log = logging.getLogger(__name__)
 
+SIDES_MIN_PARALLELISM = 8  # see SnapshotCommit._sides_at_once
+
 BATCH_COMMIT_IDENTIFIER = 2**63 - 1
 WRITER_VERSION = f"paimon-jobs-{__version__}"
 
@@ -307,14 +309,16 @@ class SnapshotCommit:
         last_seen_latest: int | None = None
         attempt = 0
         while True:
-            latest, schema = self._latest_and_schema()
             if attempt == 0:
+                latest, schema = self._latest_and_schema()
                 self._warn_if_foreign_writer_on_s3(latest)
-            if attempt > 0:
+            else:  # whether our last attempt landed is asked first: no other read may fail it
+                latest = self.table.snapshot_manager.latest()
                 landed = self._find_landed(last_seen_latest, latest, identifier, kind)
                 if landed is not None:
                     log.info("%s: commit already landed as snapshot %d", self.table.path, landed.id)
                     return landed
+                schema = self._latest_schema()
             last_seen_latest = latest.id if latest else None
             try:
                 return self._attempt(latest, schema, request)
@@ -331,10 +335,11 @@ class SnapshotCommit:
         snapshot's failure is raised first; three requests may be in flight, or one by one."""
         parallelism = self.table.file_io.io_parallelism
         return both(
-            self.table.snapshot_manager.latest,
-            lambda: self.table.latest_schema() or self.table.schema,
-            parallelism if parallelism >= 3 else 1,
+            self.table.snapshot_manager.latest, self._latest_schema, parallelism if parallelism >= 3 else 1
         )
+
+    def _latest_schema(self) -> TableSchema:
+        return self.table.latest_schema() or self.table.schema
 
     def _attempt(
         self, latest: Snapshot | None, schema: TableSchema, request: _CommitRequest
@@ -401,16 +406,20 @@ class SnapshotCommit:
                 (prewritten.manifests if prewritten else []) + files.write_manifests(delta)
             )
 
+        def changelog_side() -> tuple[str | None, int | None, int | None]:
+            if prewritten is None:
+                return files.write_changelog(request.changelog, [], 0)
+            return files.write_changelog(
+                request.changelog, prewritten.changelog_manifests, prewritten.changelog_record_count
+            )
+
         def index_side() -> str | None:
             return files.index_manifest(latest, request.drop_index_of, request.add_index_entries)
 
-        parallelism = self.table.file_io.io_parallelism
-        at_once = parallelism if parallelism >= 4 else 1
+        at_once = self.table.file_io.io_parallelism if self._sides_at_once() else 1
         ((base_list, base_size), (delta_list, delta_size)), (changelog, index_manifest) = both(
             lambda: both(base_side, delta_side, at_once),
-            lambda: both(
-                lambda: self._write_changelog(request.changelog, prewritten, files), index_side, at_once
-            ),
+            lambda: both(changelog_side, index_side, at_once),
             at_once,
         )
         changelog_list, changelog_size, changelog_rows = changelog
@@ -445,21 +454,14 @@ class SnapshotCommit:
             writer_version=WRITER_VERSION,
         )
 
-    def _write_changelog(
-        self, changelog: Sequence[ManifestEntry], prewritten: PrewrittenDelta | None, files: AttemptFiles
-    ) -> tuple[str | None, int | None, int | None]:
-        """The changelog manifest list (name, size, rows) of the next snapshot; all None without changelog."""
-        prewritten_changelog = prewritten.changelog_manifests if prewritten else []
-        if not changelog and not prewritten_changelog:
-            return None, None, None
-        changelog_metas = list(prewritten_changelog)
-        if changelog:
-            changelog_metas += files.write_manifests(list(changelog))
-        name, size = files.write_list(changelog_metas)
-        rows = sum(e.file.row_count for e in changelog)
-        if prewritten_changelog:
-            rows += prewritten.changelog_record_count  # type: ignore[union-attr]
-        return name, size, rows
+    def _sides_at_once(self) -> bool:
+        """Whether an attempt writes its sides on threads: where a round trip costs (an in-flight
+        limit of SIDES_MIN_PARALLELISM or more: object stores). The base side's merge keeps up to the
+        limit of manifest reads in flight while the other three sides send one request each, so a
+        commit may briefly hold three requests more than the limit; on local disk (limit 4) the
+        sides go one after another, and a fault injected at the N-th write hits the same file in
+        every run."""
+        return self.table.file_io.io_parallelism >= SIDES_MIN_PARALLELISM
 
     # -- retries and their bookkeeping ---------------------------------------------------------
 

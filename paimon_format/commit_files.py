@@ -100,6 +100,19 @@ class AttemptFiles:
         )
         return name, size
 
+    def write_changelog(
+        self, changelog: Sequence[ManifestEntry], prewritten: list[ManifestFileMeta], prewritten_rows: int
+    ) -> tuple[str | None, int | None, int | None]:
+        """The changelog manifest list (name, size, rows) of the next snapshot: the manifests written
+        elsewhere (`prewritten`, holding `prewritten_rows` rows) and those of `changelog`; all None
+        without changelog."""
+        if not changelog and not prewritten:
+            return None, None, None
+        metas = list(prewritten) + (self.write_manifests(list(changelog)) if changelog else [])
+        name, size = self.write_list(metas)
+        rows = sum(entry.file.row_count for entry in changelog)
+        return name, size, rows + (prewritten_rows if prewritten else 0)
+
     def merged_base(self, previous: list[ManifestFileMeta]) -> list[ManifestFileMeta]:
         """The previous snapshot's manifests, merged by Paimon's automatic rules when they qualify."""
         if not previous:

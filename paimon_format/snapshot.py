@@ -21,13 +21,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from paimon_format._listing import basename, numbered_ids
 from paimon_format.branches import MAIN_BRANCH, branch_root
 from paimon_format.errors import CorruptFileError, MissingFileError, SnapshotNotFoundError, StorageError
 from paimon_format.model.json import jackson_json, load_json_object
 from paimon_format.storage.in_flight import both, map_in_flight
+
+R = TypeVar("R")
 
 if TYPE_CHECKING:
     from paimon_format.storage.fileio import FileIO
@@ -213,7 +215,7 @@ def read_snapshot_file(file_io: FileIO, path: str, missing: str) -> Snapshot:
     return Snapshot.from_json(data, path)
 
 
-def _outcome(read: Callable[[], Snapshot]) -> tuple[Snapshot | None, Exception | None]:
+def _outcome(read: Callable[[], R]) -> tuple[R | None, Exception | None]:
     """(what `read` returned, None) or (None, what it raised): a read sent beside another whose
     answer decides whether this one's failure matters at all."""
     try:
@@ -280,13 +282,18 @@ class SnapshotManager:
         hint = self._read_hint(self.latest_hint_path())
         if hint is not None and hint > 0:
             # both checks at once: on an object store each waits a round trip, and neither needs the other
-            next_exists, hinted_exists = both(
+            # (the second check's failure counts only when the hint is current, as before)
+            next_exists, hinted = both(
                 lambda: self.snapshot_exists(hint + 1),
-                lambda: self.snapshot_exists(hint),
+                lambda: _outcome(lambda: self.snapshot_exists(hint)),
                 self.file_io.io_parallelism,
             )
-            if not next_exists and hinted_exists:
-                return hint
+            if not next_exists:
+                hinted_exists, failure = hinted
+                if failure is not None:
+                    raise failure
+                if hinted_exists:
+                    return hint
             log.debug("%s: LATEST hint %d is stale, listing snapshots", self.snapshot_dir(), hint)
         ids = self.snapshot_ids()
         return ids[-1] if ids else None

@@ -157,11 +157,8 @@ class Table:
         """Schema `schema_id` of this branch; schema files never change, so each is read once per handle."""
         cache: dict[int, TableSchema] = self.__dict__.setdefault("_schemas_by_id", {})
         if schema_id not in cache:
-            latest = self.__dict__.get("schema")  # the latest schema, when this handle read it
             if self._schema_override is not None and self._schema_override.id == schema_id:
                 cache[schema_id] = self._schema_override
-            elif latest is not None and latest.id == schema_id:
-                cache[schema_id] = latest  # no second read of the same file
             else:
                 cache[schema_id] = self.schema_manager.schema(schema_id)
         return cache[schema_id]

@@ -194,7 +194,9 @@ def referenced_paths(
         parallelism if parallelism > RELPATH_LISTINGS else 1,
     )
     branches = [MAIN_BRANCH, *others]
-    listed = [main, *map_in_flight(lambda branch: metadata_file_relpaths(table, branch), others, parallelism)]
+    # each branch sends its four listings at once: a quarter as many branches keeps the bound
+    at_once = max(1, parallelism // RELPATH_LISTINGS)
+    listed = [main, *map_in_flight(lambda branch: metadata_file_relpaths(table, branch), others, at_once)]
     metadata_files: list[str] = []
     roots: list[tuple[str, str, str]] = []
     for branch, (files, branch_roots) in zip(branches, listed, strict=True):

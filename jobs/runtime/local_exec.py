@@ -232,8 +232,8 @@ def _roots_and_latest(
             calls.append((branch, branch_table.tag_manager.tag_names))
             if branch != MAIN_BRANCH or handed_over is None:
                 calls.append((branch, lambda m=manager: (m.latest(),)))
-        # a latest read sends two requests at once: one call fewer in flight keeps the bound
-        at_once = max(1, parallelism - 1)
+        # a latest read sends two requests at once: half as many calls in flight keeps the bound
+        at_once = max(1, parallelism // 2)
         for (branch, _call), found in zip(
             calls, map_in_flight(lambda call: call[1](), calls, at_once), strict=True
         ):

@@ -13,9 +13,8 @@ from typing import TypeVar
 import pytest
 
 from paimon_format.commit import SnapshotCommit
-from paimon_format.commit_files import CommitFileNames
+from paimon_format.errors import StorageError
 from paimon_format.storage.fileio import FileIO
-from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 from tests.support.factories import data_file, make_table, message
 
@@ -156,10 +155,24 @@ def test_a_commit_writes_its_base_and_delta_lists_at_once(root):
     assert len(names) == 1 and snapshot.base_manifest_list != snapshot.delta_manifest_list
 
 
-def test_commit_file_names_stay_unique_when_taken_from_many_threads():
-    names = CommitFileNames()
-    taken = list(map_in_flight(lambda _: (names.manifest(), names.manifest_list()), range(2000), 16))
-    manifests = [manifest for manifest, _ in taken]
-    lists = [listed for _, listed in taken]
-    assert len(set(manifests)) == len(manifests) == 2000
-    assert len(set(lists)) == len(lists) == 2000
+def test_a_side_that_fails_leaves_none_of_the_attempts_files(root):
+    """The first list to be written fails once the other side is writing its own; the commit must
+    wait for that side before it removes what the attempt wrote, or its list would stay behind."""
+    failed = threading.Event()
+
+    class FailingFirstList(FileIO):
+        def write_bytes(self, path: str, data: bytes) -> None:
+            if path.rsplit("/", 1)[-1].startswith("manifest-list-"):
+                if not failed.is_set():
+                    failed.set()
+                    raise StorageError(f"write {path}: refused by the test")
+                failed.wait(GUARD_S)
+            super().write_bytes(path, data)
+
+    table = Table(FailingFirstList("file", None, False, 8), root)
+    manifest_dir = table.file_io.join(root, "manifest")
+    before = {status.path for status in table.file_io.list_dir(manifest_dir)}
+    with pytest.raises(StorageError, match="refused by the test"):
+        SnapshotCommit(table).append([message(table, ["b"], data_file("data-b.parquet"))])
+    assert {status.path for status in table.file_io.list_dir(manifest_dir)} == before
+    assert table.snapshot_manager.latest_id() == 2
