@@ -281,13 +281,7 @@ class SnapshotManager:
         self._handed_over = None
         hint = self._read_hint(self.latest_hint_path())
         if hint is not None and hint > 0:
-            # both checks at once: on an object store each waits a round trip, and neither needs the other
-            # (the second check's failure counts only when the hint is current, as before)
-            next_exists, hinted = both(
-                lambda: self.snapshot_exists(hint + 1),
-                lambda: _outcome(lambda: self.snapshot_exists(hint)),
-                self.file_io.io_parallelism,
-            )
+            next_exists, hinted = self._next_beside(hint, lambda: self.snapshot_exists(hint))
             if not next_exists:
                 hinted_exists, failure = hinted
                 if failure is not None:
@@ -305,6 +299,17 @@ class SnapshotManager:
             return hint
         ids = self.snapshot_ids()
         return ids[0] if ids else None
+
+    def _next_beside(
+        self, hint: int, look: Callable[[], R]
+    ) -> tuple[bool, tuple[R | None, Exception | None]]:
+        """Whether `snapshot-(hint+1)` exists, and what `look` (at the hinted snapshot) gave or
+        raised, both asked at once: on an object store each waits a round trip and neither needs
+        the other. The look's outcome counts only when the next id is absent (the hint is current),
+        so a stale hint naming a snapshot that is gone or broken sends the caller to the listing."""
+        return both(
+            lambda: self.snapshot_exists(hint + 1), lambda: _outcome(look), self.file_io.io_parallelism
+        )
 
     def _read_hint(self, path: str) -> int | None:
         """The id in a hint file, or None when it is absent or unusable (then callers list).
@@ -360,14 +365,7 @@ class SnapshotManager:
         self._handed_over = None
         hint = self._read_hint(self.latest_hint_path())
         if hint is not None and hint > 0:
-            # the check of the next id and the read of the hinted one at once (each a round trip on
-            # an object store); the read's outcome counts only when the next id is absent, so a
-            # stale hint naming a snapshot that is gone or broken sends us to the listing, as before
-            next_exists, hinted = both(
-                lambda: self.snapshot_exists(hint + 1),
-                lambda: _outcome(lambda: self.snapshot(hint)),
-                self.file_io.io_parallelism,
-            )
+            next_exists, hinted = self._next_beside(hint, lambda: self.snapshot(hint))
             if not next_exists:
                 snapshot, failure = hinted
                 if failure is None:
