@@ -30,6 +30,7 @@ from jobs.expire_snapshots import (
 )
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
 from jobs.runtime.errors import BadInputError
+from jobs.runtime.local_frame import LocalSession
 from paimon_format.commit import SnapshotCommit
 from paimon_format.maintenance.expire import (
     ChangelogSettings,
@@ -332,6 +333,11 @@ def test_refused_options_are_bad_input(spark_session, tmp_path):
 
 
 # -- crash at each step, then a rerun: the same files as an uninterrupted run -------------------------
+#
+# The crashed run goes in the driver (`LocalSession`): every crash point sits in driver code between
+# whole deletion stages (jobs/deletion/stages.py), so it leaves the same files on storage whichever
+# session planned, in a fraction of a Spark run. The rerun and the uninterrupted reference run on
+# Spark, so every step's crashed state is still finished by the Spark job and compared with Spark's.
 
 
 class Crash(BaseException):
@@ -375,7 +381,7 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
     previous = crash_points.set_crash_handler(crash)
     try:
         with pytest.raises(Crash):
-            expire_snapshots(spark_session, open_table(crashed), ExpiryRequest(older_than=FUTURE))
+            expire_snapshots(LocalSession(), open_table(crashed), ExpiryRequest(older_than=FUTURE))
     finally:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()
@@ -416,7 +422,7 @@ def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_
     try:
         with pytest.raises(Crash):
             expire_snapshots(
-                spark_session,
+                LocalSession(),
                 open_table(crashed),
                 ExpiryRequest(retain_min=4, retain_max=4, older_than=FUTURE),
             )
