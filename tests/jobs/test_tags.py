@@ -223,18 +223,32 @@ class _Crash(BaseException):
     pass
 
 
+@pytest.fixture(scope="module")
+def t3_deleted(spark_session, tagged, tmp_path_factory) -> set[str]:
+    """The files after an uninterrupted delete-tag t3 on Spark: what every crashed run's rerun ends with."""
+    template, _before = tagged
+    reference = copy_warehouse(template, str(tmp_path_factory.mktemp("delete-tag-reference") / "wh"))
+    delete_tag(spark_session, open_table(reference), DeleteTagRequest(["t3"]))
+    return listed_files(open_table(reference))
+
+
 @pytest.mark.parametrize(
     "step", [DELETE_STEPS.tags_deleted, DELETE_STEPS.files, DELETE_STEPS.manifests, DELETE_STEPS.lists]
 )
-def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_session, tagged, tmp_path, step):
+def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(
+    spark_session, tagged, t3_deleted, tmp_path, step
+):
     """Paimon's order, the tag file first; its JSON is parked in tag-deletion/ just before, so a rerun
     (of any tag deletion, here one naming the gone tag again) finishes the files, which
-    remove-orphan-files could not: the retained manifests still name some of them in DELETE entries."""
+    remove-orphan-files could not: the retained manifests still name some of them in DELETE entries.
+
+    The crashed run plans in the driver (`LocalSession`): its crash points sit in driver code between
+    whole steps, so storage is left as a Spark run leaves it, in a fraction of the time; the rerun
+    runs on Spark and must end with the uninterrupted Spark run's files (`t3_deleted`)."""
+    from jobs.runtime.local_frame import LocalSession
     from paimon_format.storage import crash_points
 
     template, before = tagged
-    reference = copy_warehouse(template, str(tmp_path / "reference"))
-    delete_tag(spark_session, open_table(reference), DeleteTagRequest(["t3"]))
     crashed = copy_warehouse(template, str(tmp_path / "crashed"))
     table = open_table(crashed)
 
@@ -247,7 +261,7 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_sessio
     previous = crash_points.set_crash_handler(crash)
     try:
         with pytest.raises(_Crash):
-            delete_tag(spark_session, table, DeleteTagRequest(["t3"]))
+            delete_tag(LocalSession(), table, DeleteTagRequest(["t3"]))
     finally:
         crash_points.set_crash_handler(previous)
         crash_points.reset_passes()
@@ -257,7 +271,7 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(spark_sessio
     assert "tag/tag-t3" not in listed_files(table) and table.tag_manager.pending_deletion_names()
     rerun = delete_tag(spark_session, table, DeleteTagRequest(["t3"]))
     assert rerun.details["unmatched"] == ["t3"] and rerun.counts["unfinished_deletions_finished"] == 1
-    assert listed_files(table) == listed_files(open_table(reference))
+    assert listed_files(table) == t3_deleted
     assert_readable(crashed, before)
 
 
