@@ -235,7 +235,12 @@ def test_fast_forward_makes_main_the_branch_and_deletes_what_only_old_main_used(
 
 
 def test_fast_forward_crash_then_rerun(spark_session, template, tmp_path):
-    """A crash between two snapshot copies (the chaos matrix covers every step, scripts/chaos.py)."""
+    """A crash between two snapshot copies (the chaos matrix covers every step, scripts/chaos.py).
+    The crashed run plans in the driver (`LocalSession`): the crash point sits in driver code between
+    two copies, so storage is left as a Spark run leaves it, in a fraction of the time; the rerun and
+    the orphan cleanup run on Spark and must end with the uninterrupted Spark run's files."""
+    from jobs.runtime.local_frame import LocalSession
+
     step = STEP_SNAPSHOT
     reference = copy_warehouse(template, str(tmp_path / "reference"))
     fast_forward(spark_session, open_table(reference), FastForwardRequest("b"))
@@ -248,7 +253,7 @@ def test_fast_forward_crash_then_rerun(spark_session, template, tmp_path):
 
     def run() -> None:
         with pytest.raises(_Crash):
-            fast_forward(spark_session, table, FastForwardRequest("b"))
+            fast_forward(LocalSession(), table, FastForwardRequest("b"))
 
     _with_crash_handler(step, crash, run)
     assert missing_needed(table) == set()
