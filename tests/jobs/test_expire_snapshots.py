@@ -25,6 +25,7 @@ from jobs.expire_snapshots import (
     ExpiryRequest,
     expire_snapshots,
 )
+from jobs.runtime.local_frame import LocalSession
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
 from paimon_format.model.binary_row import deserialize_row
@@ -319,7 +320,9 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
     spark_session, tmp_path, crash_template, step, skip, killed
 ):
     """Two steps kill a spark-submit-like process; the others stop in-process (the same state on
-    storage, without a second JVM)."""
+    storage, without a second JVM), planned in the driver (`LocalSession`): the crash points sit in
+    driver code between whole steps, so storage is left as a Spark run leaves it, in a fraction of
+    the time. Every rerun runs on Spark and must end with the uninterrupted Spark run's files."""
     import shutil
 
     template, expected_view, reference_files = crash_template
@@ -330,7 +333,7 @@ def test_crash_then_rerun_ends_like_an_uninterrupted_run(
         result = run_job(crashed, crash_at=step, skip=skip)
         assert result.returncode == 137, result.stderr[-2000:]
     else:
-        crash_in_process(spark_session, crashed, step, skip)
+        crash_in_process(LocalSession(), crashed, step, skip)
     crashed_table = open_table(crashed)
     assert missing_needed(crashed_table, first_retained=7) == set()
 
