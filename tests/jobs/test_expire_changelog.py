@@ -245,22 +245,26 @@ def test_expired_snapshots_become_changelogs_then_expire_by_changelog_retention(
     assert after.rows_by_tag == before.rows_by_tag
 
 
-def test_non_decoupled_table_writes_no_changelog(spark_session, tmp_path):
+def test_non_decoupled_table_writes_no_changelog(tmp_path):
+    """In the driver (`LocalSession`): whether a table is decoupled is decided before any frame is
+    planned, and tests/jobs/runtime/test_local_exec.py shows the driver and Spark expire alike."""
     warehouse = str(tmp_path / "wh")
     table = decoupled_table(
         warehouse, **{"changelog.num-retained.min": "1", "changelog.num-retained.max": "2"}
     )
-    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
+    record = expire_snapshots(LocalSession(), table, ExpiryRequest(older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [7, 8] and table.snapshot_manager.changelog_ids() == []
     assert "changelogs_written" not in record.counts and "changelog_settings" not in record.details
     assert_exactly_needed(table)
 
 
-def test_dry_run_reports_changelogs_to_write_and_to_expire(spark_session, tmp_path):
+def test_dry_run_reports_changelogs_to_write_and_to_expire(tmp_path):
+    """In the driver (`LocalSession`): tests/jobs/runtime/test_local_exec.py shows that a dry run in
+    the driver plans on this table what the real run on Spark then does."""
     warehouse = str(tmp_path / "wh")
     table = decoupled_table(warehouse)
     before = fingerprint(table.path)
-    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE), dry_run=True)
+    record = expire_snapshots(LocalSession(), table, ExpiryRequest(older_than=FUTURE), dry_run=True)
     assert fingerprint(table.path) == before
     assert record.counts["snapshots_to_expire"] == 6 and record.counts["changelogs_to_write"] == 6
     assert record.counts["changelogs_to_expire"] == 4  # changelogs 1-4 of 1-6 (min 4 ids of 8 stay)
@@ -268,12 +272,14 @@ def test_dry_run_reports_changelogs_to_write_and_to_expire(spark_session, tmp_pa
     assert record.counts["changelog_manifest_lists_to_delete"] > 0  # files: changelog 5 names them
 
 
-def test_one_run_writes_and_expires_like_two(spark_session, tmp_path):
-    """DECOUPLED keeps 4 ids: changelogs 1-6 are written, 1-4 expire in the same run."""
+def test_one_run_writes_and_expires_like_two(spark_session, tmp_path, crash_template):
+    """DECOUPLED keeps 4 ids: changelogs 1-6 are written, 1-4 expire in the same run (the Spark run
+    is `crash_template`'s uninterrupted reference, shared with the crash cases)."""
+    template, _files, reference, record = crash_template
+    before = view(template)
     warehouse = str(tmp_path / "wh")
-    table = decoupled_table(warehouse)
-    before = view(warehouse)
-    record = expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
+    shutil.copytree(reference, warehouse)
+    table = open_table(warehouse)
     assert table.snapshot_manager.changelog_ids() == [5, 6] and record.counts["changelogs_expired"] == 4
     assert_exactly_needed(table)
     after = view(warehouse)
@@ -346,12 +352,14 @@ class Crash(BaseException):
 
 @pytest.fixture(scope="module")
 def crash_template(spark_session, tmp_path_factory):
+    """(template warehouse, files after an uninterrupted Spark expiry of a copy, that copy, its record):
+    built once, for the crash cases' reruns and test_one_run_writes_and_expires_like_two."""
     base = tmp_path_factory.mktemp("changelog-crash")
     template, reference = str(base / "template"), str(base / "reference")
     decoupled_table(template)
     shutil.copytree(template, reference)
-    expire_snapshots(spark_session, open_table(reference), ExpiryRequest(older_than=FUTURE))
-    return template, listed_files(open_table(reference))
+    record = expire_snapshots(spark_session, open_table(reference), ExpiryRequest(older_than=FUTURE))
+    return template, listed_files(open_table(reference)), reference, record
 
 
 @pytest.mark.parametrize(
@@ -368,7 +376,7 @@ def crash_template(spark_session, tmp_path_factory):
 def test_crash_then_rerun_ends_like_an_uninterrupted_run(
     spark_session, tmp_path, monkeypatch, crash_template, step, skip
 ):
-    template, reference_files = crash_template
+    template, reference_files, _reference, _record = crash_template
     crashed = str(tmp_path / "crashed")
     shutil.copytree(template, crashed)
 
@@ -409,7 +417,7 @@ def test_a_decoupled_rerun_after_a_crashed_coupled_run_expires_without_the_lost_
     """A run with snapshot retention equal to the changelog's (not decoupled) crashes after deleting
     the manifest lists of snapshots 1-4; the next run is decoupled. Those the tag does not hold cannot
     become changelogs any more: they expire without one (reported) instead of failing every rerun."""
-    template, _reference_files = crash_template
+    template = crash_template[0]
     crashed = str(tmp_path / "crashed")
     shutil.copytree(template, crashed)
 
