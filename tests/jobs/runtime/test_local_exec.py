@@ -77,17 +77,27 @@ def comparable(record: RunRecord) -> dict[str, Any]:
 
 
 def both_ways(
-    operation: str, template: str, tmp_path: Path, spark_session: Any, **keys: Any
+    operation: str,
+    template: str,
+    tmp_path: Path,
+    spark_session: Any,
+    on_spark: tuple[str, RunRecord] | None = None,
+    **keys: Any,
 ) -> tuple[str, str, RunRecord]:
     """`operation` on two copies: in the driver (a dry run first, which must delete nothing and plan
-    what the real runs then do), and on Spark; both real runs must report the same."""
+    what the real runs then do), and on Spark; both real runs must report the same. `on_spark`: the
+    Spark run already made on a copy of the template (its warehouse and record), shared with another
+    test."""
     local = copy_of(template, tmp_path / "local")
-    remote = copy_of(template, tmp_path / "spark")
     before = files_on_disk(table_root(local))
     dry = run_job(operation, local, None, dry_run=True, local="always", **keys)
     assert files_on_disk(table_root(local)) == before
     real_local = run_job(operation, local, None, local="always", **keys)
-    real_spark = run_job(operation, remote, spark_session, local="never", **keys)
+    if on_spark is None:
+        remote = copy_of(template, tmp_path / "spark")
+        real_spark = run_job(operation, remote, spark_session, local="never", **keys)
+    else:
+        remote, real_spark = on_spark
     assert (real_local.details["executed_in"], real_spark.details["executed_in"]) == ("driver", "spark")
     assert comparable(real_local) == comparable(real_spark)
     planned = {key: value for key, value in comparable(real_spark)["counts"].items() if key in dry.counts}
@@ -95,8 +105,20 @@ def both_ways(
     return local, remote, real_local
 
 
-def test_expire_snapshots_in_the_driver_deletes_what_spark_deletes(template, tmp_path, spark_session):
-    local, remote, record = both_ways("expire-snapshots", template, tmp_path, spark_session)
+@pytest.fixture(scope="module")
+def expired_on_spark(template, spark_session, tmp_path_factory) -> tuple[str, RunRecord]:
+    """expire-snapshots on Spark (`local: never`) on a copy of the template: (warehouse, record),
+    made once for the two tests that compare a driver run with it."""
+    remote = copy_of(template, tmp_path_factory.mktemp("local-exec-spark") / "wh")
+    return remote, run_job("expire-snapshots", remote, spark_session, local="never")
+
+
+def test_expire_snapshots_in_the_driver_deletes_what_spark_deletes(
+    template, tmp_path, spark_session, expired_on_spark
+):
+    local, remote, record = both_ways(
+        "expire-snapshots", template, tmp_path, spark_session, on_spark=expired_on_spark
+    )
     # 8 snapshots, 2 retained: 6 become changelogs, of which the oldest 4 expire with their lists
     assert record.counts["snapshots_expired"] == record.counts["changelogs_written"] == 6
     assert record.counts["changelogs_expired"] == 4 and record.counts["changelog_manifest_lists_deleted"] > 0
@@ -172,17 +194,16 @@ def test_auto_sizes_the_table_and_takes_spark_above_the_threshold(template, tmp_
 
 
 def test_expire_snapshots_on_a_table_of_many_files_runs_in_the_driver_when_the_names_fit(
-    template, tmp_path, spark_session
+    template, tmp_path, spark_session, expired_on_spark
 ):
     """A table above local_max_files still expires in the driver (its work is bounded by what the
-    roots name), with what Spark does; orphan cleaning, which lists every file, goes to Spark; and
-    an expiry whose roots name more than the row limit goes to Spark too."""
+    roots name), with what Spark does (`expired_on_spark`); orphan cleaning, which lists every file,
+    goes to Spark; and an expiry whose roots name more than the row limit goes to Spark too."""
     local = copy_of(template, tmp_path / "local")
-    remote = copy_of(template, tmp_path / "spark")
+    remote, on_spark = expired_on_spark
     expiry = run_job("expire-snapshots", local, None, local_max_files=1)
     assert expiry.details["executed_in"] == "driver"
     assert expiry.details["table_size"]["live_files"] > 1 and expiry.details["table_size"]["manifests"] > 0
-    on_spark = run_job("expire-snapshots", remote, spark_session, local="never")
     assert comparable(expiry) == comparable(on_spark) and expiry.counts["snapshots_expired"] == 6
     assert files_on_disk(table_root(local)) == files_on_disk(table_root(remote))
     orphans = run_job("remove-orphan-files", local, spark_session, dry_run=True, local_max_files=1)
