@@ -217,6 +217,14 @@ def test_dry_run_deletes_nothing_and_reports_the_plan(spark_session, tmp_path):
     assert "files_deleted" not in record.counts
 
 
+# One sample table of each layout expires on Spark; the rest differ from them only in their data
+# files' format or column types (a DATE partition), which expiry never reads: it deletes data files
+# by the paths the manifests give, made by the same functions in either session, and its frames have
+# the same columns whatever the table holds. So those expire in the driver (`LocalSession`), with the
+# same checks.
+ON_SPARK = {"append_parted", "pk_fixed", "pk_dynamic", "dropped_part", "fmt_orc"}
+
+
 def test_pypaimon_written_tables(spark_session, tmp_path):
     """Append, partitioned with a tag, fixed/dynamic-bucket primary key, ORC/Avro, a dropped partition."""
     from paimon_format.table import Table
@@ -224,11 +232,13 @@ def test_pypaimon_written_tables(spark_session, tmp_path):
 
     warehouse = str(tmp_path / "py")
     samples = create_sample_tables(warehouse)
+    assert ON_SPARK < set(samples)
     expired = 0
-    for info in samples.values():
+    for name, info in samples.items():
         table = Table.open(warehouse, info.identifier)
         latest = table.snapshot_manager.latest_id()
-        record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
+        session = spark_session if name in ON_SPARK else LocalSession()
+        record = expire_snapshots(session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
         expired += record.counts["snapshots_expired"]
         assert table.snapshot_manager.snapshot_ids() == [latest], info.name
         assert missing_needed(table) == set() and leftovers(table) == set(), info.name
