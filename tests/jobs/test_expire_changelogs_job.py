@@ -17,6 +17,7 @@ import yaml
 from jobs.__main__ import main
 from jobs.expire_changelogs import ChangelogExpiryRequest, expire_changelogs_of
 from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
+from jobs.runtime.local_frame import LocalSession
 from paimon_format.consumers import ConsumerManager
 from tests.support.changelog_tables import decoupled_table
 from tests.support.table_states import (
@@ -32,10 +33,13 @@ FUTURE = "2100-01-01 00:00:00"
 
 
 @pytest.fixture(scope="module")
-def template(spark_session, tmp_path_factory) -> str:
+def template(tmp_path_factory) -> str:
+    """The table after expire-snapshots made its long-lived changelogs. That expiry is set-up, not
+    under test: it runs in the driver (`LocalSession`); tests/jobs/test_expire_changelog.py runs it on
+    Spark and tests/jobs/runtime/test_local_exec.py shows both delete the same on this table."""
     warehouse = str(tmp_path_factory.mktemp("expire-changelogs") / "wh")
     table = decoupled_table(warehouse)
-    expire_snapshots(spark_session, table, ExpiryRequest(older_than=FUTURE))
+    expire_snapshots(LocalSession(), table, ExpiryRequest(older_than=FUTURE))
     return warehouse
 
 

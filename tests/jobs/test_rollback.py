@@ -15,6 +15,7 @@ from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
 from jobs.rollback import STEP_METADATA, STEP_PLANNED, STEP_SNAPSHOT, RollbackRequest, rollback
 from jobs.runtime.errors import BadInputError, CommitRaceLost
+from jobs.runtime.local_frame import LocalSession
 from tests.support.table_states import (
     IDENTIFIER,
     append_rows,
@@ -34,8 +35,10 @@ FUTURE = "2100-01-01 00:00:00"
 
 
 @pytest.fixture(scope="module")
-def history(spark_session, tmp_path_factory):
-    """Snapshots 1-6, tags t2 (2) and t5 (5); and a copy where only 5, 6 are left (t2 holds 2)."""
+def history(tmp_path_factory):
+    """Snapshots 1-6, tags t2 (2) and t5 (5); and a copy where only 5, 6 are left (t2 holds 2).
+    That copy's expiry is set-up, not under test: it runs in the driver (`LocalSession`), which
+    tests/jobs/runtime/test_local_exec.py shows deletes what Spark deletes."""
     base = tmp_path_factory.mktemp("rollback")
     full = str(base / "full")
     table = build_sample_table(full, commits=4)
@@ -43,7 +46,7 @@ def history(spark_session, tmp_path_factory):
     table.tag_manager.create_tag("t5", table.snapshot_manager.snapshot(5))
     append_rows(table, batch(200, 4))
     expired = copy_warehouse(full, str(base / "expired"))
-    expire_snapshots(spark_session, open_table(expired), ExpiryRequest(retain_min=2, older_than=FUTURE))
+    expire_snapshots(LocalSession(), open_table(expired), ExpiryRequest(retain_min=2, older_than=FUTURE))
     assert open_table(expired).snapshot_manager.snapshot_ids() == [5, 6]
     return full, view(full), expired
 

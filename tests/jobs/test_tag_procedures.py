@@ -140,8 +140,11 @@ def test_rename_tag_crash_after_copy_then_rerun_and_a_racing_replace(small_table
 # -- replace-tag -----------------------------------------------------------------------------------
 
 
-def overwritten_table(warehouse: str, spark) -> None:
-    """Tags t2, t3 on snapshots 2, 3; snapshot 5 overwrites dt=2024-01-01; only 6, 7 stay."""
+def overwritten_table(warehouse: str) -> None:
+    """Tags t2, t3 on snapshots 2, 3; snapshot 5 overwrites dt=2024-01-01; only 6, 7 stay.
+
+    The expiry is set-up, not under test: it runs in the driver (`LocalSession`), which
+    tests/jobs/runtime/test_local_exec.py shows deletes what Spark deletes."""
     table = build_sample_table(warehouse, commits=4)
     table.tag_manager.create_tag("t3", table.snapshot_manager.snapshot(3))
     written = write_table_files(table.file_io, table.path, table.schema, batch(100, 2, days=1), 5000)
@@ -152,16 +155,16 @@ def overwritten_table(warehouse: str, spark) -> None:
     append_rows(table, batch(200, 3))
     append_rows(table, batch(300, 3))
     table.tag_manager.create_tag("t6", table.snapshot_manager.snapshot(6))
-    expire_snapshots(spark, table, ExpiryRequest(retain_min=2, older_than="2100-01-01 00:00:00"))
+    expire_snapshots(LocalSession(), table, ExpiryRequest(retain_min=2, older_than="2100-01-01 00:00:00"))
     assert table.snapshot_manager.snapshot_ids() == [6, 7]
 
 
 @pytest.fixture(scope="module")
-def tagged(spark_session, tmp_path_factory):
+def tagged(tmp_path_factory):
     """t2, t3 on expired snapshots 2, 3 (t3 alone holds the overwritten partition's old files), t6
     on the retained 6; snapshots 6, 7."""
     template = str(tmp_path_factory.mktemp("replace-tag") / "template")
-    overwritten_table(template, spark_session)
+    overwritten_table(template)
     return template, view(template)
 
 

@@ -22,6 +22,7 @@ from jobs.delete_tag import DeleteTagRequest, delete_tag, matching_tags
 from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
 from jobs.expire_tags import ExpireTagsRequest, expire_tags
 from jobs.runtime.errors import BadInputError
+from jobs.runtime.local_frame import LocalSession
 from paimon_format.commit import CommitMessage, SnapshotCommit
 from paimon_format.data.writer import write_table_files
 from paimon_format.model.binary_row import deserialize_row
@@ -139,8 +140,11 @@ def _utc(epoch_ms: int) -> str:
 # -- delete-tag and expire-tags --------------------------------------------------------------------
 
 
-def overwritten_table(warehouse: str, spark) -> None:
-    """Tags t2, t3 on snapshots 2, 3; snapshot 5 overwrites dt=2024-01-01; only 6, 7 stay."""
+def overwritten_table(warehouse: str) -> None:
+    """Tags t2, t3 on snapshots 2, 3; snapshot 5 overwrites dt=2024-01-01; only 6, 7 stay.
+
+    The expiry is set-up, not under test: it runs in the driver (`LocalSession`), which
+    tests/jobs/runtime/test_local_exec.py shows deletes what Spark deletes."""
     table = build_sample_table(warehouse, commits=4)
     table.tag_manager.create_tag("t3", table.snapshot_manager.snapshot(3))
     written = write_table_files(table.file_io, table.path, table.schema, batch(100, 2, days=1), 5000)
@@ -151,16 +155,16 @@ def overwritten_table(warehouse: str, spark) -> None:
     append_rows(table, batch(200, 3))
     append_rows(table, batch(300, 3))
     table.tag_manager.create_tag("t6", table.snapshot_manager.snapshot(6))
-    expire_snapshots(spark, table, ExpiryRequest(retain_min=2, older_than=FUTURE))
+    expire_snapshots(LocalSession(), table, ExpiryRequest(retain_min=2, older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [6, 7]
 
 
 @pytest.fixture(scope="module")
-def tagged(spark_session, tmp_path_factory):
+def tagged(tmp_path_factory):
     """The template warehouse, what pypaimon reads of it, and the files after deleting t2 then t3."""
     base = tmp_path_factory.mktemp("delete-tag")
     template = str(base / "template")
-    overwritten_table(template, spark_session)
+    overwritten_table(template)
     table = open_table(template)
     assert unreferenced(table) == set() and missing_needed(table) == set()
     return template, view(template)
@@ -245,7 +249,6 @@ def test_delete_tag_crash_then_rerun_ends_like_an_uninterrupted_run(
     The crashed run plans in the driver (`LocalSession`): its crash points sit in driver code between
     whole steps, so storage is left as a Spark run leaves it, in a fraction of the time; the rerun
     runs on Spark and must end with the uninterrupted Spark run's files (`t3_deleted`)."""
-    from jobs.runtime.local_frame import LocalSession
     from paimon_format.storage import crash_points
 
     template, before = tagged
