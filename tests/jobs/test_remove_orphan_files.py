@@ -68,6 +68,15 @@ def table_with_history(spark, warehouse: str) -> Table:
     return table
 
 
+@pytest.fixture(scope="module")
+def history(spark_session, tmp_path_factory) -> str:
+    """A warehouse with `table_with_history`'s table, written on Spark once for the module; a test
+    that changes it works on a copy."""
+    warehouse = str(tmp_path_factory.mktemp("orphan-history") / "wh")
+    table_with_history(spark_session, warehouse)
+    return warehouse
+
+
 def readings(warehouse: str) -> dict[str, list]:
     """What pypaimon reads at every snapshot and tag of main."""
     out = {f"snapshot {i}": oracle.read_rows(warehouse, "db.t", snapshot_id=i) for i in (3, 4)}
@@ -86,9 +95,11 @@ def every_live_file(table: Table) -> set[str]:
     }
 
 
-def test_planted_orphans_go_and_every_snapshot_tag_and_branch_keeps_its_files(spark_session, tmp_path):
-    warehouse = str(tmp_path / "wh")
-    table = table_with_history(spark_session, warehouse)
+def test_planted_orphans_go_and_every_snapshot_tag_and_branch_keeps_its_files(
+    spark_session, history, tmp_path
+):
+    warehouse = shutil.copytree(history, str(tmp_path / "wh"))
+    table = Table.open(warehouse, "db.t")
     age_tree(table.path)
     orphans, keep = plant_orphans(table.path)
     before = readings(warehouse)
@@ -108,12 +119,14 @@ def test_planted_orphans_go_and_every_snapshot_tag_and_branch_keeps_its_files(sp
     assert record.details["orphans_by_kind"]["temp"] == 3
 
 
-def test_distributed_referenced_set_equals_the_single_process_scan(spark_session, tmp_path, monkeypatch):
+def test_distributed_referenced_set_equals_the_single_process_scan(
+    spark_session, history, tmp_path, monkeypatch
+):
     """Both ways of reading the roots (on the driver when few, on the executors when many) give the
     set the single-process scan gives."""
     warehouse = str(tmp_path / "wh")
     tables = oracle.create_sample_tables(warehouse)
-    ours = table_with_history(spark_session, str(tmp_path / "ours"))
+    ours = Table.open(history, "db.t")  # only read
     for driver_roots in (DRIVER_ROOTS, 0):
         monkeypatch.setattr("jobs.deletion.referenced.DRIVER_ROOTS", driver_roots)
         for table in [Table.open(warehouse, info.identifier) for info in tables.values()] + [ours]:
