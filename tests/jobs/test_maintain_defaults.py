@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -37,11 +38,12 @@ def write(spark, warehouse: str, table: str, rows: list[tuple], **kwargs) -> Non
     write_dataframe(df, WriteSettings(warehouse, table, **kwargs))
 
 
-@pytest.fixture
-def warehouse(spark_session, tmp_path: Path) -> str:
+@pytest.fixture(scope="module")
+def template(spark_session, tmp_path_factory: pytest.TempPathFactory) -> str:
     """db.events (expiring options, two old partitions and one far in the future, 3 snapshots),
-    db.plain (no table options, 2 snapshots, one old orphan), db.broken (corrupt latest snapshot)."""
-    warehouse = str(tmp_path / "wh")
+    db.plain (no table options, 2 snapshots, one old orphan), db.broken (corrupt latest snapshot);
+    written by the write job once for the module."""
+    warehouse = str(tmp_path_factory.mktemp("maintain-defaults") / "wh")
     write(
         spark_session,
         warehouse,
@@ -62,6 +64,12 @@ def warehouse(spark_session, tmp_path: Path) -> str:
     write(spark_session, warehouse, "db.broken", [(1, "x", "a")])
     Path(warehouse, "db.db", "broken", "snapshot", "snapshot-1").write_text("{not json")
     return warehouse
+
+
+@pytest.fixture
+def warehouse(template: str, tmp_path: Path) -> str:
+    """A private copy of the template (file times kept: the orphan stays old)."""
+    return shutil.copytree(template, str(tmp_path / "wh"))
 
 
 def run(config: Path, *extra: str, capsys) -> tuple[int, dict]:
