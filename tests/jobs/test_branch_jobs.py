@@ -22,6 +22,7 @@ from jobs.fast_forward import STEP_SNAPSHOT, FastForwardRequest, fast_forward
 from jobs.remove_orphan_files import OrphanSettings, remove_orphan_files
 from jobs.rename_branch import STEP_COPIED, RenameBranchRequest, rename_branch
 from jobs.runtime.errors import BadInputError, CommitRaceLost
+from jobs.runtime.report import RunRecord
 from paimon_format.storage import crash_points
 from tests.java.helpers import our_read
 from tests.support.table_states import (
@@ -211,13 +212,26 @@ def test_rename_branch_moves_every_file_and_a_crashed_run_is_finished_by_the_rer
 # -- fast-forward ----------------------------------------------------------------------------------
 
 
-def test_fast_forward_makes_main_the_branch_and_deletes_what_only_old_main_used(spark_session, warehouse):
-    table = open_table(warehouse)
-    before = reads(warehouse)
-    branch_ids = table.for_branch("b").snapshot_manager.snapshot_ids()
-    assert branch_ids[0] == 2 and table.snapshot_manager.snapshot_ids() == [1, 2, 3, 4]
+@pytest.fixture(scope="module")
+def fast_forwarded(spark_session, template, tmp_path_factory) -> tuple[str, RunRecord, set[str]]:
+    """fast-forward to b on Spark on a copy of the template, once for the module: (that warehouse,
+    its record, its files). Tests that go on from it work on a copy."""
+    warehouse = copy_warehouse(template, str(tmp_path_factory.mktemp("fast-forwarded") / "wh"))
+    record = fast_forward(spark_session, open_table(warehouse), FastForwardRequest("b"))
+    return warehouse, record, listed_files(open_table(warehouse))
 
-    record = fast_forward(spark_session, table, FastForwardRequest("b"))
+
+def test_fast_forward_makes_main_the_branch_and_deletes_what_only_old_main_used(
+    spark_session, template, fast_forwarded, tmp_path
+):
+    before = reads(template)
+    template_table = open_table(template)
+    branch_ids = template_table.for_branch("b").snapshot_manager.snapshot_ids()
+    assert branch_ids[0] == 2 and template_table.snapshot_manager.snapshot_ids() == [1, 2, 3, 4]
+
+    done, record, _files = fast_forwarded  # the run itself, shared with the crash test's reference
+    warehouse = copy_warehouse(done, str(tmp_path / "wh"))
+    table = open_table(warehouse)
 
     manager = table.snapshot_manager
     assert manager.snapshot_ids() == [1, *branch_ids] and manager.latest_id() == branch_ids[-1]
@@ -234,7 +248,7 @@ def test_fast_forward_makes_main_the_branch_and_deletes_what_only_old_main_used(
     assert len(reads(warehouse)[("snapshot", str(branch_ids[-1] + 1))]) == len(before[("branch", "b")]) + 2
 
 
-def test_fast_forward_crash_then_rerun(spark_session, template, tmp_path):
+def test_fast_forward_crash_then_rerun(spark_session, template, fast_forwarded, tmp_path):
     """A crash between two snapshot copies (the chaos matrix covers every step, scripts/chaos.py).
     The crashed run plans in the driver (`LocalSession`): the crash point sits in driver code between
     two copies, so storage is left as a Spark run leaves it, in a fraction of the time; the rerun and
@@ -242,8 +256,7 @@ def test_fast_forward_crash_then_rerun(spark_session, template, tmp_path):
     from jobs.runtime.local_frame import LocalSession
 
     step = STEP_SNAPSHOT
-    reference = copy_warehouse(template, str(tmp_path / "reference"))
-    fast_forward(spark_session, open_table(reference), FastForwardRequest("b"))
+    reference_files = fast_forwarded[2]
     warehouse = copy_warehouse(template, str(tmp_path / "crashed"))
     table = open_table(warehouse)
     before = reads(warehouse)
@@ -267,7 +280,7 @@ def test_fast_forward_crash_then_rerun(spark_session, template, tmp_path):
         spark_session, table, OrphanSettings(older_than_ms=0, force=True, max_orphan_ratio=1.0)
     )
     hints = {"snapshot/LATEST", "snapshot/EARLIEST"}
-    assert listed_files(table) - hints == listed_files(open_table(reference)) - hints
+    assert listed_files(table) - hints == reference_files - hints
     assert_clean(warehouse)
 
 
