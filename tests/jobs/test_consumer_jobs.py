@@ -20,6 +20,7 @@ from jobs.clear_consumers import ClearConsumersRequest, clear_consumers
 from jobs.expire_snapshots import ExpiryRequest, expire_snapshots
 from jobs.reset_consumer import ResetConsumerRequest, reset_consumer
 from jobs.runtime.errors import CommitRaceLost
+from jobs.runtime.local_frame import LocalSession
 from paimon_format.consumers import ConsumerManager
 from paimon_format.storage import crash_points
 from tests.support.table_states import (
@@ -209,21 +210,26 @@ def test_a_stale_consumer_expires_first_and_no_longer_holds_snapshots(spark_sess
     assert missing_needed(open_table(warehouse)) == set()
 
 
-def test_without_expiration_time_a_stale_consumer_still_holds(spark_session, warehouse):
+# The two tests below run in the driver (`LocalSession`): which snapshots a consumer holds is decided
+# in the driver's plan before any frame (the test above shows it on Spark), and
+# tests/jobs/runtime/test_local_exec.py shows the driver deletes what Spark deletes.
+
+
+def test_without_expiration_time_a_stale_consumer_still_holds(warehouse):
     consumers = consumers_of(warehouse)
     consumers.reset_consumer("stopped", 2)
     make_stale(consumers, "stopped", 30 * 86400)
     table = open_table(warehouse)
-    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
+    record = expire_snapshots(LocalSession(), table, ExpiryRequest(retain_min=1, older_than=FUTURE))
     assert record.counts["consumers_expired"] == 0 and table.snapshot_manager.snapshot_ids() == [2, 3, 4]
 
 
-def test_changelog_only_consumers_hold_no_snapshots(spark_session, warehouse):
+def test_changelog_only_consumers_hold_no_snapshots(warehouse):
     set_options(warehouse, **{"consumer.changelog-only": "true"})
     consumers = consumers_of(warehouse)
     consumers.reset_consumer("stream-1", 2)
     table = open_table(warehouse)
-    record = expire_snapshots(spark_session, table, ExpiryRequest(retain_min=1, older_than=FUTURE))
+    record = expire_snapshots(LocalSession(), table, ExpiryRequest(retain_min=1, older_than=FUTURE))
     assert table.snapshot_manager.snapshot_ids() == [4] and record.snapshot_ids["limited_by"] != "consumer"
     assert consumers.consumer_ids() == ["stream-1"]  # the consumer itself stays
 
