@@ -47,7 +47,7 @@ from paimon_format.maintenance.references import (
 )
 from paimon_format.manifest.codec import read_manifest
 from paimon_format.manifest.entries import ADD
-from paimon_format.storage.in_flight import map_in_flight
+from paimon_format.storage.in_flight import both, map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -164,14 +164,22 @@ def retained_needs(
 # branches whose roots are listed at once (each branch sends its three listings at once), at most
 # the storage's `io_parallelism` (1: one request at a time, as the user asked)
 _LISTINGS_AT_ONCE = 8
+_BRANCH_LISTINGS = 3  # the listings `_branch_roots` sends at once
 
 
 def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) -> list[Root]:
     """Every snapshot, tag and changelog of every branch that `keep_root` keeps, then `extra_roots`."""
     roots: list[Root] = []
-    branches = [MAIN_BRANCH, *table.branch_manager.branch_names()]
-    at_once = min(_LISTINGS_AT_ONCE, table.file_io.io_parallelism)
-    for listed in map_in_flight(lambda branch: _branch_roots(table, branch), branches, at_once):
+    parallelism = table.file_io.io_parallelism
+    # the main branch's three listings go out with the listing of branch/ (when four may be in
+    # flight), the other branches' after it, a third as many branches as the limit at once
+    main, others = both(
+        lambda: _branch_roots(table, MAIN_BRANCH),
+        table.branch_manager.branch_names,
+        parallelism if parallelism > _BRANCH_LISTINGS else 1,
+    )
+    at_once = max(1, min(_LISTINGS_AT_ONCE, parallelism // _BRANCH_LISTINGS))
+    for listed in [main, *map_in_flight(lambda branch: _branch_roots(table, branch), others, at_once)]:
         roots.extend(r for r in listed if keep_root(*r))
     roots.extend(extra_roots)
     return roots
