@@ -49,10 +49,9 @@ from jobs.deletion.retained_read import (
     collect_notes,
     read_retained_root,
 )
-from jobs.deletion.roots import ArrowMapper, rows_in_flight
+from jobs.deletion.roots import ArrowMapper, each_branch, rows_in_flight
 from jobs.runtime.local_frame import functions_for
 from jobs.runtime.spark import driver_list_frame, parallelize_small
-from paimon_format.branches import MAIN_BRANCH
 from paimon_format.errors import MissingFileError
 from paimon_format.maintenance.references import (
     RELPATH_LISTINGS,
@@ -62,7 +61,7 @@ from paimon_format.maintenance.references import (
     metadata_file_relpaths,
     root_references,
 )
-from paimon_format.storage.in_flight import both, map_in_flight
+from paimon_format.storage.in_flight import map_in_flight
 from paimon_format.table import Table
 
 if TYPE_CHECKING:
@@ -185,21 +184,11 @@ def referenced_paths(
     """
     F = functions_for(spark)
     log = log or logging.getLogger(__name__)
-    parallelism = table.file_io.io_parallelism
-    # the main branch's four listings go out with the listing of branch/ (when five may be in
-    # flight), the other branches' after it
-    main, others = both(
-        lambda: metadata_file_relpaths(table, MAIN_BRANCH),
-        table.branch_manager.branch_names,
-        parallelism if parallelism > RELPATH_LISTINGS else 1,
-    )
-    branches = [MAIN_BRANCH, *others]
-    # each branch sends its four listings at once: a quarter as many branches keeps the bound
-    at_once = max(1, parallelism // RELPATH_LISTINGS)
-    listed = [main, *map_in_flight(lambda branch: metadata_file_relpaths(table, branch), others, at_once)]
+    listed = each_branch(table, lambda branch: metadata_file_relpaths(table, branch), RELPATH_LISTINGS)
+    branches = [branch for branch, _found in listed]
     metadata_files: list[str] = []
     roots: list[tuple[str, str, str]] = []
-    for branch, (files, branch_roots) in zip(branches, listed, strict=True):
+    for branch, (files, branch_roots) in listed:
         metadata_files.extend(files)
         roots.extend(
             (branch, kind, name)

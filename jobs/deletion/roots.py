@@ -161,25 +161,28 @@ def retained_needs(
     return named.unionByName(index_files).unionByName(live).distinct()
 
 
-# branches whose roots are listed at once (each branch sends its three listings at once), at most
-# the storage's `io_parallelism` (1: one request at a time, as the user asked)
-_LISTINGS_AT_ONCE = 8
+_LISTINGS_AT_ONCE = 8  # branches listed at once at most (`each_branch`: fewer under a low io_parallelism)
 _BRANCH_LISTINGS = 3  # the listings `_branch_roots` sends at once
+
+
+def each_branch(table: Table, read_branch: Callable[[str], R], requests_each: int) -> list[tuple[str, R]]:
+    """(branch, read_branch(branch)) for main and every other branch, main's read sent beside the
+    listing of branch/ (when both fit in `io_parallelism`), the other branches' after it, as many at
+    once as keep the bound when each read sends `requests_each` requests at once."""
+    parallelism = table.file_io.io_parallelism
+    main, others = both(
+        lambda: read_branch(MAIN_BRANCH),
+        table.branch_manager.branch_names,
+        parallelism if parallelism > requests_each else 1,
+    )
+    at_once = max(1, min(_LISTINGS_AT_ONCE, parallelism // requests_each))
+    return [(MAIN_BRANCH, main), *zip(others, map_in_flight(read_branch, others, at_once), strict=True)]
 
 
 def _retained_roots(table: Table, keep_root: KeepRoot, extra_roots: list[Root]) -> list[Root]:
     """Every snapshot, tag and changelog of every branch that `keep_root` keeps, then `extra_roots`."""
     roots: list[Root] = []
-    parallelism = table.file_io.io_parallelism
-    # the main branch's three listings go out with the listing of branch/ (when four may be in
-    # flight), the other branches' after it, a third as many branches as the limit at once
-    main, others = both(
-        lambda: _branch_roots(table, MAIN_BRANCH),
-        table.branch_manager.branch_names,
-        parallelism if parallelism > _BRANCH_LISTINGS else 1,
-    )
-    at_once = max(1, min(_LISTINGS_AT_ONCE, parallelism // _BRANCH_LISTINGS))
-    for listed in [main, *map_in_flight(lambda branch: _branch_roots(table, branch), others, at_once)]:
+    for _branch, listed in each_branch(table, lambda branch: _branch_roots(table, branch), _BRANCH_LISTINGS):
         roots.extend(r for r in listed if keep_root(*r))
     roots.extend(extra_roots)
     return roots
